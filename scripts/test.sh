@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. Installs what the tests need when it is
+# missing (fresh Debian + Rust toolchain): redis-server for the end-to-end
+# tests with real workers. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+# The packaged redis-server starts a system instance on 6379; the tests start
+# their own on free ports and never touch it.
+
+cargo test --workspace --all-targets

@@ -1,0 +1,495 @@
+//! Service configuration: embedded defaults, an optional TOML file, then
+//! environment overrides `SCORER_<SECTION>__<KEY>` (issue #2).
+//!
+//! Loading goes through [`figment`]; unknown keys are rejected by serde
+//! (`deny_unknown_fields`) and ranges by [`Config::validate`], so an invalid
+//! config stops start-up with a message naming the key.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Default listen address: loopback only; binding elsewhere must be explicit.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default request body limit, bytes (8 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Default maximum snapshots in one telemetry batch.
+pub const DEFAULT_MAX_BATCH: usize = 10_000;
+/// Default maximum candidates in one score request.
+pub const DEFAULT_MAX_CANDIDATES: usize = 1024;
+/// Default tolerated reporter clock lead over the server clock, ms.
+pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 5_000;
+/// Default age after which a worker's last report makes it dead, ms.
+pub const DEFAULT_DEAD_AFTER_MS: u64 = 10_000;
+/// Default EWMA smoothing factor: weight of the newest sample, in (0, 1].
+pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;
+/// Default maximum number of tracked workers.
+pub const DEFAULT_MAX_WORKERS: usize = 100_000;
+
+/// Prefix of environment overrides.
+pub const ENV_PREFIX: &str = "SCORER_";
+
+/// Errors raised while loading or validating configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or a key could not be parsed; the message
+    /// (figment's) names the key and where it came from.
+    #[error("{0}")]
+    Load(String),
+    /// A value is out of its documented range.
+    #[error("config key `{key}`: {reason}")]
+    Invalid {
+        /// Dotted key, e.g. `telemetry.ewma_alpha`.
+        key: &'static str,
+        /// What is wrong, with the offending value.
+        reason: String,
+    },
+}
+
+/// The whole configuration, one struct per TOML section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[server]`: listener and request limits.
+    pub server: ServerConfig,
+    /// `[telemetry]`: ingestion, liveness and smoothing.
+    pub telemetry: TelemetryConfig,
+    /// `[scoring]`: rule scorer thresholds and deductions.
+    pub scoring: ScoringConfig,
+    /// `[features]`: key fingerprint tables for the observation vector.
+    pub features: FeaturesConfig,
+}
+
+/// `[server]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Socket address to listen on. Default `127.0.0.1:8080`.
+    pub listen: String,
+    /// Largest accepted request body, bytes; larger bodies get 413. Default 8 MiB.
+    pub max_body_bytes: usize,
+    /// Largest telemetry batch, snapshots. Default 10_000.
+    pub max_batch: usize,
+    /// Most candidates in one score request. Default 1024.
+    pub max_candidates: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.to_owned(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_batch: DEFAULT_MAX_BATCH,
+            max_candidates: DEFAULT_MAX_CANDIDATES,
+        }
+    }
+}
+
+/// `[telemetry]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// How far a report's `timestamp_ms` may lead the server's wall clock, ms. Default 5000.
+    pub max_clock_skew_ms: u64,
+    /// A worker whose last report was received longer ago than this is dead, ms. Default 10_000.
+    pub dead_after_ms: u64,
+    /// EWMA weight of the newest sample, in (0, 1]. Default 0.5.
+    pub ewma_alpha: f64,
+    /// Most workers tracked at once; new ids beyond it are rejected. Default 100_000.
+    pub max_workers: usize,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            max_clock_skew_ms: DEFAULT_MAX_CLOCK_SKEW_MS,
+            dead_after_ms: DEFAULT_DEAD_AFTER_MS,
+            ewma_alpha: DEFAULT_EWMA_ALPHA,
+            max_workers: DEFAULT_MAX_WORKERS,
+        }
+    }
+}
+
+/// `[scoring]` section: the rule scorer (issue #2, "Rule scorer").
+///
+/// Deductions are in score points out of 100.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScoringConfig {
+    /// Multiplier while `compacting`, in [0, 1]. Default 0.7.
+    pub compacting_factor: f64,
+    /// Multiplier while `under_repair`, in [0, 1]. Default 0.5.
+    pub under_repair_factor: f64,
+    /// CPU fraction above which points are deducted. Default 0.70.
+    pub cpu_high: f64,
+    /// Points deducted per `cpu_step` above `cpu_high`. Default 2.
+    pub cpu_points_per_step: f64,
+    /// CPU step, fraction. Default 0.05.
+    pub cpu_step: f64,
+    /// Cap on the CPU deduction, points. Default 30.
+    pub cpu_max_deduct: f64,
+    /// RTT p99 baseline, ms; above it points are deducted. Default 10.
+    pub rtt_p99_baseline_ms: f64,
+    /// Points per unit of `(p99 − baseline)/baseline`. Default 15.
+    pub rtt_points_per_ratio: f64,
+    /// Cap on the RTT deduction, points. Default 25.
+    pub rtt_max_deduct: f64,
+    /// Points per unit of error rate (fraction). Default 500.
+    pub error_points_per_rate: f64,
+    /// Cap on the error deduction, points. Default 15.
+    pub error_max_deduct: f64,
+    /// Queue depth above which `queue_deduct` applies, requests. Default 20.
+    pub queue_high_watermark: f64,
+    /// Flat deduction above the queue watermark, points. Default 10.
+    pub queue_deduct: f64,
+    /// Available-memory fraction below which points are deducted. Default 0.15.
+    pub mem_available_low: f64,
+    /// Cap on the memory deduction (reached at 0 available), points. Default 10.
+    pub mem_max_deduct: f64,
+    /// Disk IO await above which points are deducted, ms. Default 50.
+    pub disk_io_await_high_ms: f64,
+    /// Points per `disk_io_await_high_ms` above the threshold, for reads. Default 5.
+    pub disk_io_points_per_threshold: f64,
+    /// Multiplier of the disk deduction for writes (PUT, DELETE). Default 2.
+    pub disk_io_write_weight: f64,
+    /// Cap on the disk deduction, points. Default 15.
+    pub disk_io_max_deduct: f64,
+    /// Network loss fraction above which points are deducted. Default 0.01.
+    pub net_loss_high: f64,
+    /// Points per unit of loss fraction above the threshold. Default 200.
+    pub net_loss_points_per_rate: f64,
+    /// Cap on the network deduction, points. Default 10.
+    pub net_loss_max_deduct: f64,
+    /// Cache hit fraction below which points are deducted. Default 0.70.
+    pub cache_hit_low: f64,
+    /// Points per unit of hit fraction below the threshold. Default 20.
+    pub cache_hit_points_per_rate: f64,
+    /// Cap on the cache deduction, points. Default 10.
+    pub cache_hit_max_deduct: f64,
+    /// Memtable size above which `memtable_deduct` applies, bytes. Default 2 GiB.
+    pub memtable_high_bytes: u64,
+    /// Flat deduction above the memtable threshold, points. Default 5.
+    pub memtable_deduct: f64,
+    /// Warm-up window after a worker's first registration, ms. Default 30_000.
+    pub warmup_ms: u64,
+    /// Warm-up deduction at registration, points; falls linearly to 0 over `warmup_ms`. Default 10.
+    pub warmup_max_deduct: f64,
+}
+
+impl Default for ScoringConfig {
+    fn default() -> Self {
+        Self {
+            compacting_factor: 0.7,
+            under_repair_factor: 0.5,
+            cpu_high: 0.70,
+            cpu_points_per_step: 2.0,
+            cpu_step: 0.05,
+            cpu_max_deduct: 30.0,
+            rtt_p99_baseline_ms: 10.0,
+            rtt_points_per_ratio: 15.0,
+            rtt_max_deduct: 25.0,
+            error_points_per_rate: 500.0,
+            error_max_deduct: 15.0,
+            queue_high_watermark: 20.0,
+            queue_deduct: 10.0,
+            mem_available_low: 0.15,
+            mem_max_deduct: 10.0,
+            disk_io_await_high_ms: 50.0,
+            disk_io_points_per_threshold: 5.0,
+            disk_io_write_weight: 2.0,
+            disk_io_max_deduct: 15.0,
+            net_loss_high: 0.01,
+            net_loss_points_per_rate: 200.0,
+            net_loss_max_deduct: 10.0,
+            cache_hit_low: 0.70,
+            cache_hit_points_per_rate: 20.0,
+            cache_hit_max_deduct: 10.0,
+            memtable_high_bytes: 2 * 1024 * 1024 * 1024,
+            memtable_deduct: 5.0,
+            warmup_ms: 30_000,
+            warmup_max_deduct: 10.0,
+        }
+    }
+}
+
+/// `[features]` section: tables the key fingerprint uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeaturesConfig {
+    /// Estimated value size per key prefix, bytes (e.g. `user = 512`).
+    pub value_size_bytes: BTreeMap<String, u64>,
+    /// Estimate for prefixes not in the table, bytes. Default 1024.
+    pub default_value_size_bytes: u64,
+    /// Half-life of the per-prefix access counter behind the hotness level, ms. Default 10_000.
+    pub hotness_half_life_ms: u64,
+}
+
+impl Default for FeaturesConfig {
+    fn default() -> Self {
+        Self {
+            value_size_bytes: BTreeMap::from([
+                ("user".to_owned(), 512),
+                ("session".to_owned(), 256),
+                ("order".to_owned(), 2048),
+                ("blob".to_owned(), 65_536),
+            ]),
+            default_value_size_bytes: 1024,
+            hotness_half_life_ms: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Embedded defaults, then `path` (TOML) when given, then `SCORER_*` environment overrides.
+    ///
+    /// # Errors
+    /// [`ConfigError::Load`] when the file is unreadable, a key is unknown or has the
+    /// wrong type (the message names it); [`ConfigError::Invalid`] when a value is
+    /// out of range.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_from(path, Env::prefixed(ENV_PREFIX).split("__"))
+    }
+
+    /// Like [`Config::load`] with an explicit environment provider (tests use
+    /// `Env::prefixed(..)` over a jail or pass an empty one).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn load_from(path: Option<&Path>, env: Env) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = path {
+            fig = fig.merge(Toml::file_exact(path));
+        }
+        let cfg: Config = fig
+            .merge(env)
+            .extract()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parse a TOML document over the defaults (no environment).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn from_toml_str(toml: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::string(toml))
+            .extract()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Check every value against its documented range.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first offending key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn bad(key: &'static str, reason: String) -> Result<(), ConfigError> {
+            Err(ConfigError::Invalid { key, reason })
+        }
+        let s = &self.server;
+        if s.listen.parse::<std::net::SocketAddr>().is_err() {
+            return bad(
+                "server.listen",
+                format!("`{}` is not a socket address like 127.0.0.1:8080", s.listen),
+            );
+        }
+        for (key, v) in [
+            ("server.max_body_bytes", s.max_body_bytes),
+            ("server.max_batch", s.max_batch),
+            ("server.max_candidates", s.max_candidates),
+            ("telemetry.max_workers", self.telemetry.max_workers),
+        ] {
+            if v == 0 {
+                return bad(key, "must be at least 1".to_owned());
+            }
+        }
+        let t = &self.telemetry;
+        if !(t.ewma_alpha > 0.0 && t.ewma_alpha <= 1.0) {
+            return bad(
+                "telemetry.ewma_alpha",
+                format!("must be in (0, 1], got {}", t.ewma_alpha),
+            );
+        }
+        if t.dead_after_ms == 0 {
+            return bad("telemetry.dead_after_ms", "must be at least 1".to_owned());
+        }
+        let c = &self.scoring;
+        for (key, v) in [
+            ("scoring.compacting_factor", c.compacting_factor),
+            ("scoring.under_repair_factor", c.under_repair_factor),
+            ("scoring.cpu_high", c.cpu_high),
+            ("scoring.mem_available_low", c.mem_available_low),
+            ("scoring.net_loss_high", c.net_loss_high),
+            ("scoring.cache_hit_low", c.cache_hit_low),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(key, format!("must be a fraction in [0, 1], got {v}"));
+            }
+        }
+        for (key, v) in [
+            ("scoring.cpu_step", c.cpu_step),
+            ("scoring.rtt_p99_baseline_ms", c.rtt_p99_baseline_ms),
+            ("scoring.disk_io_await_high_ms", c.disk_io_await_high_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(key, format!("must be finite and > 0, got {v}"));
+            }
+        }
+        for (key, v) in [
+            ("scoring.cpu_points_per_step", c.cpu_points_per_step),
+            ("scoring.rtt_points_per_ratio", c.rtt_points_per_ratio),
+            ("scoring.error_points_per_rate", c.error_points_per_rate),
+            ("scoring.queue_high_watermark", c.queue_high_watermark),
+            (
+                "scoring.disk_io_points_per_threshold",
+                c.disk_io_points_per_threshold,
+            ),
+            ("scoring.disk_io_write_weight", c.disk_io_write_weight),
+            (
+                "scoring.net_loss_points_per_rate",
+                c.net_loss_points_per_rate,
+            ),
+            (
+                "scoring.cache_hit_points_per_rate",
+                c.cache_hit_points_per_rate,
+            ),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(key, format!("must be finite and >= 0, got {v}"));
+            }
+        }
+        for (key, v) in [
+            ("scoring.cpu_max_deduct", c.cpu_max_deduct),
+            ("scoring.rtt_max_deduct", c.rtt_max_deduct),
+            ("scoring.error_max_deduct", c.error_max_deduct),
+            ("scoring.queue_deduct", c.queue_deduct),
+            ("scoring.mem_max_deduct", c.mem_max_deduct),
+            ("scoring.disk_io_max_deduct", c.disk_io_max_deduct),
+            ("scoring.net_loss_max_deduct", c.net_loss_max_deduct),
+            ("scoring.cache_hit_max_deduct", c.cache_hit_max_deduct),
+            ("scoring.memtable_deduct", c.memtable_deduct),
+            ("scoring.warmup_max_deduct", c.warmup_max_deduct),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return bad(key, format!("must be in [0, 100] points, got {v}"));
+            }
+        }
+        if self.features.hotness_half_life_ms == 0 {
+            return bad(
+                "features.hotness_half_life_ms",
+                "must be at least 1".to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Stable SHA-256 of the effective configuration (its canonical JSON), hex, first 16 chars.
+    ///
+    /// Written next to decisions so a row can be traced to the config that produced it.
+    pub fn hash(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let digest = Sha256::digest(&json);
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closure signature
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env::prefixed(ENV_PREFIX).split("__")
+    }
+
+    #[test]
+    fn defaults_are_valid_and_listen_on_loopback_8080() {
+        let c = Config::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.server.listen, "127.0.0.1:8080");
+        assert_eq!(c.server.max_body_bytes, 8 * 1024 * 1024);
+        assert_eq!(c.scoring.warmup_ms, 30_000);
+    }
+
+    #[test]
+    fn file_then_environment_overrides() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "s.toml",
+                "[scoring]\nwarmup_ms = 5\nrtt_p99_baseline_ms = 20.0\n",
+            )?;
+            jail.set_env("SCORER_SCORING__WARMUP_MS", "0");
+            jail.set_env("SCORER_SERVER__LISTEN", "127.0.0.1:9000");
+            let c =
+                Config::load_from(Some(Path::new("s.toml")), env()).map_err(|e| e.to_string())?;
+            assert_eq!(c.scoring.warmup_ms, 0);
+            assert_eq!(c.scoring.rtt_p99_baseline_ms, 20.0);
+            assert_eq!(c.server.listen, "127.0.0.1:9000");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = Config::from_toml_str("[scoring]\nwarmup = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("warmup"), "{e}");
+        let e = Config::from_toml_str("[scorring]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scorring"), "{e}");
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SCORER_TELEMETRY__BOGUS_KEY", "1");
+            let e = Config::load_from(None, env()).unwrap_err().to_string();
+            assert!(e.contains("bogus_key"), "{e}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        for (toml, key) in [
+            ("[telemetry]\newma_alpha = 1.5", "telemetry.ewma_alpha"),
+            ("[telemetry]\newma_alpha = 0.0", "telemetry.ewma_alpha"),
+            (
+                "[scoring]\ncompacting_factor = 2.0",
+                "scoring.compacting_factor",
+            ),
+            (
+                "[scoring]\nrtt_p99_baseline_ms = 0.0",
+                "scoring.rtt_p99_baseline_ms",
+            ),
+            (
+                "[scoring]\ncpu_max_deduct = 101.0",
+                "scoring.cpu_max_deduct",
+            ),
+            ("[server]\nlisten = \"nowhere\"", "server.listen"),
+            ("[server]\nmax_body_bytes = 0", "server.max_body_bytes"),
+        ] {
+            let e = Config::from_toml_str(toml).unwrap_err().to_string();
+            assert!(e.contains(key), "{toml}: {e}");
+        }
+        let e = Config::from_toml_str("[telemetry]\ndead_after_ms = -1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dead_after_ms"), "{e}");
+    }
+
+    #[test]
+    fn hash_changes_with_any_value() {
+        let a = Config::default();
+        let mut b = Config::default();
+        b.scoring.queue_deduct = 11.0;
+        assert_eq!(a.hash(), Config::default().hash());
+        assert_ne!(a.hash(), b.hash());
+        assert_eq!(a.hash().len(), 16);
+    }
+}

@@ -1,0 +1,13 @@
+//! The 42-feature observation vector a model consumes (issue #2).
+//!
+//! [`schema`] is the single source of truth for names, order, units, ranges
+//! and the imputation rule; the trainer reads the same definitions.
+//! [`vector`] builds one vector per candidate.
+
+pub mod schema;
+mod vector;
+
+pub use schema::{
+    FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, FeatureGroup, FeatureSpec, schema_hash,
+};
+pub use vector::{ObservationInputs, observation};

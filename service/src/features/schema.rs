@@ -1,0 +1,560 @@
+//! Feature schema: order, names, units, expected ranges and imputation.
+//!
+//! Imputation rule (one rule, shared with the trainer): a signal that is
+//! missing — an optional signal the worker does not report, or any worker
+//! signal of a candidate the service has never heard from — takes the
+//! feature's `impute` value below. For worker signals that value is the
+//! rule scorer's default threshold (the worst value that costs no points),
+//! never zero and never NaN, so "missing" cannot masquerade as "perfect";
+//! features `worker_known` and `optional_missing_count` tell the model when
+//! imputation happened. The vector never contains NaN or infinity.
+
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Number of features.
+pub const FEATURE_COUNT: usize = 42;
+/// Version of the schema; bump on any change of order, meaning or imputation.
+pub const FEATURE_SCHEMA_VERSION: &str = "1";
+
+/// The group a feature belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeatureGroup {
+    /// From the key (8).
+    Key,
+    /// From the worker's telemetry (20).
+    Worker,
+    /// From the request context and the candidate set (10).
+    Context,
+    /// From the worker's report history (4).
+    History,
+}
+
+/// One feature's definition.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FeatureSpec {
+    /// Position in the vector.
+    pub index: usize,
+    /// Stable name.
+    pub name: &'static str,
+    /// Group.
+    pub group: FeatureGroup,
+    /// Unit (`fraction`, `ms`, `bool`, `count`, …).
+    pub unit: &'static str,
+    /// Expected minimum.
+    pub min: f32,
+    /// Expected maximum (values are clamped into [min, max]).
+    pub max: f32,
+    /// Value used when the signal is missing.
+    pub impute: f32,
+    /// How the value is derived.
+    pub description: &'static str,
+}
+
+// A table row constructor: one argument per column reads better than a builder here.
+#[allow(clippy::too_many_arguments)]
+const fn f(
+    index: usize,
+    name: &'static str,
+    group: FeatureGroup,
+    unit: &'static str,
+    min: f32,
+    max: f32,
+    impute: f32,
+    description: &'static str,
+) -> FeatureSpec {
+    FeatureSpec {
+        index,
+        name,
+        group,
+        unit,
+        min,
+        max,
+        impute,
+        description,
+    }
+}
+
+use FeatureGroup::{Context as C, History as H, Key as K, Worker as W};
+
+/// The features, in vector order.
+pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
+    f(
+        0,
+        "key_prefix_bucket",
+        K,
+        "bucket",
+        0.0,
+        1023.0,
+        0.0,
+        "FNV-1a 64 of the key prefix mod 1024",
+    ),
+    f(
+        1,
+        "shard_id_present",
+        K,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "1 when the sharding strategy found a shard id",
+    ),
+    f(
+        2,
+        "shard_id_bucket",
+        K,
+        "bucket",
+        -1.0,
+        1023.0,
+        -1.0,
+        "shard id mod 1024; -1 when absent",
+    ),
+    f(
+        3,
+        "key_len_bytes",
+        K,
+        "bytes",
+        0.0,
+        1024.0,
+        0.0,
+        "key length",
+    ),
+    f(
+        4,
+        "key_segments",
+        K,
+        "count",
+        1.0,
+        64.0,
+        1.0,
+        "number of ':'-separated segments",
+    ),
+    f(
+        5,
+        "value_size_log2_bytes",
+        K,
+        "log2(bytes)",
+        0.0,
+        40.0,
+        10.0,
+        "log2 of the prefix's estimated value size (features.value_size_bytes)",
+    ),
+    f(
+        6,
+        "hotness_level",
+        K,
+        "level",
+        0.0,
+        5.0,
+        0.0,
+        "floor(log10) of the prefix's decayed access count, 0..=5",
+    ),
+    f(
+        7,
+        "prefix_in_size_table",
+        K,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "1 when the prefix has its own value-size estimate",
+    ),
+    f(
+        8,
+        "cpu_usage",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.70,
+        "EWMA CPU utilisation",
+    ),
+    f(
+        9,
+        "queue_depth",
+        W,
+        "requests",
+        0.0,
+        100_000.0,
+        20.0,
+        "EWMA queue depth",
+    ),
+    f(
+        10,
+        "rtt_ms_avg",
+        W,
+        "ms",
+        0.0,
+        600_000.0,
+        10.0,
+        "EWMA mean RTT",
+    ),
+    f(
+        11,
+        "rtt_ms_p99",
+        W,
+        "ms",
+        0.0,
+        600_000.0,
+        10.0,
+        "EWMA RTT p99",
+    ),
+    f(
+        12,
+        "error_rate",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.0,
+        "EWMA error rate",
+    ),
+    f(
+        13,
+        "compacting",
+        W,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "latest compacting flag",
+    ),
+    f(
+        14,
+        "under_repair",
+        W,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "latest under_repair flag",
+    ),
+    f(
+        15,
+        "version_lag_log1p",
+        W,
+        "ln(1+positions)",
+        0.0,
+        45.0,
+        0.0,
+        "ln(1 + version_lag)",
+    ),
+    f(
+        16,
+        "mem_available_ratio",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.15,
+        "EWMA available memory",
+    ),
+    f(
+        17,
+        "disk_io_await_ms",
+        W,
+        "ms",
+        0.0,
+        600_000.0,
+        50.0,
+        "EWMA disk IO await",
+    ),
+    f(
+        18,
+        "net_loss_rate",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.01,
+        "EWMA network loss",
+    ),
+    f(
+        19,
+        "cache_hit_rate",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.70,
+        "EWMA cache hit rate",
+    ),
+    f(
+        20,
+        "memtable_gib",
+        W,
+        "GiB",
+        0.0,
+        1024.0,
+        2.0,
+        "EWMA memtable size",
+    ),
+    f(
+        21,
+        "disk_free_ratio",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.5,
+        "EWMA free disk",
+    ),
+    f(
+        22,
+        "capacity",
+        W,
+        "relative",
+        0.0,
+        1000.0,
+        1.0,
+        "static relative capacity",
+    ),
+    f(
+        23,
+        "report_age_ms",
+        W,
+        "ms",
+        0.0,
+        3_600_000.0,
+        10_000.0,
+        "server time since the last accepted report",
+    ),
+    f(
+        24,
+        "warmup_remaining",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        1.0,
+        "share of the warm-up window still ahead",
+    ),
+    f(
+        25,
+        "worker_known",
+        W,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "1 when the worker has reported at least once",
+    ),
+    f(
+        26,
+        "rule_score_frac",
+        W,
+        "fraction",
+        0.0,
+        1.0,
+        0.0,
+        "rule score / 100",
+    ),
+    f(
+        27,
+        "optional_missing_count",
+        W,
+        "count",
+        0.0,
+        6.0,
+        6.0,
+        "optional signals not reported (imputed)",
+    ),
+    f(
+        28,
+        "req_get",
+        C,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "request_type is GET",
+    ),
+    f(
+        29,
+        "req_put",
+        C,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "request_type is PUT",
+    ),
+    f(
+        30,
+        "req_delete",
+        C,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "request_type is DELETE",
+    ),
+    f(
+        31,
+        "req_mget",
+        C,
+        "bool",
+        0.0,
+        1.0,
+        0.0,
+        "request_type is MGET (all four 0 when absent)",
+    ),
+    f(
+        32,
+        "timeout_ms",
+        C,
+        "ms",
+        -1.0,
+        600_000.0,
+        -1.0,
+        "client deadline; -1 when absent",
+    ),
+    f(
+        33,
+        "batch_size",
+        C,
+        "keys",
+        1.0,
+        100_000.0,
+        1.0,
+        "keys in the request",
+    ),
+    f(
+        34,
+        "region_match",
+        C,
+        "bool",
+        0.0,
+        1.0,
+        0.5,
+        "1 same region, 0 different, 0.5 when either is unknown",
+    ),
+    f(
+        35,
+        "candidate_count",
+        C,
+        "count",
+        1.0,
+        1024.0,
+        1.0,
+        "distinct candidates in the request",
+    ),
+    f(
+        36,
+        "rule_rank_frac",
+        C,
+        "fraction",
+        0.0,
+        1.0,
+        1.0,
+        "rank by rule score among candidates, 0 best .. 1 worst",
+    ),
+    f(
+        37,
+        "rule_gap_to_best",
+        C,
+        "fraction",
+        0.0,
+        1.0,
+        1.0,
+        "(best rule score − this) / 100",
+    ),
+    f(
+        38,
+        "p99_slope_ms_per_s",
+        H,
+        "ms/s",
+        -10_000.0,
+        10_000.0,
+        0.0,
+        "least-squares slope of RTT p99 over the last 60 reports",
+    ),
+    f(
+        39,
+        "error_rate_stddev",
+        H,
+        "fraction",
+        0.0,
+        1.0,
+        0.0,
+        "standard deviation of the error rate over the last 60 reports",
+    ),
+    f(
+        40,
+        "cache_hit_slope_per_s",
+        H,
+        "fraction/s",
+        -1.0,
+        1.0,
+        0.0,
+        "least-squares slope of the cache hit rate over the last 60 reports",
+    ),
+    f(
+        41,
+        "registered_s",
+        H,
+        "s",
+        0.0,
+        31_536_000.0,
+        0.0,
+        "seconds since the worker's first report",
+    ),
+];
+
+/// Stable hash of the schema (version, order, names, units, ranges, imputation):
+/// first 16 hex digits of SHA-256. A model trained on another hash is refused.
+pub fn schema_hash() -> &'static str {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| {
+        let mut h = Sha256::new();
+        h.update(FEATURE_SCHEMA_VERSION.as_bytes());
+        for s in &FEATURES {
+            h.update(
+                format!(
+                    "|{}:{}:{}:{}:{}:{}",
+                    s.index, s.name, s.unit, s.min, s.max, s.impute
+                )
+                .as_bytes(),
+            );
+        }
+        h.finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_are_positions_and_names_unique() {
+        let mut names = std::collections::HashSet::new();
+        for (i, s) in FEATURES.iter().enumerate() {
+            assert_eq!(s.index, i);
+            assert!(names.insert(s.name), "duplicate {}", s.name);
+            assert!(
+                s.min <= s.impute && s.impute <= s.max,
+                "{} impute out of range",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn group_sizes_are_8_20_10_4() {
+        let count = |g| FEATURES.iter().filter(|s| s.group == g).count();
+        assert_eq!([count(K), count(W), count(C), count(H)], [8, 20, 10, 4]);
+    }
+
+    #[test]
+    fn hash_is_stable_hex() {
+        assert_eq!(schema_hash().len(), 16);
+        assert_eq!(schema_hash(), schema_hash());
+    }
+}

@@ -1,0 +1,103 @@
+//! The service's one error type for HTTP answers: a status and a JSON body
+//! `{"error": {"code", "message", "details"?}}`. Client errors are returned
+//! as is; internal ones are logged and answered without internals.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::engine::ScoreError;
+use crate::state::IngestError;
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine code.
+    pub code: &'static str,
+    /// Plain-sentence message naming the problem.
+    pub message: String,
+    /// Structured details (e.g. per-field telemetry rejections).
+    pub details: Option<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a serde_json::Value>,
+}
+
+impl ApiError {
+    /// An error without details.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// 422 `invalid_request`.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(code = self.code, message = %self.message, "internal error");
+        }
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                details: self.details.as_ref(),
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> Self {
+        match e {
+            IngestError::Batch(msg) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_telemetry", msg)
+            }
+            IngestError::Invalid(details) => {
+                let message = details
+                    .first()
+                    .map(|d| format!("snapshot {} field `{}`: {}", d.index, d.field, d.reason))
+                    .unwrap_or_default();
+                Self {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    code: "invalid_telemetry",
+                    message,
+                    details: serde_json::to_value(details).ok(),
+                }
+            }
+            e @ IngestError::TooManyWorkers { .. } => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_workers",
+                e.to_string(),
+            ),
+        }
+    }
+}
+
+impl From<ScoreError> for ApiError {
+    fn from(e: ScoreError) -> Self {
+        Self::unprocessable(e.to_string())
+    }
+}

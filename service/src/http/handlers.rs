@@ -1,0 +1,228 @@
+//! Route handlers.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::IntoResponse;
+use serde::Serialize;
+use serde_json::json;
+
+use super::{ApiError, ApiJson, AppState};
+use crate::api::{ScoreRequest, ScoreResponse};
+use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
+use crate::scoring::{RequestContext, RequestType};
+use crate::state::{HistoryStats, Smoothed};
+use crate::telemetry::TelemetryBatch;
+use crate::telemetry::validate::Warning;
+
+#[derive(Serialize)]
+pub(super) struct Accepted {
+    accepted: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Warning>,
+}
+
+/// `POST /v1/telemetry`.
+pub(super) async fn telemetry(
+    State(st): State<AppState>,
+    ApiJson(batch): ApiJson<TelemetryBatch>,
+) -> Result<Json<Accepted>, ApiError> {
+    let out = st.engine.ingest(
+        &batch.snapshots,
+        st.clock.monotonic_ms(),
+        st.clock.wall_ms(),
+    )?;
+    if out.registered > 0 {
+        tracing::info!(registered = out.registered, "new workers registered");
+    }
+    Ok(Json(Accepted {
+        accepted: out.accepted,
+        warnings: out.warnings,
+    }))
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match h.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| ApiError::unprocessable(format!("header {name} is not visible ASCII"))),
+    }
+}
+
+/// The body's context with absent fields filled from `X-*` headers.
+fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<RequestContext, ApiError> {
+    let mut ctx = body.unwrap_or_default();
+    if ctx.request_type.is_none() {
+        if let Some(v) = header(h, "x-request-type")? {
+            ctx.request_type = Some(RequestType::parse(v).ok_or_else(|| {
+                ApiError::unprocessable(format!(
+                    "header X-Request-Type `{v}` is not one of GET, PUT, DELETE, MGET"
+                ))
+            })?);
+        }
+    }
+    if ctx.client_region.is_none() {
+        if let Some(v) = header(h, "x-client-region")? {
+            if v.len() > 64 {
+                return Err(ApiError::unprocessable(
+                    "header X-Client-Region is longer than 64 bytes",
+                ));
+            }
+            ctx.client_region = Some(v.to_owned());
+        }
+    }
+    if ctx.timeout_ms.is_none() {
+        if let Some(v) = header(h, "x-timeout-ms")? {
+            ctx.timeout_ms = Some(v.parse().map_err(|_| {
+                ApiError::unprocessable(format!(
+                    "header X-Timeout-Ms `{v}` is not a whole number of ms"
+                ))
+            })?);
+        }
+    }
+    if ctx.batch_size.is_none() {
+        if let Some(v) = header(h, "x-batch-size")? {
+            ctx.batch_size = Some(v.parse().map_err(|_| {
+                ApiError::unprocessable(format!("header X-Batch-Size `{v}` is not a whole number"))
+            })?);
+        }
+    }
+    if ctx.client_region.as_ref().is_some_and(|r| r.len() > 64) {
+        return Err(ApiError::unprocessable(
+            "`context.client_region` is longer than 64 bytes",
+        ));
+    }
+    if ctx.batch_size == Some(0) {
+        return Err(ApiError::unprocessable(
+            "`context.batch_size` must be at least 1",
+        ));
+    }
+    Ok(ctx)
+}
+
+/// `POST /v1/score`.
+pub(super) async fn score(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<ScoreRequest>,
+) -> Result<Json<ScoreResponse>, ApiError> {
+    let ctx = merged_context(req.context.clone(), &headers)?;
+    let id = uuid::Uuid::now_v7().to_string();
+    let resp = st.engine.score(&req, &ctx, st.clock.monotonic_ms(), id)?;
+    Ok(Json(resp))
+}
+
+#[derive(Serialize)]
+struct WorkerInfo {
+    worker_id: String,
+    last_report_age_ms: u64,
+    alive: bool,
+    reports: u64,
+    warming_up: bool,
+    warmup_remaining_ms: u64,
+    smoothed: Smoothed,
+    compacting: bool,
+    under_repair: bool,
+    version_lag: u64,
+    region: Option<String>,
+    capacity: f64,
+    cpu_clamped: bool,
+    history: HistoryView,
+}
+
+#[derive(Serialize)]
+struct HistoryView {
+    samples: usize,
+    p99_slope_ms_per_s: f64,
+    error_rate_stddev: f64,
+    cache_hit_slope_per_s: Option<f64>,
+}
+
+impl From<HistoryStats> for HistoryView {
+    fn from(h: HistoryStats) -> Self {
+        Self {
+            samples: h.samples,
+            p99_slope_ms_per_s: h.p99_slope_ms_per_s,
+            error_rate_stddev: h.error_rate_stddev,
+            cache_hit_slope_per_s: h.cache_hit_slope_per_s,
+        }
+    }
+}
+
+/// `GET /v1/workers`: every tracked worker, sorted by id.
+pub(super) async fn workers(State(st): State<AppState>) -> impl IntoResponse {
+    let now = st.clock.monotonic_ms();
+    let cfg = st.engine.config();
+    let table = st.engine.registry().table();
+    let mut out: Vec<WorkerInfo> = table
+        .values()
+        .map(|slot| {
+            let v = slot.view_full();
+            let registered = v.registered_for_ms(now);
+            WorkerInfo {
+                worker_id: v.worker_id.to_string(),
+                last_report_age_ms: v.age_ms(now),
+                alive: v.age_ms(now) <= cfg.telemetry.dead_after_ms,
+                reports: v.reports,
+                warming_up: registered < cfg.scoring.warmup_ms,
+                warmup_remaining_ms: cfg.scoring.warmup_ms.saturating_sub(registered),
+                smoothed: v.smoothed,
+                compacting: v.compacting,
+                under_repair: v.under_repair,
+                version_lag: v.version_lag,
+                region: v.region.as_deref().map(str::to_owned),
+                capacity: v.capacity,
+                cpu_clamped: v.cpu_clamped,
+                history: v.history.into(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+    Json(json!({ "workers": out }))
+}
+
+/// `GET /v1/features`: the observation vector's schema.
+pub(super) async fn features() -> impl IntoResponse {
+    Json(json!({
+        "version": FEATURE_SCHEMA_VERSION,
+        "hash": schema_hash(),
+        "count": FEATURE_COUNT,
+        "imputation": "a missing signal takes the feature's `impute` value; the vector never holds NaN",
+        "features": &FEATURES[..],
+    }))
+}
+
+/// `GET /healthz`: the process is up.
+pub(super) async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 once at least one live worker is known, else 503.
+pub(super) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
+    let now = st.clock.monotonic_ms();
+    let live = st.engine.has_live_worker(now);
+    let workers = st.engine.registry().len();
+    if live {
+        (
+            StatusCode::OK,
+            Json(json!({ "status": "ready", "workers": workers })),
+        )
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not_ready", "workers": workers,
+                         "reason": "no worker has reported within telemetry.dead_after_ms" })),
+        )
+    }
+}
+
+/// Unknown routes: 404 with a JSON body.
+pub(super) async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for {}", uri.path()),
+    )
+}

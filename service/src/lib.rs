@@ -1,0 +1,22 @@
+//! Worker scoring service for KV-aware routers.
+//!
+//! Layers, from the bottom: [`telemetry`] (wire type and validation),
+//! [`state`] (per-worker smoothed state), [`key`] (key fingerprint),
+//! [`scoring`] (explained rule scores), [`features`] (the 42-feature
+//! observation vector), [`engine`] (the operations), [`http`] (axum routes).
+//! See the repository README for the HTTP contract and configuration.
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod features;
+mod fmt;
+pub mod http;
+pub mod key;
+pub mod scoring;
+pub mod state;
+pub mod telemetry;
+
+pub use engine::Engine;
+pub use http::{AppState, app};

@@ -1,0 +1,69 @@
+//! `service`: serve the scoring API on the configured address.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use service::clock::SystemClock;
+use service::config::Config;
+use service::{AppState, Engine, app};
+use tracing_subscriber::EnvFilter;
+
+/// Worker scoring service for KV-aware routers.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TOML config file; embedded defaults when absent. Every key can be
+    /// overridden as SCORER_<SECTION>__<KEY>, e.g. SCORER_SERVER__LISTEN=127.0.0.1:9000.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let config = Config::load(args.config.as_deref()).context("invalid configuration")?;
+    let listen = config.server.listen.clone();
+    tracing::info!(config_hash = %config.hash(), %listen, "starting");
+    let state = AppState::new(Engine::new(config), Arc::new(SystemClock::new()));
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server error")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    tracing::info!("shutdown signal received; draining");
+}

@@ -1,0 +1,182 @@
+//! One line of a score's explanation, and the builder that keeps the
+//! "base plus adjustments equals score" invariant by construction.
+
+use serde::Serialize;
+
+/// Every rule score starts here.
+pub const BASE_SCORE: f64 = 100.0;
+
+/// How an adjustment changes the running score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdjustmentKind {
+    /// Score multiplied by `factor`.
+    Multiply,
+    /// Points subtracted.
+    Deduct,
+    /// Points added (model or rule actions in later stages).
+    Add,
+    /// Score brought back into [0, 100].
+    Clamp,
+}
+
+/// One explained step of a score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Adjustment {
+    /// Stable machine name, e.g. `rtt_p99_high`.
+    pub code: &'static str,
+    /// How it applies.
+    pub kind: AdjustmentKind,
+    /// Signed change of the score, points (negative lowers it).
+    pub impact: f64,
+    /// The multiplier, for [`AdjustmentKind::Multiply`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
+    /// Plain sentence with the numbers and thresholds.
+    pub reason: String,
+    /// The signal value that triggered it, in the signal's unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_value: Option<f64>,
+}
+
+/// A score and the adjustments that produced it from [`BASE_SCORE`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Explained {
+    /// Current score.
+    pub score: f64,
+    /// Steps applied so far, in order.
+    pub adjustments: Vec<Adjustment>,
+}
+
+/// Round a deduction to 1e-6 points so explanations print cleanly
+/// (`7.2`, not `7.200000000000001`); the score is computed from the rounded
+/// value, so the sum invariant stays exact.
+fn round_points(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+impl Explained {
+    /// Start at [`BASE_SCORE`].
+    pub fn new() -> Self {
+        Self::starting_at(BASE_SCORE)
+    }
+
+    /// Start at `score` (used by later stages that adjust a rule score).
+    pub fn starting_at(score: f64) -> Self {
+        Self {
+            score,
+            adjustments: Vec::new(),
+        }
+    }
+
+    /// Multiply the score by `factor` in [0, 1].
+    pub fn multiply(
+        &mut self,
+        code: &'static str,
+        factor: f64,
+        reason: String,
+        source: Option<f64>,
+    ) {
+        debug_assert!((0.0..=1.0).contains(&factor));
+        let before = self.score;
+        self.score = before * factor;
+        self.adjustments.push(Adjustment {
+            code,
+            kind: AdjustmentKind::Multiply,
+            impact: self.score - before,
+            factor: Some(factor),
+            reason,
+            source_value: source,
+        });
+    }
+
+    /// Subtract `points` (>= 0; rounded to 1e-6). Zero deductions are not recorded.
+    pub fn deduct(&mut self, code: &'static str, points: f64, reason: String, source: Option<f64>) {
+        debug_assert!(points.is_finite() && points >= 0.0);
+        let points = round_points(points);
+        if points <= 0.0 {
+            return;
+        }
+        self.score -= points;
+        self.adjustments.push(Adjustment {
+            code,
+            kind: AdjustmentKind::Deduct,
+            impact: -points,
+            factor: None,
+            reason,
+            source_value: source,
+        });
+    }
+
+    /// Add `points` (any sign, finite; rounded to 1e-6). Zero changes are still
+    /// recorded so a reader sees the stage ran.
+    pub fn add(&mut self, code: &'static str, points: f64, reason: String, source: Option<f64>) {
+        debug_assert!(points.is_finite());
+        let points = round_points(points);
+        self.score += points;
+        self.adjustments.push(Adjustment {
+            code,
+            kind: AdjustmentKind::Add,
+            impact: points,
+            factor: None,
+            reason,
+            source_value: source,
+        });
+    }
+
+    /// Clamp into [0, 100], recording the step only when it changes the score.
+    pub fn clamp(&mut self) {
+        let before = self.score;
+        let after = before.clamp(0.0, BASE_SCORE);
+        if after != before {
+            self.score = after;
+            self.adjustments.push(Adjustment {
+                code: "clamp",
+                kind: AdjustmentKind::Clamp,
+                impact: after - before,
+                factor: None,
+                reason: format!(
+                    "score {} brought back into the 0..=100 range",
+                    crate::fmt::num(before)
+                ),
+                source_value: None,
+            });
+        }
+    }
+
+    /// Replay the adjustments from `start`: multiply by factors, add impacts, clamp.
+    /// Used by tests to check the invariant.
+    pub fn replay(start: f64, adjustments: &[Adjustment]) -> f64 {
+        adjustments.iter().fold(start, |s, a| match a.kind {
+            AdjustmentKind::Multiply => s * a.factor.unwrap_or(1.0),
+            AdjustmentKind::Clamp => s.clamp(0.0, BASE_SCORE),
+            AdjustmentKind::Deduct | AdjustmentKind::Add => s + a.impact,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_matches_running_score() {
+        let mut e = Explained::new();
+        e.multiply("compacting", 0.7, String::new(), None);
+        e.deduct("cpu_high", 7.200000000000001, String::new(), Some(0.88));
+        e.deduct("rtt", 80.0, String::new(), None);
+        e.clamp();
+        assert_eq!(e.adjustments[1].impact, -7.2);
+        assert_eq!(e.score, 0.0);
+        assert!((Explained::replay(BASE_SCORE, &e.adjustments) - e.score).abs() < 1e-9);
+        let sum: f64 = BASE_SCORE + e.adjustments.iter().map(|a| a.impact).sum::<f64>();
+        assert!((sum - e.score).abs() < 1e-9);
+    }
+
+    #[test]
+    fn zero_deductions_are_not_recorded() {
+        let mut e = Explained::new();
+        e.deduct("x", 0.0, String::new(), None);
+        assert!(e.adjustments.is_empty());
+    }
+}

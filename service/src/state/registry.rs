@@ -1,0 +1,408 @@
+//! The worker table and atomic batch ingestion (see the module guide in `state`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use super::history::{History, Sample};
+use super::worker::{Smoothed, WorkerView};
+use crate::config::{ServerConfig, TelemetryConfig};
+use crate::telemetry::Snapshot;
+use crate::telemetry::validate::{FieldError, Warning, check_snapshot, display_id};
+
+/// One tracked worker: its published view and its write-side history.
+#[derive(Debug)]
+pub struct WorkerSlot {
+    view: ArcSwap<WorkerView>,
+    history: Mutex<History>,
+}
+
+impl WorkerSlot {
+    /// The current published view (lock-free).
+    pub fn view(&self) -> arc_swap::Guard<Arc<WorkerView>> {
+        self.view.load()
+    }
+
+    /// The current published view as an owned `Arc` (one refcount increment).
+    pub fn view_full(&self) -> Arc<WorkerView> {
+        self.view.load_full()
+    }
+}
+
+/// Why a telemetry batch was rejected. Nothing in the batch was applied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum IngestError {
+    /// The batch as a whole is malformed (empty, too large).
+    #[error("invalid telemetry batch: {0}")]
+    Batch(String),
+    /// One or more snapshots break the contract; every violation is listed.
+    #[error("invalid telemetry: {} problem(s)", .0.len())]
+    Invalid(Vec<FieldError>),
+    /// Registering the batch's new workers would exceed `telemetry.max_workers`.
+    #[error("worker limit {limit} reached: {new} new worker(s) rejected")]
+    TooManyWorkers {
+        /// The configured limit.
+        limit: usize,
+        /// New workers the batch would have added.
+        new: usize,
+    },
+}
+
+/// What an accepted batch did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestOutcome {
+    /// Snapshots applied (the whole batch).
+    pub accepted: usize,
+    /// Workers seen for the first time.
+    pub registered: usize,
+    /// Values accepted with a change (e.g. clamped CPU).
+    pub warnings: Vec<Warning>,
+}
+
+/// The table of known workers.
+#[derive(Debug, Default)]
+pub struct Registry {
+    workers: ArcSwap<HashMap<Arc<str>, Arc<WorkerSlot>>>,
+    ingest: Mutex<()>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Look a worker up by id without locking or allocating.
+    pub fn get(&self, worker_id: &str) -> Option<Arc<WorkerSlot>> {
+        self.workers.load().get(worker_id).cloned()
+    }
+
+    /// A consistent snapshot of the whole table (one atomic load).
+    pub fn table(&self) -> Arc<HashMap<Arc<str>, Arc<WorkerSlot>>> {
+        self.workers.load_full()
+    }
+
+    /// Number of tracked workers.
+    pub fn len(&self) -> usize {
+        self.workers.load().len()
+    }
+
+    /// True when no worker is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Validate and apply a batch atomically: all snapshots or none.
+    ///
+    /// `now_mono_ms` is the server's monotonic receive time (freshness is
+    /// measured on it); `now_wall_ms` (Unix ms) only bounds reporter clock skew.
+    ///
+    /// # Errors
+    /// [`IngestError::Batch`] for an empty or oversized batch,
+    /// [`IngestError::Invalid`] listing every field violation, duplicate id,
+    /// stale (`<=` last accepted) or future (beyond `max_clock_skew_ms`)
+    /// timestamp, [`IngestError::TooManyWorkers`] past `max_workers`.
+    pub fn ingest(
+        &self,
+        batch: &[Snapshot],
+        now_mono_ms: u64,
+        now_wall_ms: u64,
+        tcfg: &TelemetryConfig,
+        scfg: &ServerConfig,
+    ) -> Result<IngestOutcome, IngestError> {
+        if batch.is_empty() {
+            return Err(IngestError::Batch(
+                "`snapshots` must hold at least one snapshot".into(),
+            ));
+        }
+        if batch.len() > scfg.max_batch {
+            return Err(IngestError::Batch(format!(
+                "`snapshots` holds {} snapshots, at most {} are allowed per batch",
+                batch.len(),
+                scfg.max_batch
+            )));
+        }
+        // A poisoned lock only means a previous writer panicked; the data it
+        // guards is `()`, and views are replaced atomically, so continue.
+        let _writer = self.ingest.lock().unwrap_or_else(|e| e.into_inner());
+        let table = self.workers.load_full();
+
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        let mut clamped = Vec::with_capacity(batch.len());
+        let mut seen: HashSet<&str> = HashSet::with_capacity(batch.len());
+        let max_ts = now_wall_ms.saturating_add(tcfg.max_clock_skew_ms);
+        for (i, s) in batch.iter().enumerate() {
+            let checked = check_snapshot(i, s);
+            errors.extend(checked.errors);
+            clamped.push(checked.cpu_clamped);
+            if checked.cpu_clamped {
+                warnings.push(Warning {
+                    index: i,
+                    field: "cpu_usage",
+                    reason: format!("cpu_usage {} was clamped to 1", s.cpu_usage),
+                });
+            }
+            let mut err = |field, code, reason| {
+                errors.push(FieldError {
+                    index: i,
+                    worker_id: display_id(&s.worker_id),
+                    field,
+                    reason,
+                    code,
+                })
+            };
+            if !seen.insert(s.worker_id.as_str()) {
+                err(
+                    "worker_id",
+                    "duplicate_worker",
+                    format!(
+                        "worker_id `{}` appears more than once in the batch",
+                        display_id(&s.worker_id)
+                    ),
+                );
+            }
+            if s.timestamp_ms > max_ts {
+                err(
+                    "timestamp_ms",
+                    "future_timestamp",
+                    format!(
+                        "timestamp_ms {} is {} ms ahead of the server clock (at most {} ms allowed)",
+                        s.timestamp_ms,
+                        s.timestamp_ms - now_wall_ms,
+                        tcfg.max_clock_skew_ms
+                    ),
+                );
+            }
+            if let Some(slot) = table.get(s.worker_id.as_str()) {
+                let last = slot.view().last_timestamp_ms;
+                if s.timestamp_ms <= last {
+                    err(
+                        "timestamp_ms",
+                        "stale_timestamp",
+                        format!(
+                            "timestamp_ms {} is not after the last accepted report's {last}",
+                            s.timestamp_ms
+                        ),
+                    );
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(IngestError::Invalid(errors));
+        }
+        let new = batch
+            .iter()
+            .filter(|s| !table.contains_key(s.worker_id.as_str()))
+            .count();
+        if table.len() + new > tcfg.max_workers {
+            return Err(IngestError::TooManyWorkers {
+                limit: tcfg.max_workers,
+                new,
+            });
+        }
+
+        // Everything is valid: apply. New workers go into one copied table.
+        let mut new_table = (new > 0).then(|| (*table).clone());
+        for (s, &was_clamped) in batch.iter().zip(&clamped) {
+            let cpu = s.cpu_usage.min(1.0);
+            let sample = Sample {
+                receive_ms: now_mono_ms,
+                rtt_ms_p99: s.rtt_ms_p99,
+                error_rate: s.error_rate,
+                cache_hit_rate: s.cache_hit_rate,
+            };
+            match table.get(s.worker_id.as_str()) {
+                Some(slot) => {
+                    let mut hist = slot.history.lock().unwrap_or_else(|e| e.into_inner());
+                    hist.push(sample);
+                    let prev = slot.view();
+                    let view =
+                        next_view(Some(&prev), s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
+                    slot.view.store(Arc::new(view));
+                }
+                None => {
+                    let mut hist = History::default();
+                    hist.push(sample);
+                    let view = next_view(None, s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
+                    let slot = WorkerSlot {
+                        view: ArcSwap::from_pointee(view),
+                        history: Mutex::new(hist),
+                    };
+                    if let Some(t) = new_table.as_mut() {
+                        t.insert(Arc::from(s.worker_id.as_str()), Arc::new(slot));
+                    }
+                }
+            }
+        }
+        if let Some(t) = new_table {
+            self.workers.store(Arc::new(t));
+        }
+        Ok(IngestOutcome {
+            accepted: batch.len(),
+            registered: new,
+            warnings,
+        })
+    }
+}
+
+fn next_view(
+    prev: Option<&WorkerView>,
+    s: &Snapshot,
+    cpu: f64,
+    cpu_clamped: bool,
+    hist: &History,
+    now_mono_ms: u64,
+    tcfg: &TelemetryConfig,
+) -> WorkerView {
+    WorkerView {
+        worker_id: prev.map_or_else(|| Arc::from(s.worker_id.as_str()), |p| p.worker_id.clone()),
+        first_seen_ms: prev.map_or(now_mono_ms, |p| p.first_seen_ms),
+        last_receive_ms: now_mono_ms,
+        last_timestamp_ms: s.timestamp_ms,
+        reports: prev.map_or(1, |p| p.reports + 1),
+        smoothed: Smoothed::update(prev.map(|p| &p.smoothed), s, cpu, tcfg.ewma_alpha),
+        compacting: s.compacting,
+        under_repair: s.under_repair,
+        version_lag: s.version_lag,
+        region: s.region.as_deref().map(Arc::from),
+        capacity: s.capacity.unwrap_or(1.0),
+        cpu_clamped,
+        history: hist.stats(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WALL: u64 = 1_700_000_000_000;
+
+    fn snap(id: &str, ts: u64, cpu: f64) -> Snapshot {
+        let mut s = Snapshot::new(id, ts);
+        s.cpu_usage = cpu;
+        s.rtt_ms_avg = 1.0;
+        s.rtt_ms_p99 = 5.0;
+        s
+    }
+
+    fn ingest(r: &Registry, b: &[Snapshot], mono: u64) -> Result<IngestOutcome, IngestError> {
+        r.ingest(
+            b,
+            mono,
+            WALL,
+            &TelemetryConfig::default(),
+            &ServerConfig::default(),
+        )
+    }
+
+    #[test]
+    fn accepted_batch_registers_and_smooths() {
+        let r = Registry::new();
+        ingest(&r, &[snap("a", WALL, 0.4)], 100).unwrap();
+        ingest(&r, &[snap("a", WALL + 1, 0.8)], 200).unwrap();
+        let v = r.get("a").unwrap().view().clone();
+        assert!((v.smoothed.cpu_usage - 0.6).abs() < 1e-12);
+        assert_eq!(
+            (v.first_seen_ms, v.last_receive_ms, v.reports),
+            (100, 200, 2)
+        );
+        assert_eq!(v.history.samples, 2);
+    }
+
+    #[test]
+    fn one_bad_snapshot_rejects_the_whole_batch() {
+        let r = Registry::new();
+        let mut bad = snap("b", WALL, 0.5);
+        bad.error_rate = 2.0;
+        let err = ingest(&r, &[snap("a", WALL, 0.5), bad], 10).unwrap_err();
+        match err {
+            IngestError::Invalid(d) => {
+                assert_eq!(d.len(), 1);
+                assert_eq!((d[0].index, d[0].field), (1, "error_rate"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(r.is_empty(), "nothing may be applied from a rejected batch");
+    }
+
+    #[test]
+    fn stale_and_equal_timestamps_are_rejected_and_not_applied() {
+        let r = Registry::new();
+        ingest(&r, &[snap("a", WALL, 0.5)], 10).unwrap();
+        for ts in [WALL, WALL - 1] {
+            let err = ingest(&r, &[snap("a", ts, 0.9)], 20).unwrap_err();
+            assert!(matches!(&err, IngestError::Invalid(d) if d[0].code == "stale_timestamp"));
+        }
+        assert_eq!(r.get("a").unwrap().view().smoothed.cpu_usage, 0.5);
+    }
+
+    #[test]
+    fn future_timestamp_beyond_skew_is_rejected() {
+        let r = Registry::new();
+        let ok = ingest(&r, &[snap("a", WALL + 5_000, 0.5)], 10);
+        assert!(ok.is_ok());
+        let err = ingest(&r, &[snap("b", WALL + 5_001, 0.5)], 10).unwrap_err();
+        assert!(matches!(&err, IngestError::Invalid(d) if d[0].code == "future_timestamp"));
+    }
+
+    #[test]
+    fn duplicate_worker_in_batch_is_rejected() {
+        let r = Registry::new();
+        let err = ingest(&r, &[snap("a", WALL, 0.5), snap("a", WALL + 1, 0.5)], 10).unwrap_err();
+        assert!(
+            matches!(&err, IngestError::Invalid(d) if d[0].code == "duplicate_worker" && d[0].index == 1)
+        );
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn worker_limit_rejects_new_ids() {
+        let r = Registry::new();
+        let tcfg = TelemetryConfig {
+            max_workers: 1,
+            ..TelemetryConfig::default()
+        };
+        let scfg = ServerConfig::default();
+        r.ingest(&[snap("a", WALL, 0.5)], 1, WALL, &tcfg, &scfg)
+            .unwrap();
+        let err = r
+            .ingest(&[snap("b", WALL, 0.5)], 2, WALL, &tcfg, &scfg)
+            .unwrap_err();
+        assert_eq!(err, IngestError::TooManyWorkers { limit: 1, new: 1 });
+        // An existing worker still reports.
+        assert!(
+            r.ingest(&[snap("a", WALL + 1, 0.5)], 3, WALL, &tcfg, &scfg)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn clamped_cpu_is_flagged() {
+        let r = Registry::new();
+        let out = ingest(&r, &[snap("a", WALL, 2.5)], 10).unwrap();
+        assert_eq!(out.warnings.len(), 1);
+        let v = r.get("a").unwrap().view().clone();
+        assert!(v.cpu_clamped);
+        assert_eq!(v.smoothed.cpu_usage, 1.0);
+    }
+
+    #[test]
+    fn empty_and_oversized_batches_are_rejected() {
+        let r = Registry::new();
+        assert!(matches!(ingest(&r, &[], 1), Err(IngestError::Batch(_))));
+        let scfg = ServerConfig {
+            max_batch: 1,
+            ..ServerConfig::default()
+        };
+        let err = r.ingest(
+            &[snap("a", WALL, 0.5), snap("b", WALL, 0.5)],
+            1,
+            WALL,
+            &TelemetryConfig::default(),
+            &scfg,
+        );
+        assert!(matches!(err, Err(IngestError::Batch(_))));
+    }
+}

@@ -1,0 +1,98 @@
+//! The wire shape of one telemetry report, as pushed by a worker (or the
+//! telemetry agent) to `POST /v1/telemetry`.
+
+use serde::{Deserialize, Serialize};
+
+/// One worker's self-reported metrics at `timestamp_ms`.
+///
+/// Units are in the field names or documented per field; fractions are in
+/// `0..=1`. Validation rules (ranges, finiteness, ordering) live in
+/// [`crate::telemetry::validate`]; this type only describes the shape.
+/// Unknown fields are rejected when deserialising.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// Worker identifier, 1..=128 bytes, no control characters.
+    pub worker_id: String,
+    /// The reporter's wall clock when the sample was taken, Unix ms.
+    pub timestamp_ms: u64,
+    /// CPU utilisation, fraction `0..=1`; `(1, 4]` is clamped to 1 with a warning.
+    pub cpu_usage: f64,
+    /// Pending requests in the worker's queue.
+    pub queue_depth: u32,
+    /// Mean request round-trip time over the report interval, ms.
+    pub rtt_ms_avg: f64,
+    /// 99th-percentile round-trip time over the report interval, ms.
+    pub rtt_ms_p99: f64,
+    /// Fraction of requests that failed over the report interval, `0..=1`.
+    pub error_rate: f64,
+    /// The worker is compacting (or snapshotting) its storage.
+    #[serde(default)]
+    pub compacting: bool,
+    /// The worker is repairing or loading data (anti-entropy, restore).
+    #[serde(default)]
+    pub under_repair: bool,
+    /// Replication log positions behind the primary.
+    #[serde(default)]
+    pub version_lag: u64,
+    /// Available memory as a fraction of the limit, `0..=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_available_ratio: Option<f64>,
+    /// Disk IO await, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_io_await_ms: Option<f64>,
+    /// Network packet loss, fraction `0..=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_loss_rate: Option<f64>,
+    /// Cache hit rate over the report interval, fraction `0..=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_hit_rate: Option<f64>,
+    /// Bytes held in the memtable (not yet flushed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memtable_bytes: Option<u64>,
+    /// Free disk space as a fraction of capacity, `0..=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_free_ratio: Option<f64>,
+    /// The worker's region or zone name, at most 64 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Static relative capacity, `> 0`; 1.0 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+}
+
+impl Snapshot {
+    /// A snapshot with the required fields set and every optional one absent.
+    ///
+    /// Convenient for agents and tests; the caller fills the rest.
+    pub fn new(worker_id: impl Into<String>, timestamp_ms: u64) -> Self {
+        Self {
+            worker_id: worker_id.into(),
+            timestamp_ms,
+            cpu_usage: 0.0,
+            queue_depth: 0,
+            rtt_ms_avg: 0.0,
+            rtt_ms_p99: 0.0,
+            error_rate: 0.0,
+            compacting: false,
+            under_repair: false,
+            version_lag: 0,
+            mem_available_ratio: None,
+            disk_io_await_ms: None,
+            net_loss_rate: None,
+            cache_hit_rate: None,
+            memtable_bytes: None,
+            disk_free_ratio: None,
+            region: None,
+            capacity: None,
+        }
+    }
+}
+
+/// Body of `POST /v1/telemetry`: 1..=`max_batch` snapshots, applied atomically.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryBatch {
+    /// The snapshots; worker ids must be distinct within one batch.
+    pub snapshots: Vec<Snapshot>,
+}

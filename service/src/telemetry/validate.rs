@@ -1,0 +1,246 @@
+//! Field-by-field validation of telemetry snapshots (issue #2, "Validation").
+//!
+//! [`check_snapshot`] is pure: it looks at one snapshot alone. Rules that
+//! need state (stale timestamps, clock skew, duplicates within a batch) are
+//! applied by the registry, which reports them with the same [`FieldError`].
+
+use serde::Serialize;
+
+use super::Snapshot;
+
+/// Longest accepted `worker_id`, bytes.
+pub const MAX_WORKER_ID_BYTES: usize = 128;
+/// Longest accepted `region`, bytes.
+pub const MAX_REGION_BYTES: usize = 64;
+/// CPU values in `(1, CPU_CLAMP_LIMIT]` are clamped to 1 (multi-core accounting
+/// quirks); above it they are rejected.
+pub const CPU_CLAMP_LIMIT: f64 = 4.0;
+
+/// One rejected field, as returned in the 422 body's `details`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldError {
+    /// Index of the snapshot in the batch.
+    pub index: usize,
+    /// The snapshot's worker id (possibly the invalid one, truncated to 128 bytes).
+    pub worker_id: String,
+    /// Field name, e.g. `cpu_usage`.
+    pub field: &'static str,
+    /// Plain-sentence reason with the offending value.
+    pub reason: String,
+    /// Stable machine code, e.g. `out_of_range`, `stale_timestamp`.
+    pub code: &'static str,
+}
+
+/// A non-fatal note about an accepted snapshot (e.g. a clamped value).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warning {
+    /// Index of the snapshot in the batch.
+    pub index: usize,
+    /// Field name.
+    pub field: &'static str,
+    /// What was done, with the value.
+    pub reason: String,
+}
+
+/// Outcome of checking one snapshot: the errors found and the accepted cpu value.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Every rule the snapshot breaks (empty when valid).
+    pub errors: Vec<FieldError>,
+    /// Set when `cpu_usage` was clamped into `[0, 1]`.
+    pub cpu_clamped: bool,
+}
+
+/// Truncate an id for echoing in an error without splitting a UTF-8 char.
+pub(crate) fn display_id(id: &str) -> String {
+    let mut end = id.len().min(MAX_WORKER_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    id[..end].to_owned()
+}
+
+/// Check one snapshot's fields against the contract; `index` is its batch position.
+///
+/// Returns every violation (not only the first) so a reporter can fix them in one go.
+pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
+    let mut out = Checked::default();
+    let id = display_id(&s.worker_id);
+    let mut err = |field: &'static str, code: &'static str, reason: String| {
+        out.errors.push(FieldError {
+            index,
+            worker_id: id.clone(),
+            field,
+            reason,
+            code,
+        });
+    };
+
+    if s.worker_id.is_empty() {
+        err(
+            "worker_id",
+            "invalid_id",
+            "worker_id must not be empty".into(),
+        );
+    } else if s.worker_id.len() > MAX_WORKER_ID_BYTES {
+        err(
+            "worker_id",
+            "invalid_id",
+            format!(
+                "worker_id is {} bytes, at most {MAX_WORKER_ID_BYTES} are allowed",
+                s.worker_id.len()
+            ),
+        );
+    } else if s.worker_id.chars().any(char::is_control) {
+        err(
+            "worker_id",
+            "invalid_id",
+            "worker_id must not contain control characters".into(),
+        );
+    }
+
+    if !s.cpu_usage.is_finite() || s.cpu_usage < 0.0 || s.cpu_usage > CPU_CLAMP_LIMIT {
+        err(
+            "cpu_usage",
+            "out_of_range",
+            format!(
+                "cpu_usage {} is outside 0..=1 (values up to {CPU_CLAMP_LIMIT} are clamped)",
+                s.cpu_usage
+            ),
+        );
+    }
+    let mut non_negative = |field: &'static str, v: f64| {
+        if !v.is_finite() || v < 0.0 {
+            err(
+                field,
+                "out_of_range",
+                format!("{field} {v} must be a finite number >= 0"),
+            );
+        }
+    };
+    non_negative("rtt_ms_avg", s.rtt_ms_avg);
+    non_negative("rtt_ms_p99", s.rtt_ms_p99);
+    if let Some(v) = s.disk_io_await_ms {
+        non_negative("disk_io_await_ms", v);
+    }
+    let mut fraction = |field: &'static str, v: f64| {
+        if !(0.0..=1.0).contains(&v) {
+            err(
+                field,
+                "out_of_range",
+                format!("{field} {v} is outside the fraction range 0..=1"),
+            );
+        }
+    };
+    fraction("error_rate", s.error_rate);
+    for (field, v) in [
+        ("mem_available_ratio", s.mem_available_ratio),
+        ("net_loss_rate", s.net_loss_rate),
+        ("cache_hit_rate", s.cache_hit_rate),
+        ("disk_free_ratio", s.disk_free_ratio),
+    ] {
+        if let Some(v) = v {
+            fraction(field, v);
+        }
+    }
+    if let Some(region) = &s.region {
+        if region.len() > MAX_REGION_BYTES || region.chars().any(char::is_control) {
+            err(
+                "region",
+                "invalid_region",
+                format!(
+                    "region must be at most {MAX_REGION_BYTES} bytes without control characters"
+                ),
+            );
+        }
+    }
+    if let Some(c) = s.capacity {
+        if !(c.is_finite() && c > 0.0) {
+            err(
+                "capacity",
+                "out_of_range",
+                format!("capacity {c} must be a finite number > 0"),
+            );
+        }
+    }
+    out.cpu_clamped = s.cpu_usage > 1.0 && s.cpu_usage <= CPU_CLAMP_LIMIT;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> Snapshot {
+        let mut s = Snapshot::new("w1", 1_000);
+        s.cpu_usage = 0.5;
+        s.rtt_ms_avg = 2.0;
+        s.rtt_ms_p99 = 9.0;
+        s
+    }
+
+    fn fields(s: &Snapshot) -> Vec<&'static str> {
+        check_snapshot(0, s)
+            .errors
+            .iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn valid_snapshot_has_no_errors() {
+        assert!(fields(&ok()).is_empty());
+    }
+
+    #[test]
+    fn cpu_between_one_and_four_is_clamped_above_four_rejected() {
+        let mut s = ok();
+        s.cpu_usage = 3.5;
+        let c = check_snapshot(0, &s);
+        assert!(c.errors.is_empty() && c.cpu_clamped);
+        s.cpu_usage = 4.01;
+        assert_eq!(fields(&s), ["cpu_usage"]);
+        s.cpu_usage = -0.01;
+        assert_eq!(fields(&s), ["cpu_usage"]);
+    }
+
+    #[test]
+    fn negative_and_non_finite_numbers_are_rejected() {
+        let mut s = ok();
+        s.rtt_ms_avg = -1.0;
+        s.error_rate = f64::NAN;
+        s.disk_io_await_ms = Some(f64::INFINITY);
+        s.cache_hit_rate = Some(1.5);
+        s.capacity = Some(0.0);
+        let f = fields(&s);
+        for want in [
+            "rtt_ms_avg",
+            "error_rate",
+            "disk_io_await_ms",
+            "cache_hit_rate",
+            "capacity",
+        ] {
+            assert!(f.contains(&want), "{want} missing from {f:?}");
+        }
+    }
+
+    #[test]
+    fn worker_id_length_and_control_characters() {
+        let mut s = ok();
+        s.worker_id = String::new();
+        assert_eq!(fields(&s), ["worker_id"]);
+        s.worker_id = "x".repeat(129);
+        assert_eq!(fields(&s), ["worker_id"]);
+        s.worker_id = "x".repeat(128);
+        assert!(fields(&s).is_empty());
+        s.worker_id = "a\u{7}b".into();
+        assert_eq!(fields(&s), ["worker_id"]);
+    }
+
+    #[test]
+    fn display_id_truncates_on_char_boundary() {
+        let id = "é".repeat(100); // 200 bytes
+        let d = display_id(&id);
+        assert!(d.len() <= MAX_WORKER_ID_BYTES && d.chars().all(|c| c == 'é'));
+    }
+}

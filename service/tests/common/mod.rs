@@ -1,0 +1,74 @@
+//! Shared helpers for the HTTP tests: an app over a manual clock, and
+//! one-shot requests with no socket.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use service::clock::ManualClock;
+use service::config::Config;
+use service::{AppState, Engine, app};
+use tower::ServiceExt;
+
+/// Wall clock used by tests, Unix ms.
+pub const WALL: u64 = 1_750_000_000_000;
+
+pub struct TestApp {
+    pub router: Router,
+    pub clock: Arc<ManualClock>,
+    pub state: AppState,
+}
+
+pub fn test_app(config: Config) -> TestApp {
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let state = AppState::new(Engine::new(config), clock.clone());
+    TestApp {
+        router: app(state.clone()),
+        clock,
+        state,
+    }
+}
+
+pub fn no_warmup() -> Config {
+    let mut c = Config::default();
+    c.scoring.warmup_ms = 0;
+    c
+}
+
+impl TestApp {
+    pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            panic!(
+                "non-JSON body for {status}: {:?}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        (status, v)
+    }
+
+    pub async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
+        self.send(
+            Request::post(path)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_owned()))
+                .expect("request"),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        self.post(path, &body.to_string()).await
+    }
+}
