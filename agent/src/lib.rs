@@ -1,1 +1,120 @@
-//! x
+//! Telemetry agent: polls `redis-server` workers and pushes one
+//! [`Snapshot`] per worker per interval to the
+//! scoring service's `POST /v1/telemetry`.
+//!
+//! Each worker is polled by its own task over its own connection, every call
+//! bounded by the probe timeout, so a stalled worker never delays the
+//! others. Per interval (`interval_ms`):
+//!
+//! * `pings_per_interval` timed `PING`s started over the first
+//!   `interval_ms - 2 * probe_timeout_ms`: RTT mean / p99 and error rate (a
+//!   time-out is an error and an RTT sample equal to the timeout; while the
+//!   server stalls, PINGs that would overrun into the `INFO` slot are skipped);
+//! * one `INFO` in the last `probe_timeout_ms`: CPU, queue depth, hit rate,
+//!   memory headroom, compaction and loading flags (see [`metrics`]). If it
+//!   times out (e.g. `CLIENT PAUSE`) the last known values are reported;
+//! * the snapshot is handed to the worker's reporter task, which posts it as
+//!   a one-snapshot batch; a failed POST is logged and dropped.
+//!
+//! A worker that refuses connections for a whole interval is not reported
+//! (the service ages it out) and is reconnected at every PING slot.
+
+pub mod config;
+pub mod metrics;
+pub mod probe;
+pub mod report;
+mod worker;
+
+use std::future::Future;
+
+use service::telemetry::{Snapshot, TelemetryBatch};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::{debug, error, info, warn};
+
+pub use config::{AgentConfig, ConfigError, WorkerSpec};
+pub use probe::ProbeError;
+pub use report::{ReportError, Reporter};
+
+/// Snapshots buffered per worker while a POST is in flight.
+const REPORT_QUEUE: usize = 2;
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The HTTP client could not be built.
+    #[error("cannot build HTTP client: {0}")]
+    Report(#[from] ReportError),
+    /// A worker's redis client could not be built.
+    #[error("worker {worker}: {source}")]
+    Probe {
+        /// The worker id.
+        worker: String,
+        /// The underlying error.
+        source: ProbeError,
+    },
+}
+
+/// Runs the agent until `shutdown` completes, then stops all tasks.
+///
+/// Fails only at start-up (invalid configuration); unreachable workers and
+/// failed POSTs are logged and retried, never fatal.
+pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let url = cfg.validate()?;
+    // A POST may take at most one interval, so reports never pile up.
+    let reporter = Reporter::new(url, cfg.interval())?;
+    let timing = worker::Timing {
+        interval: cfg.interval(),
+        probe_timeout: cfg.probe_timeout(),
+        pings: cfg.pings_per_interval,
+    };
+
+    let mut tasks = JoinSet::new();
+    for spec in &cfg.workers {
+        let probe =
+            probe::Probe::new(spec, cfg.probe_timeout()).map_err(|source| AgentError::Probe {
+                worker: spec.id.clone(),
+                source,
+            })?;
+        let (tx, rx) = mpsc::channel(REPORT_QUEUE);
+        tasks.spawn(worker::poll_worker(spec.id.clone(), probe, timing, tx));
+        tasks.spawn(report_loop(spec.id.clone(), reporter.clone(), rx));
+    }
+    info!(
+        service = %reporter.url(),
+        workers = cfg.workers.len(),
+        interval_ms = cfg.interval_ms,
+        "agent started"
+    );
+
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(done) = tasks.join_next() => {
+                if let Err(e) = done {
+                    error!(error = %e, "agent task ended unexpectedly");
+                }
+            }
+        }
+    }
+    tasks.shutdown().await;
+    info!("agent stopped");
+    Ok(())
+}
+
+/// Posts each snapshot from `rx` as its own batch, logging failures.
+async fn report_loop(id: String, reporter: Reporter, mut rx: mpsc::Receiver<Snapshot>) {
+    while let Some(snapshot) = rx.recv().await {
+        let batch = TelemetryBatch {
+            snapshots: vec![snapshot],
+        };
+        match reporter.post(&batch).await {
+            Ok(accepted) => debug!(worker = %id, ?accepted, "telemetry posted"),
+            Err(e) => warn!(worker = %id, error = %e, "telemetry POST failed"),
+        }
+    }
+}

@@ -23,6 +23,32 @@ pub struct ScoreRequest {
     /// Include each candidate's 42-feature vector.
     #[serde(default)]
     pub explain: bool,
+    /// Selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash` or `none`;
+    /// `selection.default_policy` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Softmax temperature, finite and >= 0 (below 1e-6 means `max`);
+    /// `selection.temperature` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Seed for this decision's random choices, for reproducible picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl ScoreRequest {
+    /// A request for `candidates` with every option at its default.
+    pub fn new(key: impl Into<String>, candidates: Vec<String>) -> Self {
+        Self {
+            key: key.into(),
+            context: None,
+            candidates,
+            explain: false,
+            policy: None,
+            temperature: None,
+            seed: None,
+        }
+    }
 }
 
 /// One candidate's score in a [`ScoreResponse`].
@@ -32,14 +58,23 @@ pub struct WorkerScore {
     pub worker_id: String,
     /// Whether the worker may be picked.
     pub eligible: bool,
-    /// Machine reason when not eligible (`unknown_worker`, `heartbeat_dead`).
+    /// Machine reason when not eligible (`unknown_worker`, `heartbeat_dead`, `cooldown`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
-    /// Rule score, 0..=100.
+    /// Penalty state: `healthy`, `observation`, `cooldown`, `recovering`
+    /// (`unknown` for a worker that never reported).
+    pub penalty_state: &'static str,
+    /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments.
     pub rule_score: f64,
-    /// Final score after later stages (equals `rule_score` without a model), 0..=100.
+    /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics, model).
     pub final_score: f64,
-    /// The steps from 100 to `rule_score`, in order.
+    /// Effective selection weight: capacity × slow-start ramp (> 0), or 0 when not selectable.
+    pub weight: f64,
+    /// Probability that this decision's policy picks this worker (the
+    /// propensity); absent under policy `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// The steps from 100 to `final_score`, in order.
     pub adjustments: Vec<Adjustment>,
     /// The observation vector, present when `explain` was set.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -56,7 +91,15 @@ pub struct ScoreResponse {
     pub decision_id: String,
     /// One entry per distinct candidate, in request order.
     pub scores: Vec<WorkerScore>,
-    /// Worker ids by final score, highest first: eligible workers, then the
+    /// Worker ids by final score, highest first: selectable workers, then the
     /// rest; ties broken by worker id.
     pub ranking: Vec<String>,
+    /// The policy that made the pick.
+    pub policy: &'static str,
+    /// The picked worker; absent under policy `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pick: Option<String>,
+    /// No candidate was eligible: live candidates were ranked ignoring
+    /// penalty states (panic mode).
+    pub panic: bool,
 }

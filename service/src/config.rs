@@ -13,6 +13,9 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::dynamics::{InFlightConfig, PenaltyConfig};
+use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
+
 /// Default listen address: loopback only; binding elsewhere must be explicit.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default request body limit, bytes (8 MiB).
@@ -44,7 +47,7 @@ pub enum ConfigError {
     #[error("config key `{key}`: {reason}")]
     Invalid {
         /// Dotted key, e.g. `telemetry.ewma_alpha`.
-        key: &'static str,
+        key: String,
         /// What is wrong, with the offending value.
         reason: String,
     },
@@ -62,6 +65,93 @@ pub struct Config {
     pub scoring: ScoringConfig,
     /// `[features]`: key fingerprint tables for the observation vector.
     pub features: FeaturesConfig,
+    /// `[penalty]`: the per-worker penalty state machine and slow start (issue #3).
+    pub penalty: PenaltyConfig,
+    /// `[freshness]`: how a snapshot's influence fades with age (issue #3).
+    pub freshness: FreshnessSection,
+    /// `[inflight]`: picks counted between snapshots (issue #3).
+    pub inflight: InFlightConfig,
+    /// `[selection]`: policies, propensities and panic mode (issue #3).
+    pub selection: SelectionSection,
+}
+
+/// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FreshnessSection {
+    /// Reports younger than this are fully trusted, ms. Default 3000.
+    pub fresh_ms: u64,
+    /// Deduction at freshness 0 (just before death), points; scaled by `1 − freshness`. Default 10.
+    pub stale_max_deduct: f64,
+}
+
+impl Default for FreshnessSection {
+    fn default() -> Self {
+        Self {
+            fresh_ms: crate::dynamics::DEFAULT_FRESH_MS,
+            stale_max_deduct: 10.0,
+        }
+    }
+}
+
+/// `[selection]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectionSection {
+    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `none`. Default `softmax`.
+    pub default_policy: String,
+    /// Softmax temperature when a request names none, >= 0 (0 = max). Default 0.1.
+    pub temperature: f64,
+    /// Virtual nodes per worker on the consistent-hash ring. Default 160.
+    pub hash_virtual_nodes: u32,
+    /// Bounded-load factor of the consistent-hash ring, >= 1. Default 1.25.
+    pub hash_load_factor: f64,
+    /// Minimum pick probability for every eligible worker under max, softmax
+    /// and p2c (an exploration floor), fraction; 0 = off. Default 0.
+    pub min_share: f64,
+    /// When no candidate is eligible, rank the live ones ignoring penalty states
+    /// (`"panic": true`) instead of failing. Default true.
+    pub panic_mode: bool,
+    /// Apply slow start to newly registered workers too, not only to workers
+    /// returning from cooldown. Default true.
+    pub slow_start_new_workers: bool,
+    /// Decisions remembered for matching feedback to picks. Default 100_000.
+    pub remembered_decisions: usize,
+}
+
+impl Default for SelectionSection {
+    fn default() -> Self {
+        Self {
+            default_policy: "softmax".to_owned(),
+            temperature: crate::selection::DEFAULT_TEMPERATURE,
+            hash_virtual_nodes: crate::selection::DEFAULT_HASH_VIRTUAL_NODES,
+            hash_load_factor: crate::selection::DEFAULT_HASH_LOAD_FACTOR,
+            min_share: crate::selection::DEFAULT_MIN_SHARE,
+            panic_mode: true,
+            slow_start_new_workers: true,
+            remembered_decisions: 100_000,
+        }
+    }
+}
+
+impl SelectionSection {
+    /// The selector configuration these keys describe.
+    pub fn selector_config(&self) -> SelectorConfig {
+        SelectorConfig {
+            default_temperature: self.temperature,
+            hash_virtual_nodes: self.hash_virtual_nodes,
+            hash_load_factor: self.hash_load_factor,
+            min_share: self.min_share,
+        }
+    }
+
+    /// The default policy, parsed.
+    ///
+    /// # Errors
+    /// When `default_policy` is not a policy name.
+    pub fn policy(&self) -> Result<PolicyKind, SelectionError> {
+        self.default_policy.parse()
+    }
 }
 
 /// `[server]` section.
@@ -290,8 +380,11 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the first offending key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn bad(key: &'static str, reason: String) -> Result<(), ConfigError> {
-            Err(ConfigError::Invalid { key, reason })
+        fn bad(key: &str, reason: String) -> Result<(), ConfigError> {
+            Err(ConfigError::Invalid {
+                key: key.to_owned(),
+                reason,
+            })
         }
         let s = &self.server;
         if s.listen.parse::<std::net::SocketAddr>().is_err() {
@@ -380,6 +473,49 @@ impl Config {
             if !(0.0..=100.0).contains(&v) {
                 return bad(key, format!("must be in [0, 100] points, got {v}"));
             }
+        }
+        if let Err(e) = self.penalty.validate() {
+            return bad(
+                &format!("penalty.{}", e.split_whitespace().next().unwrap_or("")),
+                e,
+            );
+        }
+        if let Err(e) = self.inflight.validate() {
+            return bad(
+                &format!("inflight.{}", e.split_whitespace().next().unwrap_or("")),
+                e,
+            );
+        }
+        if self.freshness.fresh_ms >= t.dead_after_ms {
+            return bad(
+                "freshness.fresh_ms",
+                format!(
+                    "must be below telemetry.dead_after_ms ({}), got {}",
+                    t.dead_after_ms, self.freshness.fresh_ms
+                ),
+            );
+        }
+        if !(0.0..=100.0).contains(&self.freshness.stale_max_deduct) {
+            return bad(
+                "freshness.stale_max_deduct",
+                format!(
+                    "must be in [0, 100] points, got {}",
+                    self.freshness.stale_max_deduct
+                ),
+            );
+        }
+        let sel = &self.selection;
+        if let Err(e) = sel.policy() {
+            return bad("selection.default_policy", e.to_string());
+        }
+        if let Err(e) = crate::selection::Selector::new(sel.selector_config()) {
+            return bad("selection", e.to_string());
+        }
+        if sel.remembered_decisions == 0 {
+            return bad(
+                "selection.remembered_decisions",
+                "must be at least 1".to_owned(),
+            );
         }
         if self.features.hotness_half_life_ms == 0 {
             return bad(

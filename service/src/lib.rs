@@ -9,12 +9,14 @@
 pub mod api;
 pub mod clock;
 pub mod config;
+pub mod dynamics;
 pub mod engine;
 pub mod features;
 mod fmt;
 pub mod http;
 pub mod key;
 pub mod scoring;
+pub mod selection;
 pub mod state;
 pub mod telemetry;
 

@@ -64,13 +64,26 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
         "10 s old is still alive"
     );
     app.clock.advance(1);
-    let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+    let (s, b) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1","ghost"]}"#)
         .await;
+    assert_eq!(
+        s,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "all dead or unknown: {b}"
+    );
+    assert_eq!(b["error"]["code"], "no_eligible_workers");
+    app.post_json("/v1/telemetry", &json!({"snapshots": [snap("w2", WALL)]}))
+        .await;
+    let (_, b) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1","w2"]}"#)
+        .await;
+    assert_eq!(b["pick"], "w2");
     let w1 = score_of(&b, "w1");
     assert_eq!(w1["eligible"], false);
     assert_eq!(w1["reason"], "heartbeat_dead");
     assert_eq!(w1["rule_score"], 0.0);
+    assert_eq!(w1["probability"], 0.0);
     assert_eq!(w1["adjustments"][0]["code"], "heartbeat_dead");
 }
 

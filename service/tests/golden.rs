@@ -7,8 +7,12 @@ use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
 use serde_json::{Value, json};
 use service::api::ScoreRequest;
-use service::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext};
+use service::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext, Stage};
 use service::telemetry::Snapshot;
+
+fn rng() -> rand_chacha::ChaCha8Rng {
+    rand::SeedableRng::seed_from_u64(7)
+}
 
 fn golden_snapshots() -> Vec<Snapshot> {
     let mut w1 = Snapshot::new("W1", WALL);
@@ -23,10 +27,11 @@ fn golden_snapshots() -> Vec<Snapshot> {
 
 fn request() -> ScoreRequest {
     ScoreRequest {
-        key: "user:12345:profile".into(),
-        context: None,
-        candidates: vec!["W1".into(), "W2".into(), "W3".into()],
         explain: true,
+        ..ScoreRequest::new(
+            "user:12345:profile",
+            vec!["W1".into(), "W2".into(), "W3".into()],
+        )
     }
 }
 
@@ -37,7 +42,13 @@ fn golden_scores_in_process() {
         .ingest(&golden_snapshots(), 1_000, WALL)
         .expect("valid");
     let resp = engine
-        .score(&request(), &RequestContext::default(), 1_500, "d".into())
+        .score(
+            &request(),
+            &RequestContext::default(),
+            1_500,
+            "d".into(),
+            &mut rng(),
+        )
         .expect("scored");
     let got: Vec<(String, f64)> = resp
         .scores
@@ -62,11 +73,30 @@ fn golden_scores_in_process() {
         ]
     );
     for s in &resp.scores {
-        assert_invariant(s.rule_score, &s.adjustments);
+        assert_invariant(s);
     }
 }
 
-fn assert_invariant(score: f64, adjustments: &[Adjustment]) {
+/// Replaying the rule-stage adjustments gives `rule_score`, all of them `final_score`.
+fn assert_invariant(s: &service::api::WorkerScore) {
+    let rule: Vec<Adjustment> = s
+        .adjustments
+        .iter()
+        .filter(|a| a.stage == Stage::Rule)
+        .cloned()
+        .collect();
+    assert!(
+        s.adjustments
+            .iter()
+            .skip(rule.len())
+            .all(|a| a.stage != Stage::Rule),
+        "rule adjustments come first"
+    );
+    assert_sums(s.rule_score, &rule);
+    assert_sums(s.final_score, &s.adjustments);
+}
+
+fn assert_sums(score: f64, adjustments: &[Adjustment]) {
     let replayed = Explained::replay(BASE_SCORE, adjustments);
     assert!((replayed - score).abs() < 1e-9, "{replayed} != {score}");
     let summed = BASE_SCORE + adjustments.iter().map(|a| a.impact).sum::<f64>();
@@ -166,22 +196,19 @@ fn invariant_holds_for_many_random_workers() {
     worst.under_repair = true;
     worst.disk_io_await_ms = Some(900.0);
     engine.ingest(&batch, 1_000, WALL).expect("valid");
-    let req = ScoreRequest {
-        key: "order:7:x".into(),
-        context: None,
-        candidates: (0..300).map(|i| format!("w{i}")).collect(),
-        explain: false,
-    };
+    let req = ScoreRequest::new("order:7:x", (0..300).map(|i| format!("w{i}")).collect());
     let ctx = RequestContext {
         request_type: Some(service::scoring::RequestType::Put),
         ..RequestContext::default()
     };
-    let resp = engine.score(&req, &ctx, 5_000, "d".into()).expect("scored");
+    let resp = engine
+        .score(&req, &ctx, 5_000, "d".into(), &mut rng())
+        .expect("scored");
     assert!(resp.scores.iter().all(|s| s.eligible), "all alive at 4 s");
     assert_eq!(resp.scores.len(), 300);
     let mut clamped = 0;
     for s in &resp.scores {
-        assert_invariant(s.rule_score, &s.adjustments);
+        assert_invariant(s);
         clamped += usize::from(s.adjustments.iter().any(|a| a.code == "clamp"));
         assert!(s.observation.iter().all(|x| x.is_finite()));
     }

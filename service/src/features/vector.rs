@@ -155,6 +155,7 @@ mod tests {
             capacity: 2.0,
             cpu_clamped: false,
             history: HistoryStats::default(),
+            penalty: crate::dynamics::PenaltyTracker::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::engine::ScoreError;
+use crate::engine::{FeedbackError, ScoreError};
 use crate::state::IngestError;
 
 /// An error answer.
@@ -55,13 +55,18 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        if self.status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(code = self.code, message = %self.message, "internal error");
         }
+        let message = if self.status == StatusCode::INTERNAL_SERVER_ERROR {
+            "internal error; see the service log"
+        } else {
+            &self.message
+        };
         let body = Body {
             error: Inner {
                 code: self.code,
-                message: &self.message,
+                message,
                 details: self.details.as_ref(),
             },
         };
@@ -98,6 +103,22 @@ impl From<IngestError> for ApiError {
 
 impl From<ScoreError> for ApiError {
     fn from(e: ScoreError) -> Self {
+        match e {
+            ScoreError::NoEligibleWorkers => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_eligible_workers",
+                e.to_string(),
+            ),
+            ScoreError::Selection(_) => {
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            }
+            other => Self::unprocessable(other.to_string()),
+        }
+    }
+}
+
+impl From<FeedbackError> for ApiError {
+    fn from(e: FeedbackError) -> Self {
         Self::unprocessable(e.to_string())
     }
 }

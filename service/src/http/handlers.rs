@@ -8,7 +8,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{ApiError, ApiJson, AppState};
+use rand::SeedableRng;
+
 use crate::api::{ScoreRequest, ScoreResponse};
+use crate::dynamics::PenaltyView;
+use crate::engine::{Feedback, FeedbackOutcome};
 use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
 use crate::scoring::{RequestContext, RequestType};
 use crate::state::{HistoryStats, Smoothed};
@@ -54,40 +58,40 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError>
 /// The body's context with absent fields filled from `X-*` headers.
 fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<RequestContext, ApiError> {
     let mut ctx = body.unwrap_or_default();
-    if ctx.request_type.is_none() {
-        if let Some(v) = header(h, "x-request-type")? {
-            ctx.request_type = Some(RequestType::parse(v).ok_or_else(|| {
-                ApiError::unprocessable(format!(
-                    "header X-Request-Type `{v}` is not one of GET, PUT, DELETE, MGET"
-                ))
-            })?);
-        }
+    if ctx.request_type.is_none()
+        && let Some(v) = header(h, "x-request-type")?
+    {
+        ctx.request_type = Some(RequestType::parse(v).ok_or_else(|| {
+            ApiError::unprocessable(format!(
+                "header X-Request-Type `{v}` is not one of GET, PUT, DELETE, MGET"
+            ))
+        })?);
     }
-    if ctx.client_region.is_none() {
-        if let Some(v) = header(h, "x-client-region")? {
-            if v.len() > 64 {
-                return Err(ApiError::unprocessable(
-                    "header X-Client-Region is longer than 64 bytes",
-                ));
-            }
-            ctx.client_region = Some(v.to_owned());
+    if ctx.client_region.is_none()
+        && let Some(v) = header(h, "x-client-region")?
+    {
+        if v.len() > 64 {
+            return Err(ApiError::unprocessable(
+                "header X-Client-Region is longer than 64 bytes",
+            ));
         }
+        ctx.client_region = Some(v.to_owned());
     }
-    if ctx.timeout_ms.is_none() {
-        if let Some(v) = header(h, "x-timeout-ms")? {
-            ctx.timeout_ms = Some(v.parse().map_err(|_| {
-                ApiError::unprocessable(format!(
-                    "header X-Timeout-Ms `{v}` is not a whole number of ms"
-                ))
-            })?);
-        }
+    if ctx.timeout_ms.is_none()
+        && let Some(v) = header(h, "x-timeout-ms")?
+    {
+        ctx.timeout_ms = Some(v.parse().map_err(|_| {
+            ApiError::unprocessable(format!(
+                "header X-Timeout-Ms `{v}` is not a whole number of ms"
+            ))
+        })?);
     }
-    if ctx.batch_size.is_none() {
-        if let Some(v) = header(h, "x-batch-size")? {
-            ctx.batch_size = Some(v.parse().map_err(|_| {
-                ApiError::unprocessable(format!("header X-Batch-Size `{v}` is not a whole number"))
-            })?);
-        }
+    if ctx.batch_size.is_none()
+        && let Some(v) = header(h, "x-batch-size")?
+    {
+        ctx.batch_size = Some(v.parse().map_err(|_| {
+            ApiError::unprocessable(format!("header X-Batch-Size `{v}` is not a whole number"))
+        })?);
     }
     if ctx.client_region.as_ref().is_some_and(|r| r.len() > 64) {
         return Err(ApiError::unprocessable(
@@ -110,8 +114,28 @@ pub(super) async fn score(
 ) -> Result<Json<ScoreResponse>, ApiError> {
     let ctx = merged_context(req.context.clone(), &headers)?;
     let id = uuid::Uuid::now_v7().to_string();
-    let resp = st.engine.score(&req, &ctx, st.clock.monotonic_ms(), id)?;
+    let now = st.clock.monotonic_ms();
+    let resp = match req.seed {
+        Some(seed) => {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            st.engine.score(&req, &ctx, now, id, &mut rng)
+        }
+        None => st.engine.score(&req, &ctx, now, id, &mut rand::rng()),
+    }?;
     Ok(Json(resp))
+}
+
+/// `POST /v1/feedback`.
+pub(super) async fn feedback(
+    State(st): State<AppState>,
+    ApiJson(f): ApiJson<Feedback>,
+) -> Result<Json<FeedbackOutcome>, ApiError> {
+    Ok(Json(st.engine.feedback(&f, st.clock.monotonic_ms())?))
+}
+
+/// `GET /v1/stats`: decision, panic-mode and feedback counters.
+pub(super) async fn stats(State(st): State<AppState>) -> impl IntoResponse {
+    Json(st.engine.counters())
 }
 
 #[derive(Serialize)]
@@ -130,6 +154,8 @@ struct WorkerInfo {
     capacity: f64,
     cpu_clamped: bool,
     history: HistoryView,
+    penalty: PenaltyView,
+    in_flight: f64,
 }
 
 #[derive(Serialize)]
@@ -176,6 +202,8 @@ pub(super) async fn workers(State(st): State<AppState>) -> impl IntoResponse {
                 capacity: v.capacity,
                 cpu_clamped: v.cpu_clamped,
                 history: v.history.into(),
+                penalty: v.penalty.state_at(now, &cfg.penalty),
+                in_flight: slot.inflight().value(now),
             }
         })
         .collect();

@@ -44,6 +44,8 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/telemetry", post(handlers::telemetry))
         .route("/v1/score", post(handlers::score))
+        .route("/v1/feedback", post(handlers::feedback))
+        .route("/v1/stats", get(handlers::stats))
         .route("/v1/workers", get(handlers::workers))
         .route("/v1/features", get(handlers::features))
         .route("/healthz", get(handlers::healthz))

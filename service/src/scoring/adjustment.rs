@@ -20,11 +20,27 @@ pub enum AdjustmentKind {
     Clamp,
 }
 
+/// Which stage of the pipeline produced an adjustment. Replaying the `rule`
+/// adjustments from 100 gives `rule_score`; replaying all gives `final_score`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The stateless rule scorer (issue #2), including stale-telemetry handling.
+    #[default]
+    Rule,
+    /// Per-worker dynamics: penalty states, in-flight picks (issue #3).
+    Dynamics,
+    /// Model and fallback-rule actions (issue #6).
+    Model,
+}
+
 /// One explained step of a score.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Adjustment {
     /// Stable machine name, e.g. `rtt_p99_high`.
     pub code: &'static str,
+    /// Pipeline stage.
+    pub stage: Stage,
     /// How it applies.
     pub kind: AdjustmentKind,
     /// Signed change of the score, points (negative lowers it).
@@ -46,6 +62,8 @@ pub struct Explained {
     pub score: f64,
     /// Steps applied so far, in order.
     pub adjustments: Vec<Adjustment>,
+    /// Stage stamped on the next adjustments.
+    pub stage: Stage,
 }
 
 /// Round a deduction to 1e-6 points so explanations print cleanly
@@ -66,6 +84,7 @@ impl Explained {
         Self {
             score,
             adjustments: Vec::new(),
+            stage: Stage::Rule,
         }
     }
 
@@ -82,6 +101,7 @@ impl Explained {
         self.score = before * factor;
         self.adjustments.push(Adjustment {
             code,
+            stage: self.stage,
             kind: AdjustmentKind::Multiply,
             impact: self.score - before,
             factor: Some(factor),
@@ -100,6 +120,7 @@ impl Explained {
         self.score -= points;
         self.adjustments.push(Adjustment {
             code,
+            stage: self.stage,
             kind: AdjustmentKind::Deduct,
             impact: -points,
             factor: None,
@@ -116,6 +137,7 @@ impl Explained {
         self.score += points;
         self.adjustments.push(Adjustment {
             code,
+            stage: self.stage,
             kind: AdjustmentKind::Add,
             impact: points,
             factor: None,
@@ -132,6 +154,7 @@ impl Explained {
             self.score = after;
             self.adjustments.push(Adjustment {
                 code: "clamp",
+                stage: self.stage,
                 kind: AdjustmentKind::Clamp,
                 impact: after - before,
                 factor: None,

@@ -10,6 +10,6 @@ mod adjustment;
 mod context;
 mod rules;
 
-pub use adjustment::{Adjustment, AdjustmentKind, BASE_SCORE, Explained};
+pub use adjustment::{Adjustment, AdjustmentKind, BASE_SCORE, Explained, Stage};
 pub use context::{RequestContext, RequestType};
 pub use rules::{RuleInputs, rule_score};

@@ -133,20 +133,21 @@ pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) 
 fn optional_deductions(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_>) {
     let c = inp.cfg;
     let s = &view.smoothed;
-    if let Some(m) = s.mem_available_ratio {
-        if m < c.mem_available_low && c.mem_available_low > 0.0 {
-            let d = (c.mem_available_low - m) / c.mem_available_low * c.mem_max_deduct;
-            e.deduct(
-                "memory_low",
-                d,
-                format!(
-                    "available memory {} is below {}",
-                    pct(m),
-                    pct(c.mem_available_low)
-                ),
-                Some(m),
-            );
-        }
+    if let Some(m) = s.mem_available_ratio
+        && m < c.mem_available_low
+        && c.mem_available_low > 0.0
+    {
+        let d = (c.mem_available_low - m) / c.mem_available_low * c.mem_max_deduct;
+        e.deduct(
+            "memory_low",
+            d,
+            format!(
+                "available memory {} is below {}",
+                pct(m),
+                pct(c.mem_available_low)
+            ),
+            Some(m),
+        );
     }
     if let Some(d_ms) = s.disk_io_await_ms {
         let t = c.disk_io_await_high_ms;
@@ -172,46 +173,45 @@ fn optional_deductions(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_
             );
         }
     }
-    if let Some(l) = s.net_loss_rate {
-        if l > c.net_loss_high {
-            let d = ((l - c.net_loss_high) * c.net_loss_points_per_rate).min(c.net_loss_max_deduct);
-            e.deduct(
-                "network_loss",
-                d,
-                format!("network loss {} is above {}", pct(l), pct(c.net_loss_high)),
-                Some(l),
-            );
-        }
+    if let Some(l) = s.net_loss_rate
+        && l > c.net_loss_high
+    {
+        let d = ((l - c.net_loss_high) * c.net_loss_points_per_rate).min(c.net_loss_max_deduct);
+        e.deduct(
+            "network_loss",
+            d,
+            format!("network loss {} is above {}", pct(l), pct(c.net_loss_high)),
+            Some(l),
+        );
     }
-    if let Some(h) = s.cache_hit_rate {
-        if h < c.cache_hit_low {
-            let d =
-                ((c.cache_hit_low - h) * c.cache_hit_points_per_rate).min(c.cache_hit_max_deduct);
-            e.deduct(
-                "cache_cold",
-                d,
-                format!(
-                    "cache hit rate {} is below {}",
-                    pct(h),
-                    pct(c.cache_hit_low)
-                ),
-                Some(h),
-            );
-        }
+    if let Some(h) = s.cache_hit_rate
+        && h < c.cache_hit_low
+    {
+        let d = ((c.cache_hit_low - h) * c.cache_hit_points_per_rate).min(c.cache_hit_max_deduct);
+        e.deduct(
+            "cache_cold",
+            d,
+            format!(
+                "cache hit rate {} is below {}",
+                pct(h),
+                pct(c.cache_hit_low)
+            ),
+            Some(h),
+        );
     }
-    if let Some(b) = s.memtable_bytes {
-        if b > c.memtable_high_bytes as f64 {
-            e.deduct(
-                "memtable_large",
-                c.memtable_deduct,
-                format!(
-                    "memtable {} MiB is above {} MiB (a flush is due)",
-                    num(b / 1_048_576.0),
-                    num(c.memtable_high_bytes as f64 / 1_048_576.0)
-                ),
-                Some(b),
-            );
-        }
+    if let Some(b) = s.memtable_bytes
+        && b > c.memtable_high_bytes as f64
+    {
+        e.deduct(
+            "memtable_large",
+            c.memtable_deduct,
+            format!(
+                "memtable {} MiB is above {} MiB (a flush is due)",
+                num(b / 1_048_576.0),
+                num(c.memtable_high_bytes as f64 / 1_048_576.0)
+            ),
+            Some(b),
+        );
     }
 }
 

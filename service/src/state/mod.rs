@@ -19,5 +19,5 @@ mod worker;
 
 pub use ewma::ewma;
 pub use history::{History, HistoryStats, RING_CAPACITY, Sample};
-pub use registry::{IngestError, IngestOutcome, Registry, WorkerSlot};
+pub use registry::{IngestConfig, IngestError, IngestOutcome, Registry, WorkerSlot};
 pub use worker::{Smoothed, WorkerView};

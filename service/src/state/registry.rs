@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use super::history::{History, Sample};
 use super::worker::{Smoothed, WorkerView};
 use crate::config::{ServerConfig, TelemetryConfig};
+use crate::dynamics::{InFlight, PenaltyConfig, PenaltyTracker, Transition};
 use crate::telemetry::Snapshot;
 use crate::telemetry::validate::{FieldError, Warning, check_snapshot, display_id};
 
@@ -16,12 +17,18 @@ use crate::telemetry::validate::{FieldError, Warning, check_snapshot, display_id
 pub struct WorkerSlot {
     view: ArcSwap<WorkerView>,
     history: Mutex<History>,
+    inflight: InFlight,
 }
 
 impl WorkerSlot {
     /// The current published view (lock-free).
     pub fn view(&self) -> arc_swap::Guard<Arc<WorkerView>> {
         self.view.load()
+    }
+
+    /// Picks handed to this worker since its last report, decaying (issue #3).
+    pub fn inflight(&self) -> &InFlight {
+        &self.inflight
     }
 
     /// The current published view as an owned `Arc` (one refcount increment).
@@ -58,6 +65,22 @@ pub struct IngestOutcome {
     pub registered: usize,
     /// Values accepted with a change (e.g. clamped CPU).
     pub warnings: Vec<Warning>,
+    /// Penalty state changes the batch caused, per worker.
+    pub transitions: Vec<(Arc<str>, Transition)>,
+}
+
+/// What ingestion needs from the rest of the service.
+pub struct IngestConfig<'a> {
+    /// Telemetry limits and smoothing.
+    pub telemetry: &'a TelemetryConfig,
+    /// Batch limits.
+    pub server: &'a ServerConfig,
+    /// Penalty state machine settings.
+    pub penalty: &'a PenaltyConfig,
+    /// Decay of the in-flight counters of new workers, ms.
+    pub inflight_decay_ms: u64,
+    /// The rule score of a freshly updated view, fed to the penalty state machine.
+    pub rule_score: &'a dyn Fn(&WorkerView) -> f64,
 }
 
 /// The table of known workers.
@@ -108,9 +131,9 @@ impl Registry {
         batch: &[Snapshot],
         now_mono_ms: u64,
         now_wall_ms: u64,
-        tcfg: &TelemetryConfig,
-        scfg: &ServerConfig,
+        icfg: &IngestConfig<'_>,
     ) -> Result<IngestOutcome, IngestError> {
+        let (tcfg, scfg) = (icfg.telemetry, icfg.server);
         if batch.is_empty() {
             return Err(IngestError::Batch(
                 "`snapshots` must hold at least one snapshot".into(),
@@ -205,6 +228,14 @@ impl Registry {
 
         // Everything is valid: apply. New workers go into one copied table.
         let mut new_table = (new > 0).then(|| (*table).clone());
+        let mut transitions = Vec::new();
+        let mut evaluate = |mut view: WorkerView| {
+            let score = (icfg.rule_score)(&view);
+            if let Some(t) = view.penalty.evaluate(score, now_mono_ms, icfg.penalty) {
+                transitions.push((view.worker_id.clone(), t));
+            }
+            view
+        };
         for (s, &was_clamped) in batch.iter().zip(&clamped) {
             let cpu = s.cpu_usage.min(1.0);
             let sample = Sample {
@@ -227,8 +258,9 @@ impl Registry {
                     hist.push(sample);
                     let view = next_view(None, s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
                     let slot = WorkerSlot {
-                        view: ArcSwap::from_pointee(view),
+                        view: ArcSwap::from_pointee(evaluate(view)),
                         history: Mutex::new(hist),
+                        inflight: InFlight::new(icfg.inflight_decay_ms),
                     };
                     if let Some(t) = new_table.as_mut() {
                         t.insert(Arc::from(s.worker_id.as_str()), Arc::new(slot));
@@ -243,6 +275,7 @@ impl Registry {
             accepted: batch.len(),
             registered: new,
             warnings,
+            transitions,
         })
     }
 }
@@ -270,6 +303,7 @@ fn next_view(
         capacity: s.capacity.unwrap_or(1.0),
         cpu_clamped,
         history: hist.stats(),
+        penalty: prev.map_or_else(PenaltyTracker::new, |p| p.penalty.clone()),
     }
 }
 
@@ -287,11 +321,28 @@ mod tests {
         s
     }
 
+    fn with_cfg(
+        r: &Registry,
+        b: &[Snapshot],
+        mono: u64,
+        tcfg: &TelemetryConfig,
+        scfg: &ServerConfig,
+    ) -> Result<IngestOutcome, IngestError> {
+        let icfg = IngestConfig {
+            telemetry: tcfg,
+            server: scfg,
+            penalty: &PenaltyConfig::default(),
+            inflight_decay_ms: 1_000,
+            rule_score: &|_| 100.0,
+        };
+        r.ingest(b, mono, WALL, &icfg)
+    }
+
     fn ingest(r: &Registry, b: &[Snapshot], mono: u64) -> Result<IngestOutcome, IngestError> {
-        r.ingest(
+        with_cfg(
+            r,
             b,
             mono,
-            WALL,
             &TelemetryConfig::default(),
             &ServerConfig::default(),
         )
@@ -365,17 +416,11 @@ mod tests {
             ..TelemetryConfig::default()
         };
         let scfg = ServerConfig::default();
-        r.ingest(&[snap("a", WALL, 0.5)], 1, WALL, &tcfg, &scfg)
-            .unwrap();
-        let err = r
-            .ingest(&[snap("b", WALL, 0.5)], 2, WALL, &tcfg, &scfg)
-            .unwrap_err();
+        with_cfg(&r, &[snap("a", WALL, 0.5)], 1, &tcfg, &scfg).unwrap();
+        let err = with_cfg(&r, &[snap("b", WALL, 0.5)], 2, &tcfg, &scfg).unwrap_err();
         assert_eq!(err, IngestError::TooManyWorkers { limit: 1, new: 1 });
         // An existing worker still reports.
-        assert!(
-            r.ingest(&[snap("a", WALL + 1, 0.5)], 3, WALL, &tcfg, &scfg)
-                .is_ok()
-        );
+        assert!(with_cfg(&r, &[snap("a", WALL + 1, 0.5)], 3, &tcfg, &scfg).is_ok());
     }
 
     #[test]
@@ -396,10 +441,10 @@ mod tests {
             max_batch: 1,
             ..ServerConfig::default()
         };
-        let err = r.ingest(
+        let err = with_cfg(
+            &r,
             &[snap("a", WALL, 0.5), snap("b", WALL, 0.5)],
             1,
-            WALL,
             &TelemetryConfig::default(),
             &scfg,
         );

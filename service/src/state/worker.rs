@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::ewma::ewma;
 use super::history::HistoryStats;
+use crate::dynamics::PenaltyTracker;
 use crate::telemetry::Snapshot;
 
 /// EWMA-smoothed signals (issue #2, "Smoothing"). Optional signals are `None`
@@ -84,7 +85,7 @@ impl Smoothed {
 }
 
 /// Everything the scorer reads about one worker, as of its last accepted report.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct WorkerView {
     /// Worker id.
     pub worker_id: Arc<str>,
@@ -113,6 +114,8 @@ pub struct WorkerView {
     pub cpu_clamped: bool,
     /// Trend and volatility over the last 60 reports.
     pub history: HistoryStats,
+    /// Penalty state machine, evaluated once per accepted report (issue #3).
+    pub penalty: PenaltyTracker,
 }
 
 impl WorkerView {

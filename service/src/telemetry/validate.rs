@@ -143,25 +143,23 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             fraction(field, v);
         }
     }
-    if let Some(region) = &s.region {
-        if region.len() > MAX_REGION_BYTES || region.chars().any(char::is_control) {
-            err(
-                "region",
-                "invalid_region",
-                format!(
-                    "region must be at most {MAX_REGION_BYTES} bytes without control characters"
-                ),
-            );
-        }
+    if let Some(region) = &s.region
+        && (region.len() > MAX_REGION_BYTES || region.chars().any(char::is_control))
+    {
+        err(
+            "region",
+            "invalid_region",
+            format!("region must be at most {MAX_REGION_BYTES} bytes without control characters"),
+        );
     }
-    if let Some(c) = s.capacity {
-        if !(c.is_finite() && c > 0.0) {
-            err(
-                "capacity",
-                "out_of_range",
-                format!("capacity {c} must be a finite number > 0"),
-            );
-        }
+    if let Some(c) = s.capacity
+        && !(c.is_finite() && c > 0.0)
+    {
+        err(
+            "capacity",
+            "out_of_range",
+            format!("capacity {c} must be a finite number > 0"),
+        );
     }
     out.cpu_clamped = s.cpu_usage > 1.0 && s.cpu_usage <= CPU_CLAMP_LIMIT;
     out

@@ -1,0 +1,90 @@
+//! `agent`: polls redis-server workers and posts telemetry snapshots to the
+//! scoring service. See `agent --help`.
+
+use agent::{AgentConfig, WorkerSpec, config};
+use anyhow::Context;
+use clap::Parser;
+
+/// Telemetry agent: polls redis-server workers and posts one snapshot per
+/// worker per interval to `{service}/v1/telemetry`.
+///
+/// Per interval each worker gets timed PINGs (RTT mean/p99 in ms, error
+/// rate) and one INFO (CPU fraction of one core, blocked clients, cache hit
+/// rate, memory headroom, BGSAVE/AOF-rewrite and loading flags). Log level:
+/// RUST_LOG (default `info`).
+#[derive(Debug, Parser)]
+#[command(name = "agent", version)]
+struct Args {
+    /// Base URL of the scoring service; snapshots are POSTed to
+    /// `{URL}/v1/telemetry`.
+    #[arg(long, value_name = "URL", default_value = config::DEFAULT_SERVICE_URL)]
+    service: String,
+
+    /// A redis-server to poll, as `id=host:port` (IPv6: `id=[::1]:6379`).
+    /// Repeat for each worker; ids must be distinct, 1..=128 bytes.
+    #[arg(long = "worker", value_name = "ID=HOST:PORT", required = true)]
+    workers: Vec<WorkerSpec>,
+
+    /// Report interval per worker, in milliseconds (at least twice
+    /// --probe-timeout-ms, at most 3600000).
+    #[arg(long, value_name = "MS", default_value_t = config::DEFAULT_INTERVAL_MS)]
+    interval_ms: u64,
+
+    /// Timeout of each PING, INFO and connect attempt, in milliseconds.
+    /// A timed-out PING counts as an error and as an RTT sample of this many
+    /// milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = config::DEFAULT_PROBE_TIMEOUT_MS)]
+    probe_timeout_ms: u64,
+
+    /// Timed PINGs per worker per interval (count, 1..=10000), started
+    /// evenly over the first (interval - 2 x probe timeout) ms; the last probe
+    /// timeout of each interval is reserved for INFO.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PINGS_PER_INTERVAL)]
+    pings_per_interval: u32,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+
+    let args = Args::parse();
+    let cfg = AgentConfig {
+        service_url: args.service,
+        workers: args.workers,
+        interval_ms: args.interval_ms,
+        probe_timeout_ms: args.probe_timeout_ms,
+        pings_per_interval: args.pings_per_interval,
+    };
+    agent::run(cfg, shutdown_signal())
+        .await
+        .context("agent failed")
+}
+
+/// Completes on Ctrl-C or (on Unix) SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,76 @@
+//! Per-worker dynamics for the scoring service: what happens to a worker's
+//! score *over time*, on top of the stateless rule score (0..=100).
+//!
+//! # Guide
+//!
+//! One concept per file:
+//!
+//! * [`penalty`] — the penalty state machine `Healthy → Observation →
+//!   Cooldown → Recovering → Healthy`: ejection with exponential backoff
+//!   (after Envoy outlier detection) and a linear slow-start ramp on return
+//!   (after Envoy `slow_start_config` and HAProxy `slowstart`).
+//! * [`freshness`] — trust in a telemetry snapshot as it ages, and pulling
+//!   stale metrics toward a pessimistic prior (never better than fresh).
+//! * [`inflight`] — a decaying count of picks handed out but not yet visible
+//!   in telemetry (after Finagle / Linkerd2-proxy `PeakEwma`-style decaying
+//!   load).
+//!
+//! # Conventions
+//!
+//! * Time is never read here. Every function that needs it takes
+//!   `now_ms: u64`, monotonic server milliseconds supplied by the caller.
+//!   Elapsed times use saturating arithmetic: a `now_ms` earlier than a
+//!   stored time counts as 0 ms elapsed and never panics.
+//! * Fractions are `f64` in `0..=1`; scores are `f64` on the 0..=100 rule
+//!   scale; durations are `u64` ms (`_ms` suffix).
+//! * No `NaN` ever enters stored state: non-finite rule scores are ignored
+//!   by [`PenaltyTracker::evaluate`], and the helpers document what they do
+//!   with `NaN` inputs.
+//! * Every default is a named `pub const` (`DEFAULT_*`). Configs have a
+//!   `validate()` that names the bad key; validated configs are a
+//!   precondition of the functions taking them, checked with
+//!   `debug_assert!` (release builds still never panic on an invalid
+//!   config). Runtime data (scores, times, counts) is never `debug_assert!`ed.
+//!
+//! # How a caller composes them (per worker, per routing decision)
+//!
+//! ```text
+//! on accepted snapshot (at now_ms):
+//!     raw metrics → rule_score (0..=100)
+//!     penalty.evaluate(rule_score, now_ms, &cfg.penalty)   // log the Transition, if any
+//!     inflight.reset_on_snapshot(now_ms)
+//!
+//! on routing request (at now_ms):
+//!     age      = now_ms.saturating_sub(snapshot_ms)
+//!     fresh    = freshness_factor(age, &cfg.freshness)
+//!     metric'  = pull_toward_prior(metric, pool_median_or_threshold, fresh, higher_is_worse)
+//!     score    = rule_score(metric'...)                   // stale metrics never look better
+//!     view     = penalty.state_at(now_ms, &cfg.penalty)   // read only
+//!     skip the worker if !view.eligible
+//!     score    = score * view.score_factor
+//!                - inflight_deduction(inflight.value(now_ms), cfg.inflight.per_pick, cfg.inflight.cap)
+//!     weight   = slow_start_weight(weight_from(score), view.slow_start_fraction)
+//!
+//! on pick:      inflight.add_pick(now_ms)
+//! on feedback:  inflight.release(now_ms)
+//! ```
+
+pub mod freshness;
+pub mod inflight;
+pub mod penalty;
+
+pub use crate::dynamics::freshness::{
+    DEFAULT_DEAD_AFTER_MS, DEFAULT_FRESH_MS, FreshnessConfig, freshness_factor, pull_toward_prior,
+};
+pub use crate::dynamics::inflight::{
+    DEFAULT_INFLIGHT_CAP, DEFAULT_INFLIGHT_DECAY_MS, DEFAULT_INFLIGHT_PER_PICK, InFlight,
+    InFlightConfig, inflight_deduction,
+};
+pub use crate::dynamics::penalty::{
+    DEFAULT_BACKOFF_RESET_AFTER_MS, DEFAULT_COOLDOWN_AFTER_CONSECUTIVE_LOW,
+    DEFAULT_COOLDOWN_BASE_MS, DEFAULT_COOLDOWN_FACTOR, DEFAULT_COOLDOWN_MAX_MS,
+    DEFAULT_LOW_SCORE_THRESHOLD, DEFAULT_MIN_WEIGHT_FRACTION, DEFAULT_OBSERVATION_FACTOR,
+    DEFAULT_RECOVER_CONSECUTIVE, DEFAULT_RECOVER_SCORE_THRESHOLD, DEFAULT_SLOW_START_MS,
+    PenaltyConfig, PenaltyState, PenaltyTracker, PenaltyView, Transition, cooldown_len_ms,
+    slow_start_fraction, slow_start_weight,
+};

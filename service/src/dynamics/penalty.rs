@@ -1,0 +1,1055 @@
+//! Per-worker penalty state machine: observation, ejection ("cooldown") with
+//! exponential backoff, and slow-start recovery.
+//!
+//! # Sources
+//!
+//! * Ejection with a growing ejection time is Envoy outlier detection
+//!   (<https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier>):
+//!   a host is ejected for `base_ejection_time` × a multiplier, capped at
+//!   `max_ejection_time`, and the multiplier shrinks again only while the host
+//!   stays healthy. We differ in two documented ways: the multiplier is
+//!   exponential (`2^level`) rather than linear, and it is reset to 0 (not
+//!   decremented) after [`PenaltyConfig::backoff_reset_after_ms`] of
+//!   *continuous* `Healthy` state.
+//! * Slow start is Envoy's `slow_start_config` (`slow_start_window`,
+//!   `min_weight_percent`, with `aggression = 1.0`, i.e. linear) and
+//!   HAProxy's `slowstart` server option (weight grows linearly from a minimum
+//!   to 100 % over the window after a server comes back up).
+//!
+//! # States
+//!
+//! ```text
+//! from         event (accepted evaluation unless noted)          to
+//! Healthy      score < low                                       Observation
+//! Observation  N consecutive low (entering one included)         Cooldown
+//! Observation  M consecutive good                                Healthy
+//! Cooldown     now_ms >= cooldown_until_ms (a read is enough)    Recovering
+//! Recovering   N consecutive low                                 Cooldown (level + 1)
+//! Recovering   slow start finished and M consecutive good        Healthy
+//! ```
+//!
+//! With the defaults: low = score `< 40`, good = score `> 60`, middle = score
+//! in `[40, 60]`, N = [`PenaltyConfig::cooldown_after_consecutive_low`] = 3,
+//! M = [`PenaltyConfig::recover_consecutive`] = 3.
+//!
+//! # Transition rules (precise)
+//!
+//! Every *accepted* evaluation (finite `rule_score`, worker not inside an
+//! active cooldown) classifies the score as low, middle or good and updates
+//! two streak counters:
+//!
+//! * low: `low_streak += 1`, `good_streak = 0`;
+//! * good: `good_streak += 1`, `low_streak = 0`;
+//! * middle: **both** streaks reset to 0 (hysteresis: a middling score is
+//!   neither evidence of failure nor of recovery, and breaks both runs).
+//!
+//! Then, by state:
+//!
+//! * `Healthy`: a low score enters `Observation` with `low_streak = 1` (the
+//!   entering evaluation counts). Middle and good scores change nothing.
+//! * `Observation`: `low_streak >= N` enters `Cooldown`; `good_streak >= M`
+//!   returns to `Healthy`; otherwise stay.
+//! * `Cooldown`: while `now_ms < cooldown_until_ms` evaluations are ignored
+//!   entirely (the worker is ejected; they count neither as low, as good, nor
+//!   as healthy time) and `evaluate` returns `None`. Once
+//!   `now_ms >= cooldown_until_ms` the worker *is* `Recovering` (both for
+//!   [`PenaltyTracker::state_at`] and for the next `evaluate`, which first
+//!   records that change and then applies its score as a `Recovering`
+//!   evaluation).
+//! * `Recovering`: `low_streak >= N` re-enters `Cooldown` at the next backoff
+//!   level; the worker becomes `Healthy` at the first evaluation where the
+//!   slow-start ramp has finished (`now_ms - cooldown_until_ms >=
+//!   slow_start_ms`) **and** `good_streak >= M` (good scores received during
+//!   the ramp count toward the streak). The ramp starts at
+//!   `cooldown_until_ms`, i.e. it restarts on every return from cooldown.
+//!
+//! Entering `Cooldown` lasts [`cooldown_len_ms`]`(level)` =
+//! `min(cooldown_max_ms, cooldown_base_ms × 2^level)` where `level` is the
+//! backoff level *before* the entry; the level is then incremented (so with
+//! the defaults successive cooldowns last 1, 2, 4, 8, 16, 30, 30, ... s).
+//! Both streaks reset on entry.
+//!
+//! The backoff level resets to 0 on an evaluation that leaves the worker
+//! `Healthy` when the worker has been continuously `Healthy` (since the
+//! evaluation that made it `Healthy`) for at least `backoff_reset_after_ms`.
+//! Any excursion to `Observation` restarts that clock; time spent in
+//! `Cooldown` or `Recovering` never counts; a single good report never resets
+//! the level.
+//!
+//! Non-finite scores (`NaN`, `±inf`) are ignored: no state, counter or clock
+//! changes and `evaluate` returns `None`. Finite scores outside `0..=100` are
+//! compared against the thresholds as they are.
+//!
+//! Time only ever enters as `now_ms` (monotonic server milliseconds). If
+//! `now_ms` goes backwards, all elapsed times saturate at 0: nothing panics,
+//! an active cooldown simply has not ended yet and a slow-start ramp is at
+//! its floor.
+
+use serde::Serialize;
+
+/// Default [`PenaltyConfig::low_score_threshold`]: rule scores strictly below
+/// this (0..=100 scale) are "low".
+pub const DEFAULT_LOW_SCORE_THRESHOLD: f64 = 40.0;
+/// Default [`PenaltyConfig::recover_score_threshold`]: rule scores strictly
+/// above this (0..=100 scale) are "good".
+pub const DEFAULT_RECOVER_SCORE_THRESHOLD: f64 = 60.0;
+/// Default [`PenaltyConfig::recover_consecutive`]: consecutive good
+/// evaluations needed to return to `Healthy`.
+pub const DEFAULT_RECOVER_CONSECUTIVE: u32 = 3;
+/// Default [`PenaltyConfig::cooldown_after_consecutive_low`]: consecutive low
+/// evaluations that eject the worker.
+pub const DEFAULT_COOLDOWN_AFTER_CONSECUTIVE_LOW: u32 = 3;
+/// Default [`PenaltyConfig::cooldown_base_ms`]: first cooldown length, ms.
+pub const DEFAULT_COOLDOWN_BASE_MS: u64 = 1_000;
+/// Default [`PenaltyConfig::cooldown_max_ms`]: cap on a cooldown length, ms.
+pub const DEFAULT_COOLDOWN_MAX_MS: u64 = 30_000;
+/// Default [`PenaltyConfig::backoff_reset_after_ms`]: continuous `Healthy`
+/// time after which the backoff level resets to 0, ms.
+pub const DEFAULT_BACKOFF_RESET_AFTER_MS: u64 = 60_000;
+/// Default [`PenaltyConfig::observation_factor`]: score multiplier (fraction
+/// 0..=1) while in `Observation`.
+pub const DEFAULT_OBSERVATION_FACTOR: f64 = 0.85;
+/// Default [`PenaltyConfig::cooldown_factor`]: score multiplier (fraction
+/// 0..=1) while in `Cooldown`.
+pub const DEFAULT_COOLDOWN_FACTOR: f64 = 0.2;
+/// Default [`PenaltyConfig::slow_start_ms`]: slow-start ramp length after a
+/// cooldown, ms.
+pub const DEFAULT_SLOW_START_MS: u64 = 30_000;
+/// Default [`PenaltyConfig::min_weight_fraction`]: slow-start floor (fraction
+/// in `(0, 1]`).
+pub const DEFAULT_MIN_WEIGHT_FRACTION: f64 = 0.2;
+
+/// Penalty state of one worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PenaltyState {
+    /// No recent low scores; full score, full weight.
+    Healthy,
+    /// At least one recent low score; score multiplied by
+    /// [`PenaltyConfig::observation_factor`], still eligible.
+    Observation,
+    /// Ejected until `cooldown_until_ms`; not eligible.
+    Cooldown,
+    /// Back from cooldown; eligible, weight ramping up (slow start).
+    Recovering,
+}
+
+impl PenaltyState {
+    /// Returns the stable snake_case name (same as the serde name), e.g.
+    /// `"cooldown"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PenaltyState::Healthy => "healthy",
+            PenaltyState::Observation => "observation",
+            PenaltyState::Cooldown => "cooldown",
+            PenaltyState::Recovering => "recovering",
+        }
+    }
+}
+
+/// Tunables of the penalty state machine. All times in ms, all factors are
+/// fractions 0..=1, scores on the 0..=100 rule-score scale.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PenaltyConfig {
+    /// A rule score strictly below this is "low" (default
+    /// [`DEFAULT_LOW_SCORE_THRESHOLD`] = 40). Must be within 0..=100.
+    pub low_score_threshold: f64,
+    /// A rule score strictly above this is "good" (default
+    /// [`DEFAULT_RECOVER_SCORE_THRESHOLD`] = 60). Must be within 0..=100 and
+    /// `>= low_score_threshold`.
+    pub recover_score_threshold: f64,
+    /// Consecutive good evaluations needed to leave `Observation` or
+    /// `Recovering` (default [`DEFAULT_RECOVER_CONSECUTIVE`] = 3). Must be
+    /// `>= 1`.
+    pub recover_consecutive: u32,
+    /// Consecutive low evaluations (the one entering `Observation` included)
+    /// that eject the worker (default
+    /// [`DEFAULT_COOLDOWN_AFTER_CONSECUTIVE_LOW`] = 3). Must be `>= 1`.
+    pub cooldown_after_consecutive_low: u32,
+    /// First cooldown length, ms (default [`DEFAULT_COOLDOWN_BASE_MS`] =
+    /// 1 000). Must be `>= 1`.
+    pub cooldown_base_ms: u64,
+    /// Cap on any cooldown length, ms (default [`DEFAULT_COOLDOWN_MAX_MS`] =
+    /// 30 000). Must be `>= cooldown_base_ms`.
+    pub cooldown_max_ms: u64,
+    /// Continuous `Healthy` time after which the backoff level resets to 0,
+    /// ms (default [`DEFAULT_BACKOFF_RESET_AFTER_MS`] = 60 000).
+    pub backoff_reset_after_ms: u64,
+    /// Score multiplier in `Observation`, fraction 0..=1 (default
+    /// [`DEFAULT_OBSERVATION_FACTOR`] = 0.85).
+    pub observation_factor: f64,
+    /// Score multiplier in `Cooldown`, fraction 0..=1 (default
+    /// [`DEFAULT_COOLDOWN_FACTOR`] = 0.2).
+    pub cooldown_factor: f64,
+    /// Slow-start ramp length after a cooldown, ms (default
+    /// [`DEFAULT_SLOW_START_MS`] = 30 000). 0 disables slow start.
+    pub slow_start_ms: u64,
+    /// Slow-start floor, fraction in `(0, 1]` (default
+    /// [`DEFAULT_MIN_WEIGHT_FRACTION`] = 0.2). Strictly positive so that a
+    /// pool whose eligible workers are all ramping never has a total weight
+    /// of zero and keeps their relative weights.
+    pub min_weight_fraction: f64,
+}
+
+impl Default for PenaltyConfig {
+    fn default() -> Self {
+        PenaltyConfig {
+            low_score_threshold: DEFAULT_LOW_SCORE_THRESHOLD,
+            recover_score_threshold: DEFAULT_RECOVER_SCORE_THRESHOLD,
+            recover_consecutive: DEFAULT_RECOVER_CONSECUTIVE,
+            cooldown_after_consecutive_low: DEFAULT_COOLDOWN_AFTER_CONSECUTIVE_LOW,
+            cooldown_base_ms: DEFAULT_COOLDOWN_BASE_MS,
+            cooldown_max_ms: DEFAULT_COOLDOWN_MAX_MS,
+            backoff_reset_after_ms: DEFAULT_BACKOFF_RESET_AFTER_MS,
+            observation_factor: DEFAULT_OBSERVATION_FACTOR,
+            cooldown_factor: DEFAULT_COOLDOWN_FACTOR,
+            slow_start_ms: DEFAULT_SLOW_START_MS,
+            min_weight_fraction: DEFAULT_MIN_WEIGHT_FRACTION,
+        }
+    }
+}
+
+impl PenaltyConfig {
+    /// Checks every field; returns `Err` with a sentence naming the first bad
+    /// key (e.g. `"min_weight_fraction must be > 0 and <= 1, got 0"`).
+    pub fn validate(&self) -> Result<(), String> {
+        for (key, v) in [
+            ("low_score_threshold", self.low_score_threshold),
+            ("recover_score_threshold", self.recover_score_threshold),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!(
+                    "{key} must be a finite score within 0..=100, got {v}"
+                ));
+            }
+        }
+        if self.recover_score_threshold < self.low_score_threshold {
+            return Err(format!(
+                "recover_score_threshold ({}) must be >= low_score_threshold ({})",
+                self.recover_score_threshold, self.low_score_threshold
+            ));
+        }
+        if self.recover_consecutive == 0 {
+            return Err("recover_consecutive must be >= 1, got 0".to_owned());
+        }
+        if self.cooldown_after_consecutive_low == 0 {
+            return Err("cooldown_after_consecutive_low must be >= 1, got 0".to_owned());
+        }
+        if self.cooldown_base_ms == 0 {
+            return Err("cooldown_base_ms must be >= 1, got 0".to_owned());
+        }
+        if self.cooldown_max_ms < self.cooldown_base_ms {
+            return Err(format!(
+                "cooldown_max_ms ({}) must be >= cooldown_base_ms ({})",
+                self.cooldown_max_ms, self.cooldown_base_ms
+            ));
+        }
+        for (key, v) in [
+            ("observation_factor", self.observation_factor),
+            ("cooldown_factor", self.cooldown_factor),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{key} must be a fraction within 0..=1, got {v}"));
+            }
+        }
+        let m = self.min_weight_fraction;
+        if !(m > 0.0 && m <= 1.0) {
+            return Err(format!("min_weight_fraction must be > 0 and <= 1, got {m}"));
+        }
+        Ok(())
+    }
+}
+
+/// A state change produced by [`PenaltyTracker::evaluate`], for logging.
+///
+/// Successive transitions of one tracker form a chain: each `from` equals the
+/// previous `to`. `from == to` only happens for `Cooldown → Cooldown` when a
+/// cooldown ended and the very evaluation that noticed it ejected the worker
+/// again (possible only with `cooldown_after_consecutive_low = 1`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Transition {
+    /// State stored before the evaluation.
+    pub from: PenaltyState,
+    /// State stored after the evaluation.
+    pub to: PenaltyState,
+    /// Plain-sentence explanation, including the score and thresholds.
+    pub reason: String,
+}
+
+/// Read-only view of a worker's penalty at a given `now_ms`
+/// (see [`PenaltyTracker::state_at`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PenaltyView {
+    /// Effective state at `now_ms` (an expired `Cooldown` reads as
+    /// `Recovering`).
+    pub state: PenaltyState,
+    /// Multiplier for the rule score, fraction 0..=1:
+    /// `observation_factor` in `Observation`, `cooldown_factor` in
+    /// `Cooldown`, 1.0 otherwise.
+    pub score_factor: f64,
+    /// Whether routers may pick this worker: `false` only in `Cooldown`.
+    pub eligible: bool,
+    /// End of the active cooldown (monotonic ms); `Some` only in `Cooldown`.
+    pub cooldown_until_ms: Option<u64>,
+    /// Weight multiplier, fraction in `[min_weight_fraction, 1]`:
+    /// `max(min_weight_fraction, elapsed_ms / slow_start_ms)` while
+    /// `Recovering` (elapsed since `cooldown_until_ms`), 1.0 once the ramp
+    /// finished and in `Healthy`/`Observation`, and `min_weight_fraction` in
+    /// `Cooldown` (the value the ramp will start from; the worker is not
+    /// eligible anyway).
+    pub slow_start_fraction: f64,
+    /// Number of cooldowns entered since the last backoff reset; the next
+    /// cooldown lasts [`cooldown_len_ms`]`(backoff_level)`.
+    pub backoff_level: u32,
+    /// Plain-sentence explanation of the state.
+    pub reason: String,
+}
+
+/// Returns the length in ms of a cooldown entered at backoff level
+/// `backoff_level`: `min(cooldown_max_ms, cooldown_base_ms × 2^backoff_level)`,
+/// computed with saturating arithmetic (never overflows or panics).
+pub fn cooldown_len_ms(backoff_level: u32, cfg: &PenaltyConfig) -> u64 {
+    let multiplier = 1u64.checked_shl(backoff_level).unwrap_or(u64::MAX);
+    cfg.cooldown_base_ms
+        .saturating_mul(multiplier)
+        .min(cfg.cooldown_max_ms)
+}
+
+/// Returns the slow-start weight fraction `elapsed_ms` after a ramp started:
+/// `max(min_weight_fraction, elapsed_ms / slow_start_ms)`, 1.0 once
+/// `elapsed_ms >= slow_start_ms` or when `slow_start_ms == 0`. Always within
+/// `[min_weight_fraction, 1]` for a valid config.
+pub fn slow_start_fraction(elapsed_ms: u64, cfg: &PenaltyConfig) -> f64 {
+    if cfg.slow_start_ms == 0 || elapsed_ms >= cfg.slow_start_ms {
+        return 1.0;
+    }
+    let linear = elapsed_ms as f64 / cfg.slow_start_ms as f64;
+    // `f64::max`/`min` ignore a NaN operand, so an invalid floor cannot leak NaN.
+    linear.max(cfg.min_weight_fraction).min(1.0)
+}
+
+/// Returns `weight × fraction`: the weight a router should use for a worker
+/// in slow start (`fraction` = [`PenaltyView::slow_start_fraction`]).
+///
+/// Input handling (no panics, no NaN produced from a finite weight): a `NaN`
+/// fraction is treated as 1.0 (no ramp known), other fractions are clamped to
+/// `0..=1`; a `NaN` or negative weight yields 0.0.
+///
+/// Because [`PenaltyConfig::min_weight_fraction`] is validated to be `> 0`,
+/// when every eligible worker is ramping at once (same fraction) their
+/// relative weights are unchanged and the total stays positive.
+pub fn slow_start_weight(weight: f64, fraction: f64) -> f64 {
+    let fraction = if fraction.is_nan() {
+        1.0
+    } else {
+        fraction.clamp(0.0, 1.0)
+    };
+    if weight.is_nan() || weight <= 0.0 {
+        return 0.0;
+    }
+    weight * fraction
+}
+
+/// How a rule score classifies against the two thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Band {
+    /// `score < low_score_threshold`.
+    Low,
+    /// `low_score_threshold <= score <= recover_score_threshold`.
+    Middle,
+    /// `score > recover_score_threshold`.
+    Good,
+}
+
+fn band(score: f64, cfg: &PenaltyConfig) -> Band {
+    if score < cfg.low_score_threshold {
+        Band::Low
+    } else if score > cfg.recover_score_threshold {
+        Band::Good
+    } else {
+        Band::Middle
+    }
+}
+
+/// Per-worker penalty state machine (see the module docs for the rules).
+///
+/// One tracker per worker; [`evaluate`](Self::evaluate) is the only writer,
+/// [`state_at`](Self::state_at) is a pure read.
+#[derive(Clone, Debug)]
+pub struct PenaltyTracker {
+    /// Stored state; a `Cooldown` whose end has passed reads as `Recovering`.
+    state: PenaltyState,
+    /// Consecutive low evaluations (meaningful in Observation/Recovering).
+    low_streak: u32,
+    /// Consecutive good evaluations (meaningful in Observation/Recovering).
+    good_streak: u32,
+    /// Cooldowns entered since the last backoff reset.
+    backoff_level: u32,
+    /// End of the last cooldown, ms; also the slow-start ramp start.
+    cooldown_until_ms: u64,
+    /// Length of the last cooldown, ms (for reasons).
+    last_cooldown_len_ms: u64,
+    /// Evaluation time at which the current continuous `Healthy` run began;
+    /// `None` outside `Healthy` and before the first evaluation.
+    healthy_since_ms: Option<u64>,
+}
+
+impl Default for PenaltyTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PenaltyTracker {
+    /// Returns a tracker in `Healthy` with backoff level 0.
+    pub fn new() -> Self {
+        PenaltyTracker {
+            state: PenaltyState::Healthy,
+            low_streak: 0,
+            good_streak: 0,
+            backoff_level: 0,
+            cooldown_until_ms: 0,
+            last_cooldown_len_ms: 0,
+            healthy_since_ms: None,
+        }
+    }
+
+    /// Feeds one fresh evaluation (call once per accepted telemetry snapshot)
+    /// with its `rule_score` (0..=100) at `now_ms` (monotonic ms).
+    ///
+    /// Returns the state change it caused, if any (`from` = state stored
+    /// before the call, `to` = state stored after). Returns `None` for
+    /// non-finite scores (ignored, nothing changes), for evaluations inside an
+    /// active cooldown (ignored), and when the state did not change. A backoff
+    /// level reset is not a state change and is not reported; it is visible in
+    /// [`PenaltyView::backoff_level`].
+    ///
+    /// Precondition: `cfg.validate()` is `Ok` (checked by `debug_assert!`);
+    /// with an invalid config this still never panics in release builds.
+    pub fn evaluate(
+        &mut self,
+        rule_score: f64,
+        now_ms: u64,
+        cfg: &PenaltyConfig,
+    ) -> Option<Transition> {
+        debug_assert!(cfg.validate().is_ok(), "invalid PenaltyConfig: {cfg:?}");
+        if !rule_score.is_finite() {
+            return None;
+        }
+        let from = self.state;
+        let mut reasons: Vec<String> = Vec::new();
+
+        if self.state == PenaltyState::Cooldown {
+            if now_ms < self.cooldown_until_ms {
+                return None;
+            }
+            self.state = PenaltyState::Recovering;
+            self.low_streak = 0;
+            self.good_streak = 0;
+            reasons.push(format!(
+                "cooldown ended at {} ms; slow start began",
+                self.cooldown_until_ms
+            ));
+        }
+
+        let b = band(rule_score, cfg);
+        match self.state {
+            PenaltyState::Healthy => {
+                if b == Band::Low {
+                    self.state = PenaltyState::Observation;
+                    self.low_streak = 1;
+                    self.good_streak = 0;
+                    self.healthy_since_ms = None;
+                    reasons.push(format!(
+                        "rule score {rule_score:.1} fell below {}",
+                        cfg.low_score_threshold
+                    ));
+                    if self.low_streak >= cfg.cooldown_after_consecutive_low {
+                        reasons.push(self.enter_cooldown(rule_score, now_ms, cfg));
+                    }
+                } else if self.healthy_since_ms.is_none() {
+                    self.healthy_since_ms = Some(now_ms);
+                }
+            }
+            PenaltyState::Observation | PenaltyState::Recovering => {
+                match b {
+                    Band::Low => {
+                        self.low_streak = self.low_streak.saturating_add(1);
+                        self.good_streak = 0;
+                    }
+                    Band::Good => {
+                        self.good_streak = self.good_streak.saturating_add(1);
+                        self.low_streak = 0;
+                    }
+                    Band::Middle => {
+                        self.low_streak = 0;
+                        self.good_streak = 0;
+                    }
+                }
+                let ramp_done = self.state == PenaltyState::Observation
+                    || now_ms.saturating_sub(self.cooldown_until_ms) >= cfg.slow_start_ms;
+                if self.low_streak >= cfg.cooldown_after_consecutive_low {
+                    reasons.push(self.enter_cooldown(rule_score, now_ms, cfg));
+                } else if ramp_done && self.good_streak >= cfg.recover_consecutive {
+                    let what = if self.state == PenaltyState::Recovering {
+                        "slow start finished and "
+                    } else {
+                        ""
+                    };
+                    reasons.push(format!(
+                        "{what}{} consecutive rule scores above {} (latest {rule_score:.1})",
+                        self.good_streak, cfg.recover_score_threshold
+                    ));
+                    self.state = PenaltyState::Healthy;
+                    self.low_streak = 0;
+                    self.good_streak = 0;
+                    self.healthy_since_ms = Some(now_ms);
+                }
+            }
+            // Unreachable: an active cooldown returned above and an expired one
+            // became `Recovering`. Kept as a no-op rather than a panic.
+            PenaltyState::Cooldown => {}
+        }
+
+        // Backoff reset: only on an evaluation that leaves the worker Healthy,
+        // after a continuous Healthy run of `backoff_reset_after_ms`.
+        if self.state == PenaltyState::Healthy
+            && self.backoff_level > 0
+            && let Some(since) = self.healthy_since_ms
+            && now_ms.saturating_sub(since) >= cfg.backoff_reset_after_ms
+        {
+            self.backoff_level = 0;
+        }
+
+        debug_assert!(
+            self.state != PenaltyState::Healthy || (self.low_streak == 0 && self.good_streak == 0)
+        );
+        if reasons.is_empty() {
+            None
+        } else {
+            Some(Transition {
+                from,
+                to: self.state,
+                reason: reasons.join("; then "),
+            })
+        }
+    }
+
+    /// Ejects the worker at `now_ms`; returns the reason sentence.
+    fn enter_cooldown(&mut self, rule_score: f64, now_ms: u64, cfg: &PenaltyConfig) -> String {
+        let len_ms = cooldown_len_ms(self.backoff_level, cfg);
+        let reason = format!(
+            "{} consecutive rule scores below {} (latest {rule_score:.1}); ejected for {len_ms} ms \
+             at backoff level {}",
+            self.low_streak, cfg.low_score_threshold, self.backoff_level
+        );
+        self.state = PenaltyState::Cooldown;
+        self.cooldown_until_ms = now_ms.saturating_add(len_ms);
+        self.last_cooldown_len_ms = len_ms;
+        self.backoff_level = self.backoff_level.saturating_add(1);
+        self.low_streak = 0;
+        self.good_streak = 0;
+        self.healthy_since_ms = None;
+        reason
+    }
+
+    /// Returns the penalty as seen at `now_ms` without modifying the tracker:
+    /// an expired cooldown reads as `Recovering` even if no evaluation has
+    /// arrived since. See [`PenaltyView`] for each field.
+    ///
+    /// Precondition: `cfg.validate()` is `Ok` (checked by `debug_assert!`).
+    pub fn state_at(&self, now_ms: u64, cfg: &PenaltyConfig) -> PenaltyView {
+        debug_assert!(cfg.validate().is_ok(), "invalid PenaltyConfig: {cfg:?}");
+        let state = match self.state {
+            PenaltyState::Cooldown if now_ms >= self.cooldown_until_ms => PenaltyState::Recovering,
+            s => s,
+        };
+        // Streaks restart at cooldown end, which `evaluate` has not recorded yet.
+        let (low_streak, good_streak) = if state == self.state {
+            (self.low_streak, self.good_streak)
+        } else {
+            (0, 0)
+        };
+        let level = self.backoff_level;
+        let (score_factor, eligible, cooldown_until_ms, slow_start, reason) = match state {
+            PenaltyState::Healthy => {
+                let mut reason = "Healthy: no recent low rule scores.".to_owned();
+                if level > 0 {
+                    let healthy_ms = self
+                        .healthy_since_ms
+                        .map_or(0, |since| now_ms.saturating_sub(since));
+                    reason.push_str(&format!(
+                        " Backoff level {level} resets after {} ms continuously healthy \
+                         ({healthy_ms} ms so far).",
+                        cfg.backoff_reset_after_ms
+                    ));
+                }
+                (1.0, true, None, 1.0, reason)
+            }
+            PenaltyState::Observation => (
+                cfg.observation_factor,
+                true,
+                None,
+                1.0,
+                format!(
+                    "Under observation: {low_streak} of {} consecutive rule scores below {} \
+                     needed for ejection; {good_streak} of {} consecutive scores above {} \
+                     needed to clear.",
+                    cfg.cooldown_after_consecutive_low,
+                    cfg.low_score_threshold,
+                    cfg.recover_consecutive,
+                    cfg.recover_score_threshold
+                ),
+            ),
+            PenaltyState::Cooldown => (
+                cfg.cooldown_factor,
+                false,
+                Some(self.cooldown_until_ms),
+                cfg.min_weight_fraction.clamp(0.0, 1.0),
+                format!(
+                    "Ejected for {} ms after {} consecutive rule scores below {}; cooldown ends \
+                     at {} ms (backoff level now {level}).",
+                    self.last_cooldown_len_ms,
+                    cfg.cooldown_after_consecutive_low,
+                    cfg.low_score_threshold,
+                    self.cooldown_until_ms
+                ),
+            ),
+            PenaltyState::Recovering => {
+                let elapsed = now_ms.saturating_sub(self.cooldown_until_ms);
+                let fraction = slow_start_fraction(elapsed, cfg);
+                let ramp = if elapsed >= cfg.slow_start_ms {
+                    "slow start finished".to_owned()
+                } else {
+                    format!(
+                        "slow start at {:.0}% of weight ({elapsed} of {} ms)",
+                        fraction * 100.0,
+                        cfg.slow_start_ms
+                    )
+                };
+                (
+                    1.0,
+                    true,
+                    None,
+                    fraction,
+                    format!(
+                        "Recovering after cooldown: {ramp}; {good_streak} of {} consecutive \
+                         scores above {} needed to become healthy.",
+                        cfg.recover_consecutive, cfg.recover_score_threshold
+                    ),
+                )
+            }
+        };
+        debug_assert!(slow_start.is_nan() || (0.0..=1.0).contains(&slow_start));
+        PenaltyView {
+            state,
+            score_factor,
+            eligible,
+            cooldown_until_ms,
+            slow_start_fraction: slow_start,
+            backoff_level: level,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> PenaltyConfig {
+        PenaltyConfig::default()
+    }
+
+    /// Feeds `n` evaluations of `score`, 1 ms apart starting at `t`; returns
+    /// the time of the last one.
+    fn feed(tr: &mut PenaltyTracker, score: f64, t: u64, n: u64, c: &PenaltyConfig) -> u64 {
+        for i in 0..n {
+            tr.evaluate(score, t + i, c);
+        }
+        t + (n - 1)
+    }
+
+    /// Drives a tracker (Healthy or expired Cooldown) into a new cooldown
+    /// with three low scores starting at `t`; returns (entry time, length).
+    fn eject(tr: &mut PenaltyTracker, t: u64, c: &PenaltyConfig) -> (u64, u64) {
+        let last = feed(tr, 10.0, t, 3, c);
+        let v = tr.state_at(last, c);
+        assert_eq!(v.state, PenaltyState::Cooldown);
+        (last, v.cooldown_until_ms.unwrap() - last)
+    }
+
+    /// Brings an ejected tracker back to Healthy; returns the time it became
+    /// Healthy.
+    fn recover(tr: &mut PenaltyTracker, c: &PenaltyConfig) -> u64 {
+        let until = tr.cooldown_until_ms;
+        let done = until + c.slow_start_ms;
+        feed(tr, 90.0, until, 3, c);
+        tr.evaluate(90.0, done, c);
+        assert_eq!(tr.state_at(done, c).state, PenaltyState::Healthy);
+        done
+    }
+
+    #[test]
+    fn defaults_are_valid_and_documented_values() {
+        let c = cfg();
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.low_score_threshold, 40.0);
+        assert_eq!(c.recover_score_threshold, 60.0);
+        assert_eq!(c.cooldown_base_ms, 1_000);
+        assert_eq!(c.cooldown_max_ms, 30_000);
+        assert_eq!(c.slow_start_ms, 30_000);
+    }
+
+    #[test]
+    fn validate_names_the_bad_key() {
+        for bad in [0.0, -0.1, 1.01, f64::NAN] {
+            let c = PenaltyConfig {
+                min_weight_fraction: bad,
+                ..cfg()
+            };
+            assert!(c.validate().unwrap_err().contains("min_weight_fraction"));
+        }
+        let c = PenaltyConfig {
+            recover_score_threshold: 30.0,
+            ..cfg()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("recover_score_threshold")
+        );
+        let c = PenaltyConfig {
+            cooldown_max_ms: 10,
+            ..cfg()
+        };
+        assert!(c.validate().unwrap_err().contains("cooldown_max_ms"));
+        let c = PenaltyConfig {
+            observation_factor: f64::NAN,
+            ..cfg()
+        };
+        assert!(c.validate().unwrap_err().contains("observation_factor"));
+        let c = PenaltyConfig {
+            recover_consecutive: 0,
+            ..cfg()
+        };
+        assert!(c.validate().unwrap_err().contains("recover_consecutive"));
+    }
+
+    #[test]
+    fn state_names_are_snake_case() {
+        assert_eq!(PenaltyState::Recovering.as_str(), "recovering");
+        assert_eq!(PenaltyState::Observation.as_str(), "observation");
+    }
+
+    #[test]
+    fn flapping_worker_cooldowns_double_then_cap_at_30s() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let mut lens = Vec::new();
+        let mut t = 0;
+        for cycle in 0..7 {
+            let (entered, len) = eject(&mut tr, t, &c);
+            lens.push(len);
+            assert_eq!(tr.state_at(entered, &c).backoff_level, cycle + 1);
+            // Come back exactly when the cooldown ends and fail again.
+            t = entered + len;
+        }
+        assert_eq!(lens, [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
+    }
+
+    #[test]
+    fn entering_observation_counts_as_first_low() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let tx = tr.evaluate(39.9, 0, &c).unwrap();
+        assert_eq!(
+            (tx.from, tx.to),
+            (PenaltyState::Healthy, PenaltyState::Observation)
+        );
+        assert!(tr.evaluate(10.0, 1, &c).is_none());
+        let tx = tr.evaluate(10.0, 2, &c).unwrap();
+        assert_eq!(
+            (tx.from, tx.to),
+            (PenaltyState::Observation, PenaltyState::Cooldown)
+        );
+        assert!(tx.reason.contains("ejected for 1000 ms"));
+    }
+
+    #[test]
+    fn one_good_report_does_not_reset_backoff_level() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let (entered, len) = eject(&mut tr, 0, &c);
+        let until = entered + len;
+        tr.evaluate(95.0, until, &c);
+        assert_eq!(tr.state_at(until, &c).backoff_level, 1);
+        let healthy_at = recover(&mut tr, &c);
+        tr.evaluate(100.0, healthy_at + 1, &c);
+        assert_eq!(tr.state_at(healthy_at + 1, &c).backoff_level, 1);
+        // Next ejection is at level 1 → 2 s.
+        let (_, len) = eject(&mut tr, healthy_at + 2, &c);
+        assert_eq!(len, 2_000);
+    }
+
+    #[test]
+    fn backoff_resets_only_after_60s_continuously_healthy_not_60s_in_cooldown() {
+        // A 61 s cooldown: more than backoff_reset_after_ms spent ejected.
+        let c = PenaltyConfig {
+            cooldown_base_ms: 61_000,
+            cooldown_max_ms: 61_000,
+            ..cfg()
+        };
+        let mut tr = PenaltyTracker::new();
+        let (entered, len) = eject(&mut tr, 0, &c);
+        // Good reports during the cooldown are ignored: no transition, no healthy time.
+        for t in (entered..entered + len).step_by(1_000) {
+            assert!(tr.evaluate(100.0, t, &c).is_none());
+        }
+        assert_eq!(
+            tr.state_at(entered + len - 1, &c).state,
+            PenaltyState::Cooldown
+        );
+        assert_eq!(tr.state_at(entered + len - 1, &c).backoff_level, 1);
+        let healthy_at = recover(&mut tr, &c);
+        assert_eq!(tr.state_at(healthy_at, &c).backoff_level, 1);
+        tr.evaluate(100.0, healthy_at + 59_999, &c);
+        assert_eq!(tr.state_at(healthy_at + 59_999, &c).backoff_level, 1);
+        tr.evaluate(100.0, healthy_at + 60_000, &c);
+        assert_eq!(tr.state_at(healthy_at + 60_000, &c).backoff_level, 0);
+    }
+
+    #[test]
+    fn observation_dip_restarts_the_healthy_clock() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        eject(&mut tr, 0, &c);
+        let h = recover(&mut tr, &c);
+        tr.evaluate(30.0, h + 50_000, &c); // → Observation
+        feed(&mut tr, 90.0, h + 50_001, 3, &c); // → Healthy again at h + 50_003
+        tr.evaluate(90.0, h + 70_000, &c);
+        assert_eq!(tr.state_at(h + 70_000, &c).backoff_level, 1);
+        tr.evaluate(90.0, h + 50_003 + 60_000, &c);
+        assert_eq!(tr.state_at(h + 110_003, &c).backoff_level, 0);
+    }
+
+    #[test]
+    fn low_score_at_reset_time_does_not_reset_backoff() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        eject(&mut tr, 0, &c);
+        let h = recover(&mut tr, &c);
+        tr.evaluate(10.0, h + 60_000, &c);
+        assert_eq!(tr.state_at(h + 60_000, &c).backoff_level, 1);
+    }
+
+    #[test]
+    fn hysteresis_middle_scores_keep_observation_and_reset_streaks() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        tr.evaluate(30.0, 0, &c);
+        for (i, s) in [45.0, 55.0, 40.0, 60.0].into_iter().enumerate() {
+            assert!(tr.evaluate(s, 1 + i as u64, &c).is_none());
+            assert_eq!(tr.state_at(10, &c).state, PenaltyState::Observation);
+        }
+        // Low streak was reset by the middle scores: two lows do not eject.
+        tr.evaluate(30.0, 10, &c);
+        tr.evaluate(30.0, 11, &c);
+        tr.evaluate(50.0, 12, &c);
+        tr.evaluate(30.0, 13, &c);
+        assert_eq!(tr.state_at(13, &c).state, PenaltyState::Observation);
+        // Good streak is reset by a middle score too.
+        tr.evaluate(70.0, 14, &c);
+        tr.evaluate(70.0, 15, &c);
+        tr.evaluate(50.0, 16, &c);
+        tr.evaluate(70.0, 17, &c);
+        assert!(tr.evaluate(70.0, 18, &c).is_none());
+        assert_eq!(tr.state_at(18, &c).state, PenaltyState::Observation);
+        assert_eq!(tr.state_at(18, &c).score_factor, 0.85);
+        let tx = tr.evaluate(60.1, 19, &c).unwrap();
+        assert_eq!(
+            (tx.from, tx.to),
+            (PenaltyState::Observation, PenaltyState::Healthy)
+        );
+        let v = tr.state_at(19, &c);
+        assert_eq!(
+            (v.score_factor, v.eligible, v.backoff_level),
+            (1.0, true, 0)
+        );
+    }
+
+    #[test]
+    fn healthy_ignores_middle_scores() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        for (t, s) in [40.0, 50.0, 60.0].into_iter().enumerate() {
+            assert!(tr.evaluate(s, t as u64, &c).is_none());
+        }
+        assert_eq!(tr.state_at(3, &c).state, PenaltyState::Healthy);
+    }
+
+    #[test]
+    fn cooldown_turns_into_recovering_by_read_without_evaluation() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let (entered, len) = eject(&mut tr, 100, &c);
+        let until = entered + len;
+        let v = tr.state_at(until - 1, &c);
+        assert_eq!(v.state, PenaltyState::Cooldown);
+        assert!(!v.eligible);
+        assert_eq!(v.score_factor, 0.2);
+        assert_eq!(v.cooldown_until_ms, Some(until));
+        let v = tr.state_at(until, &c);
+        assert_eq!(v.state, PenaltyState::Recovering);
+        assert!(v.eligible);
+        assert_eq!(v.score_factor, 1.0);
+        assert_eq!(v.cooldown_until_ms, None);
+        assert_eq!(v.slow_start_fraction, 0.2);
+        // The next evaluation reports the change.
+        let tx = tr.evaluate(50.0, until + 5, &c).unwrap();
+        assert_eq!(
+            (tx.from, tx.to),
+            (PenaltyState::Cooldown, PenaltyState::Recovering)
+        );
+    }
+
+    #[test]
+    fn slow_start_floor_then_linear_restarted_on_each_return() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let mut t = 0;
+        for _ in 0..2 {
+            let (entered, len) = eject(&mut tr, t, &c);
+            let until = entered + len;
+            let f = |dt: u64| tr.state_at(until + dt, &c).slow_start_fraction;
+            assert_eq!(f(0), 0.2);
+            assert_eq!(f(3_000), 0.2);
+            assert_eq!(f(6_000), 0.2);
+            assert!((f(15_000) - 0.5).abs() < 1e-12);
+            assert!((f(24_000) - 0.8).abs() < 1e-12);
+            assert!(f(29_999) < 1.0);
+            assert_eq!(f(30_000), 1.0);
+            assert_eq!(f(1_000_000), 1.0);
+            // Good scores during the ramp keep it Recovering.
+            feed(&mut tr, 90.0, until, 5, &c);
+            assert_eq!(tr.state_at(until + 10, &c).state, PenaltyState::Recovering);
+            // Fail again mid-ramp to start the next cycle.
+            t = until + 10_000;
+        }
+    }
+
+    #[test]
+    fn recovering_needs_finished_ramp_and_good_streak() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let (entered, len) = eject(&mut tr, 0, &c);
+        let until = entered + len;
+        let done = until + c.slow_start_ms;
+        // Ramp done but only 2 good scores so far.
+        tr.evaluate(90.0, done, &c);
+        tr.evaluate(90.0, done + 1, &c);
+        assert_eq!(tr.state_at(done + 1, &c).state, PenaltyState::Recovering);
+        let tx = tr.evaluate(90.0, done + 2, &c).unwrap();
+        assert_eq!(
+            (tx.from, tx.to),
+            (PenaltyState::Recovering, PenaltyState::Healthy)
+        );
+        assert!(tx.reason.contains("slow start finished"));
+    }
+
+    #[test]
+    fn all_workers_ramping_keep_relative_weights() {
+        let c = cfg();
+        let weights = [1.0, 2.0, 5.0];
+        let fraction = slow_start_fraction(0, &c);
+        let scaled: Vec<f64> = weights
+            .iter()
+            .map(|w| slow_start_weight(*w, fraction))
+            .collect();
+        let total: f64 = scaled.iter().sum();
+        assert!(total > 0.0);
+        for (s, w) in scaled.iter().zip(weights) {
+            assert!((s / total - w / 8.0).abs() < 1e-12);
+        }
+        assert_eq!(slow_start_weight(3.0, f64::NAN), 3.0);
+        assert_eq!(slow_start_weight(f64::NAN, 0.5), 0.0);
+        assert_eq!(slow_start_weight(-1.0, 0.5), 0.0);
+        assert_eq!(slow_start_weight(4.0, 2.0), 4.0);
+    }
+
+    #[test]
+    fn nan_score_is_ignored_in_every_state() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let check = |tr: &mut PenaltyTracker, t: u64| {
+            let before = tr.state_at(t, &c);
+            for s in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                assert!(tr.evaluate(s, t, &c).is_none());
+            }
+            assert_eq!(tr.state_at(t, &c), before);
+        };
+        check(&mut tr, 0); // Healthy
+        tr.evaluate(10.0, 1, &c);
+        check(&mut tr, 2); // Observation
+        // NaN did not break the low streak nor count as one.
+        tr.evaluate(10.0, 3, &c);
+        assert_eq!(tr.state_at(3, &c).state, PenaltyState::Observation);
+        tr.evaluate(10.0, 4, &c);
+        assert_eq!(tr.state_at(4, &c).state, PenaltyState::Cooldown);
+        check(&mut tr, 5); // Cooldown
+        check(&mut tr, 1_004); // expired Cooldown: NaN does not materialise it
+        tr.evaluate(50.0, 1_005, &c);
+        check(&mut tr, 1_006); // Recovering
+    }
+
+    #[test]
+    fn now_going_backwards_does_not_panic() {
+        let c = cfg();
+        let mut tr = PenaltyTracker::new();
+        let times = [
+            u64::MAX,
+            5_000,
+            0,
+            u64::MAX - 1,
+            1,
+            100_000,
+            0,
+            0,
+            u64::MAX,
+            3,
+            2,
+            1,
+        ];
+        for (i, &t) in times.iter().cycle().take(200).enumerate() {
+            let score = [10.0, 50.0, 90.0, 10.0, 10.0][i % 5];
+            tr.evaluate(score, t, &c);
+            let v = tr.state_at(t, &c);
+            assert!(v.slow_start_fraction.is_finite());
+            assert!(v.score_factor.is_finite());
+            tr.state_at(t.wrapping_sub(7), &c);
+        }
+        // A cooldown entered near u64::MAX saturates instead of overflowing.
+        let mut tr = PenaltyTracker::new();
+        feed(&mut tr, 0.0, u64::MAX - 2, 3, &c);
+        assert_eq!(
+            tr.state_at(u64::MAX - 1, &c).cooldown_until_ms,
+            Some(u64::MAX)
+        );
+        // Backwards read during Recovering stays at the floor.
+        let mut tr = PenaltyTracker::new();
+        let (entered, len) = eject(&mut tr, 10_000, &c);
+        tr.evaluate(90.0, entered + len, &c);
+        assert_eq!(tr.state_at(0, &c).slow_start_fraction, 0.2);
+    }
+
+    #[test]
+    fn cooldown_len_saturates_for_huge_levels() {
+        let c = cfg();
+        assert_eq!(cooldown_len_ms(0, &c), 1_000);
+        assert_eq!(cooldown_len_ms(4, &c), 16_000);
+        assert_eq!(cooldown_len_ms(5, &c), 30_000);
+        assert_eq!(cooldown_len_ms(63, &c), 30_000);
+        assert_eq!(cooldown_len_ms(u32::MAX, &c), 30_000);
+    }
+}

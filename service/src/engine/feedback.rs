@@ -1,0 +1,175 @@
+//! `POST /v1/feedback`: the outcome of a pick. It releases the picked
+//! worker's in-flight count early (issue #3) and is counted; the decision log
+//! persists it (issue #4).
+//!
+//! Decisions are remembered in a bounded table (FIFO eviction, 16 shards so
+//! the score path never contends on one lock) to match feedback to the
+//! worker that was actually picked. Feedback for an id that is not
+//! remembered (after a restart, or evicted) is accepted and counted.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use super::Engine;
+
+const SHARDS: usize = 16;
+
+/// Body of `POST /v1/feedback`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Feedback {
+    /// The `decision_id` of the score response, 1..=64 bytes.
+    pub decision_id: String,
+    /// The worker the request was sent to, 1..=128 bytes.
+    pub worker_id: String,
+    /// Observed latency, ms, finite and >= 0.
+    pub latency_ms: f64,
+    /// Whether the request succeeded.
+    pub success: bool,
+}
+
+/// What a feedback call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FeedbackOutcome {
+    /// The decision id was remembered.
+    pub known_decision: bool,
+    /// An in-flight pick of the worker was released.
+    pub released: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    picks: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+/// Bounded map decision id → picked worker id.
+#[derive(Debug)]
+pub(super) struct RecentDecisions {
+    shards: Vec<Mutex<Shard>>,
+    per_shard: usize,
+}
+
+fn shard_of(id: &str) -> usize {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) as usize
+        % SHARDS
+}
+
+impl RecentDecisions {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            per_shard: capacity.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    pub(super) fn remember(&self, decision_id: &str, worker_id: &str) {
+        let mut s = self.shards[shard_of(decision_id)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if s.picks.len() >= self.per_shard
+            && let Some(old) = s.order.pop_front()
+        {
+            s.picks.remove(&old);
+        }
+        if s.picks
+            .insert(decision_id.to_owned(), worker_id.to_owned())
+            .is_none()
+        {
+            s.order.push_back(decision_id.to_owned());
+        }
+    }
+
+    /// Forget `decision_id` and return the worker it picked.
+    pub(super) fn take(&self, decision_id: &str) -> Option<String> {
+        let mut s = self.shards[shard_of(decision_id)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let w = s.picks.remove(decision_id)?;
+        s.order.retain(|d| d != decision_id);
+        Some(w)
+    }
+}
+
+/// Why a feedback body was refused (422).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FeedbackError {
+    /// A field is out of its range.
+    #[error("`{field}`: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Engine {
+    /// Record an outcome at monotonic `now_ms`. A remembered decision whose
+    /// picked worker matches `worker_id` releases one in-flight pick.
+    ///
+    /// # Errors
+    /// [`FeedbackError::Invalid`] for an empty or oversized id or a negative
+    /// or non-finite latency; nothing is recorded then.
+    pub fn feedback(&self, f: &Feedback, now_ms: u64) -> Result<FeedbackOutcome, FeedbackError> {
+        let bad = |field, reason: &str| {
+            Err(FeedbackError::Invalid {
+                field,
+                reason: reason.to_owned(),
+            })
+        };
+        if f.decision_id.is_empty() || f.decision_id.len() > 64 {
+            return bad("decision_id", "must be 1..=64 bytes");
+        }
+        if f.worker_id.is_empty() || f.worker_id.len() > 128 {
+            return bad("worker_id", "must be 1..=128 bytes");
+        }
+        if !(f.latency_ms.is_finite() && f.latency_ms >= 0.0) {
+            return bad("latency_ms", "must be a finite number of ms >= 0");
+        }
+        self.counters.feedback.fetch_add(1, Ordering::Relaxed);
+        let picked = self.decisions.take(&f.decision_id);
+        let known = picked.is_some();
+        if !known {
+            self.counters
+                .feedback_unknown_decision
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let mut released = false;
+        if picked.as_deref() == Some(f.worker_id.as_str())
+            && let Some(slot) = self.registry.get(&f.worker_id)
+        {
+            slot.inflight().release(now_ms);
+            released = true;
+        }
+        Ok(FeedbackOutcome {
+            known_decision: known,
+            released,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_and_take_forgets() {
+        let r = RecentDecisions::new(16); // one per shard
+        for i in 0..1000 {
+            r.remember(&format!("d{i}"), "w");
+        }
+        let kept = (0..1000)
+            .filter(|i| r.take(&format!("d{i}")).is_some())
+            .count();
+        assert!(kept <= SHARDS, "{kept}");
+        r.remember("x", "w1");
+        assert_eq!(r.take("x").as_deref(), Some("w1"));
+        assert_eq!(r.take("x"), None);
+    }
+}

@@ -1,0 +1,173 @@
+//! The scoring engine: state plus the operations the HTTP layer (and
+//! in-process callers such as a simulator) invoke. Time and randomness are
+//! passed in.
+//!
+//! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
+//!   state machine.
+//! - [`Engine::score`] (in `score.rs`) scores candidates, applies dynamics
+//!   and picks one with the requested policy.
+//! - [`Engine::feedback`] (in `feedback.rs`) records an outcome and releases
+//!   the in-flight count of the picked worker.
+
+mod feedback;
+mod freshness;
+mod score;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+
+pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
+pub use score::ScoreError;
+
+use crate::config::Config;
+use crate::key::{HotnessTracker, SecondSegmentSharding, ShardingStrategy};
+use crate::scoring::{RuleInputs, rule_score};
+use crate::selection::Selector;
+use crate::state::{IngestConfig, IngestError, IngestOutcome, Registry};
+use crate::telemetry::Snapshot;
+
+/// Counters exposed by `GET /v1/stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Score requests answered.
+    pub decisions: AtomicU64,
+    /// Decisions made in panic mode (no eligible candidate).
+    pub panic_decisions: AtomicU64,
+    /// Score requests refused with `no_eligible_workers`.
+    pub no_eligible: AtomicU64,
+    /// Feedback calls accepted.
+    pub feedback: AtomicU64,
+    /// Feedback calls whose decision id was not (or no longer) remembered.
+    pub feedback_unknown_decision: AtomicU64,
+}
+
+/// A point-in-time copy of [`Counters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CounterSnapshot {
+    /// Score requests answered.
+    pub decisions: u64,
+    /// Decisions made in panic mode.
+    pub panic_decisions: u64,
+    /// Score requests refused with `no_eligible_workers`.
+    pub no_eligible: u64,
+    /// Feedback calls accepted.
+    pub feedback: u64,
+    /// Feedback calls for unknown decision ids.
+    pub feedback_unknown_decision: u64,
+}
+
+/// Scoring state shared by all requests.
+#[derive(Debug)]
+pub struct Engine {
+    config: ArcSwap<Config>,
+    registry: Registry,
+    hotness: HotnessTracker,
+    sharding: Box<dyn ShardingStrategy>,
+    selector: Selector,
+    decisions: feedback::RecentDecisions,
+    counters: Counters,
+}
+
+impl Engine {
+    /// An engine with an empty registry and the default sharding strategy.
+    /// `config` must have passed [`Config::validate`].
+    pub fn new(config: Config) -> Self {
+        Self::with_sharding(config, Box::new(SecondSegmentSharding))
+    }
+
+    /// An engine using the router's own `sharding`.
+    pub fn with_sharding(config: Config, sharding: Box<dyn ShardingStrategy>) -> Self {
+        debug_assert!(config.validate().is_ok());
+        let hotness = HotnessTracker::new(config.features.hotness_half_life_ms);
+        // A validated config always builds a selector; fall back to defaults otherwise.
+        let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
+        let decisions = feedback::RecentDecisions::new(config.selection.remembered_decisions);
+        Self {
+            config: ArcSwap::from_pointee(config),
+            registry: Registry::new(),
+            hotness,
+            sharding,
+            selector,
+            decisions,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// The worker registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Current counter values.
+    pub fn counters(&self) -> CounterSnapshot {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CounterSnapshot {
+            decisions: get(&c.decisions),
+            panic_decisions: get(&c.panic_decisions),
+            no_eligible: get(&c.no_eligible),
+            feedback: get(&c.feedback),
+            feedback_unknown_decision: get(&c.feedback_unknown_decision),
+        }
+    }
+
+    /// Apply a telemetry batch atomically (see [`Registry::ingest`]) and step
+    /// each reporting worker's penalty state machine with its new rule score
+    /// (request-independent: no request type, fresh). Transitions are logged
+    /// at info level with their reason.
+    ///
+    /// # Errors
+    /// As [`Registry::ingest`].
+    pub fn ingest(
+        &self,
+        batch: &[Snapshot],
+        now_mono_ms: u64,
+        now_wall_ms: u64,
+    ) -> Result<IngestOutcome, IngestError> {
+        let cfg = self.config.load();
+        let inputs = RuleInputs {
+            cfg: &cfg.scoring,
+            dead_after_ms: cfg.telemetry.dead_after_ms,
+            request_type: None,
+            now_ms: now_mono_ms,
+        };
+        let score = |v: &crate::state::WorkerView| rule_score(v, &inputs).0.score;
+        let icfg = IngestConfig {
+            telemetry: &cfg.telemetry,
+            server: &cfg.server,
+            penalty: &cfg.penalty,
+            inflight_decay_ms: cfg.inflight.decay_ms,
+            rule_score: &score,
+        };
+        let out = self
+            .registry
+            .ingest(batch, now_mono_ms, now_wall_ms, &icfg)?;
+        for (worker, t) in &out.transitions {
+            tracing::info!(
+                worker = %worker,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                reason = %t.reason,
+                "penalty state change"
+            );
+        }
+        Ok(out)
+    }
+
+    /// Whether at least one worker reported within `telemetry.dead_after_ms`.
+    pub fn has_live_worker(&self, now_ms: u64) -> bool {
+        let dead = self.config.load().telemetry.dead_after_ms;
+        self.registry
+            .table()
+            .values()
+            .any(|w| w.view().age_ms(now_ms) <= dead)
+    }
+}

@@ -1,0 +1,426 @@
+//! `POST /v1/score`: rule scores, dynamics, selection.
+//!
+//! Per candidate: the rule score on its (freshness-adjusted) signals; then
+//! the dynamics stage — penalty state factor (observation ×0.85, cooldown
+//! ×0.2 and ineligible), slow-start note, in-flight deduction; then a pick
+//! over the eligible candidates with the requested policy and the
+//! propensity of every candidate. When none is eligible, panic mode ranks
+//! and picks among live candidates on their rule scores, ignoring penalty
+//! states (Envoy's "panic threshold" behaviour: fail open, never closed by
+//! accident).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rand::RngCore;
+
+use super::Engine;
+use super::freshness::Priors;
+use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
+use crate::dynamics::{
+    FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction, slow_start_fraction,
+};
+use crate::features::{ObservationInputs, observation};
+use crate::fmt::num;
+use crate::key::KeyFingerprint;
+use crate::scoring::{Explained, RequestContext, RuleInputs, Stage, rule_score};
+use crate::selection::{Candidate, PolicyKind, SelectionError};
+use crate::state::{WorkerSlot, WorkerView};
+
+/// Why a score request was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScoreError {
+    /// `candidates` is empty (422).
+    #[error("`candidates` must name at least one worker")]
+    NoCandidates,
+    /// More distinct candidates than `server.max_candidates` (422).
+    #[error("{count} distinct candidates, at most {max} are allowed")]
+    TooManyCandidates {
+        /// Distinct candidates in the request.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The key is empty or longer than [`MAX_KEY_BYTES`] (422).
+    #[error("`key` must be 1..={MAX_KEY_BYTES} bytes, got {0}")]
+    BadKey(usize),
+    /// A candidate id is empty or longer than 128 bytes (422).
+    #[error("candidate {0} is not a valid worker id (1..=128 bytes)")]
+    BadCandidate(usize),
+    /// `policy` is not a policy name (422).
+    #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash or none")]
+    BadPolicy(String),
+    /// `temperature` is negative, NaN or infinite (422).
+    #[error("`temperature` must be finite and >= 0, got {0}")]
+    BadTemperature(f64),
+    /// Every candidate is dead or unknown (503).
+    #[error("no eligible workers: every candidate is dead or has never reported")]
+    NoEligibleWorkers,
+    /// The selector refused its input; a bug, answered 500 and logged.
+    #[error("selection failed: {0}")]
+    Selection(SelectionError),
+}
+
+/// One candidate while it is being scored.
+struct Scored {
+    slot: Option<Arc<WorkerSlot>>,
+    view: Option<Arc<WorkerView>>,
+    e: Explained,
+    rule: f64,
+    /// Rule score before dynamics; what panic mode ranks on.
+    base: f64,
+    reason: Option<&'static str>,
+    live: bool,
+    state: &'static str,
+    ramp: f64,
+    in_flight: f64,
+}
+
+impl Engine {
+    /// Score `req`'s candidates at monotonic `now_ms` and pick one with the
+    /// request's policy, drawing randomness from `rng` (seed it for
+    /// reproducible picks). `context` is the request's context already merged
+    /// with headers.
+    ///
+    /// # Errors
+    /// [`ScoreError`]: 422 kinds for bad input, `NoEligibleWorkers` (503) when
+    /// every candidate is dead or unknown. Unknown workers alone are not
+    /// errors; they come back ineligible.
+    pub fn score(
+        &self,
+        req: &ScoreRequest,
+        context: &RequestContext,
+        now_ms: u64,
+        decision_id: String,
+        rng: &mut dyn RngCore,
+    ) -> Result<ScoreResponse, ScoreError> {
+        let cfg = self.config.load();
+        if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
+            return Err(ScoreError::BadKey(req.key.len()));
+        }
+        let policy = match &req.policy {
+            Some(p) => p
+                .parse::<PolicyKind>()
+                .map_err(|_| ScoreError::BadPolicy(p.clone()))?,
+            None => cfg.selection.policy().unwrap_or(PolicyKind::Softmax),
+        };
+        if let Some(t) = req.temperature
+            && !(t.is_finite() && t >= 0.0)
+        {
+            return Err(ScoreError::BadTemperature(t));
+        }
+        if req.candidates.is_empty() {
+            return Err(ScoreError::NoCandidates);
+        }
+        let mut seen = HashSet::with_capacity(req.candidates.len());
+        let mut ids = Vec::with_capacity(req.candidates.len());
+        for (i, c) in req.candidates.iter().enumerate() {
+            if c.is_empty() || c.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES {
+                return Err(ScoreError::BadCandidate(i));
+            }
+            if seen.insert(c.as_str()) {
+                ids.push(c.as_str());
+            }
+        }
+        if ids.len() > cfg.server.max_candidates {
+            return Err(ScoreError::TooManyCandidates {
+                count: ids.len(),
+                max: cfg.server.max_candidates,
+            });
+        }
+
+        let key = KeyFingerprint::parse(&req.key, self.sharding.as_ref());
+        let hotness = self.hotness.touch(key.prefix, now_ms);
+        let size = cfg.features.value_size_bytes.get(key.prefix).copied();
+        let rule_inputs = RuleInputs {
+            cfg: &cfg.scoring,
+            dead_after_ms: cfg.telemetry.dead_after_ms,
+            request_type: context.request_type,
+            now_ms,
+        };
+        let fresh_cfg = FreshnessConfig {
+            fresh_ms: cfg.freshness.fresh_ms,
+            dead_after_ms: cfg.telemetry.dead_after_ms,
+        };
+
+        let table = self.registry.table();
+        let slots: Vec<Option<Arc<WorkerSlot>>> =
+            ids.iter().map(|id| table.get(*id).cloned()).collect();
+        let views: Vec<Option<Arc<WorkerView>>> = slots
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.view_full()))
+            .collect();
+        let freshness: Vec<f64> = views
+            .iter()
+            .map(|v| {
+                v.as_ref()
+                    .map_or(0.0, |v| freshness_factor(v.age_ms(now_ms), &fresh_cfg))
+            })
+            .collect();
+        let priors = freshness.iter().any(|&f| f < 1.0).then(|| {
+            let fresh = views
+                .iter()
+                .zip(&freshness)
+                .filter(|(_, f)| **f >= 1.0)
+                .filter_map(|(v, _)| v.as_ref().map(|v| &v.smoothed));
+            Priors::new(fresh, &cfg.scoring)
+        });
+
+        let mut scored: Vec<Scored> = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let (slot, view) = (slots[i].clone(), views[i].clone());
+            let Some(v) = view.as_deref() else {
+                let mut e = Explained::new();
+                e.multiply(
+                    "unknown_worker",
+                    0.0,
+                    format!("worker `{id}` has never reported telemetry"),
+                    None,
+                );
+                scored.push(Scored {
+                    slot,
+                    view,
+                    rule: 0.0,
+                    base: 0.0,
+                    e,
+                    reason: Some("unknown_worker"),
+                    live: false,
+                    state: "unknown",
+                    ramp: 0.0,
+                    in_flight: 0.0,
+                });
+                continue;
+            };
+            let f = freshness[i];
+            let age = v.age_ms(now_ms);
+            let (mut e, live) = match (&priors, f < 1.0 && age <= cfg.telemetry.dead_after_ms) {
+                (Some(p), true) => {
+                    let mut pulled = v.clone();
+                    pulled.smoothed = p.pull(&v.smoothed, f);
+                    let (mut e, live) = rule_score(&pulled, &rule_inputs);
+                    e.deduct(
+                        "stale_telemetry",
+                        (1.0 - f) * cfg.freshness.stale_max_deduct,
+                        format!(
+                            "last report {} s old (fresh up to {} s, dead at {} s): freshness {}, signals pulled toward the pool median or thresholds",
+                            num(age as f64 / 1000.0),
+                            num(cfg.freshness.fresh_ms as f64 / 1000.0),
+                            num(cfg.telemetry.dead_after_ms as f64 / 1000.0),
+                            num(f)
+                        ),
+                        Some(age as f64),
+                    );
+                    e.clamp();
+                    (e, live)
+                }
+                _ => rule_score(v, &rule_inputs),
+            };
+            let rule = e.score;
+            let pv = v.penalty.state_at(now_ms, &cfg.penalty);
+            let mut reason = (!live).then_some("heartbeat_dead");
+            let mut ramp = 0.0;
+            let mut in_flight = 0.0;
+            if live {
+                e.stage = Stage::Dynamics;
+                match pv.state {
+                    PenaltyState::Healthy => {}
+                    PenaltyState::Observation => {
+                        e.multiply("observation", pv.score_factor, pv.reason.clone(), None);
+                    }
+                    PenaltyState::Cooldown => {
+                        e.multiply("cooldown", pv.score_factor, pv.reason.clone(), None);
+                        reason = Some("cooldown");
+                    }
+                    PenaltyState::Recovering => {
+                        e.multiply(
+                            "slow_start",
+                            1.0,
+                            format!(
+                                "{}: selection weight ×{}",
+                                pv.reason,
+                                num(pv.slow_start_fraction)
+                            ),
+                            Some(pv.slow_start_fraction),
+                        );
+                    }
+                }
+                ramp = pv.slow_start_fraction;
+                if cfg.selection.slow_start_new_workers {
+                    ramp = ramp.min(slow_start_fraction(
+                        v.registered_for_ms(now_ms),
+                        &cfg.penalty,
+                    ));
+                }
+                ramp *= v.capacity;
+                if let Some(s) = &slot {
+                    in_flight = s.inflight().value(now_ms);
+                    let d = inflight_deduction(in_flight, cfg.inflight.per_pick, cfg.inflight.cap);
+                    e.deduct(
+                        "in_flight",
+                        d,
+                        format!(
+                            "{} picks handed out since the last report ({} points each, at most {})",
+                            num(in_flight),
+                            num(cfg.inflight.per_pick),
+                            num(cfg.inflight.cap)
+                        ),
+                        Some(in_flight),
+                    );
+                }
+                e.clamp();
+            }
+            scored.push(Scored {
+                slot,
+                view,
+                rule,
+                base: rule,
+                e,
+                reason,
+                live,
+                state: pv.state.as_str(),
+                ramp,
+                in_flight,
+            });
+        }
+
+        // Selectable set: eligible candidates, or in panic mode the live ones.
+        let eligible: Vec<usize> = (0..scored.len())
+            .filter(|&i| scored[i].reason.is_none())
+            .collect();
+        let (selectable, panic) = if !eligible.is_empty() {
+            (eligible, false)
+        } else if cfg.selection.panic_mode {
+            (
+                (0..scored.len()).filter(|&i| scored[i].live).collect(),
+                true,
+            )
+        } else {
+            (Vec::new(), false)
+        };
+        if selectable.is_empty() {
+            self.counters.no_eligible.fetch_add(1, Ordering::Relaxed);
+            return Err(ScoreError::NoEligibleWorkers);
+        }
+        let sel_score = |s: &Scored| if panic { s.base } else { s.e.score };
+
+        let cands: Vec<Candidate<'_>> = selectable
+            .iter()
+            .map(|&i| {
+                let s = &scored[i];
+                let score = sel_score(s).clamp(0.0, 100.0);
+                let weighted = matches!(policy, PolicyKind::Max | PolicyKind::P2c);
+                Candidate {
+                    worker_id: ids[i],
+                    // Slow start applies to max and p2c through the compared score.
+                    score: if weighted {
+                        score * s.ramp.min(1.0)
+                    } else {
+                        score
+                    },
+                    weight: s.ramp.max(f64::MIN_POSITIVE),
+                    in_flight: s.in_flight,
+                }
+            })
+            .collect();
+        let temperature = req.temperature;
+        let selection = self
+            .selector
+            .select(policy, &cands, &req.key, temperature, rng)
+            .map_err(ScoreError::Selection)?;
+        let mut probability = vec![None; scored.len()];
+        let mut pick = None;
+        if let Some(sel) = &selection {
+            probability.fill(Some(0.0));
+            for (j, &i) in selectable.iter().enumerate() {
+                probability[i] = sel.probabilities.get(j).copied();
+            }
+            pick = selectable.get(sel.pick).copied();
+        }
+        if let Some(p) = pick {
+            if let Some(slot) = &scored[p].slot {
+                slot.inflight().add_pick(now_ms);
+            }
+            self.decisions.remember(&decision_id, ids[p]);
+        }
+        self.counters.decisions.fetch_add(1, Ordering::Relaxed);
+        if panic {
+            self.counters
+                .panic_decisions
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%decision_id, "panic mode: no eligible candidate, ranking live ones");
+        }
+
+        // Rank by rule score for the context features (0 = best).
+        let mut by_rule: Vec<usize> = (0..ids.len()).collect();
+        by_rule.sort_by(|&a, &b| {
+            scored[b]
+                .rule
+                .total_cmp(&scored[a].rule)
+                .then_with(|| ids[a].cmp(ids[b]))
+        });
+        let mut rank = vec![0usize; ids.len()];
+        for (r, &i) in by_rule.iter().enumerate() {
+            rank[i] = r;
+        }
+        let best = by_rule.first().map_or(0.0, |&i| scored[i].rule);
+        let in_set: Vec<bool> = {
+            let mut v = vec![false; scored.len()];
+            for &i in &selectable {
+                v[i] = true;
+            }
+            v
+        };
+
+        let mut ranking: Vec<usize> = (0..scored.len()).collect();
+        ranking.sort_by(|&a, &b| {
+            in_set[b]
+                .cmp(&in_set[a])
+                .then_with(|| sel_score(&scored[b]).total_cmp(&sel_score(&scored[a])))
+                .then_with(|| ids[a].cmp(ids[b]))
+        });
+        let ranking = ranking.into_iter().map(|i| ids[i].to_owned()).collect();
+
+        let scores = scored
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let obs = observation(&ObservationInputs {
+                    key: &key,
+                    value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
+                    prefix_in_size_table: size.is_some(),
+                    hotness_level: hotness,
+                    ctx: context,
+                    worker: s.view.as_deref(),
+                    rule_score: s.rule,
+                    candidate_count: ids.len(),
+                    rule_rank: rank[i],
+                    best_rule_score: best,
+                    warmup_ms: cfg.scoring.warmup_ms,
+                    now_ms,
+                });
+                WorkerScore {
+                    worker_id: ids[i].to_owned(),
+                    eligible: s.reason.is_none(),
+                    reason: s.reason,
+                    penalty_state: s.state,
+                    rule_score: s.rule,
+                    final_score: s.e.score,
+                    weight: if in_set[i] { s.ramp } else { 0.0 },
+                    probability: probability[i],
+                    adjustments: s.e.adjustments,
+                    features: req.explain.then(|| obs.to_vec()),
+                    observation: obs,
+                }
+            })
+            .collect();
+        Ok(ScoreResponse {
+            decision_id,
+            scores,
+            ranking,
+            policy: policy.as_str(),
+            pick: pick.map(|p| ids[p].to_owned()),
+            panic,
+        })
+    }
+}
