@@ -71,7 +71,56 @@ wait_until() {
 }
 
 redis_ready() { [[ "$(redis-cli -p "$1" PING 2>/dev/null)" == PONG ]]; }
-service_ready() { [[ "$(curl -s -o /dev/null -w '%{http_code}' "$SERVICE_URL/" || true)" != 000 ]]; }
+service_ready() { [[ "$(curl -s -o /dev/null -w '%{http_code}' "$SERVICE_URL/healthz" || true)" == 200 ]]; }
+
+# POST /v1/score for w1..w3 under policy `none` (ranks and explains, picks
+# nothing, so repeated calls add no in-flight deductions). Prints the body;
+# fails unless the answer is 200 (503 until some worker has reported).
+score() {
+    local out code
+    out="$(curl -s -m 5 -w '\n%{http_code}' -X POST "$SERVICE_URL/v1/score" \
+        -H 'content-type: application/json' \
+        -d '{"key":"user:1:profile","candidates":["w1","w2","w3"],"policy":"none"}')" || return 1
+    code="${out##*$'\n'}"
+    printf '%s\n' "${out%$'\n'*}"
+    [[ "$code" == 200 ]]
+}
+
+# check_score MODE < body: `known` = every worker reported and is eligible;
+# `degraded` = w1 ranks first, w2 is `compacting`, w3 has `rtt_p99_high` or
+# `errors`, and both rank below w1.
+check_score() {
+    python3 -c '
+import json, sys
+mode, r = sys.argv[1], json.load(sys.stdin)
+by = {s["worker_id"]: s for s in r.get("scores", [])}
+codes = lambda w: {a["code"] for a in by.get(w, {}).get("adjustments", [])}
+if mode == "known":
+    ok = all(by.get(w, {}).get("eligible") for w in ("w1", "w2", "w3"))
+else:
+    rank = r.get("ranking", [])
+    ok = (rank[:1] == ["w1"] and {"w2", "w3"} <= set(rank[1:])
+          and "compacting" in codes("w2") and codes("w3") & {"rtt_p99_high", "errors"})
+sys.exit(0 if ok else 1)
+' "$1"
+}
+
+# score_until SECONDS MODE: poll the score call every 0.2 s until
+# check_score MODE holds; leaves the last answer in $LAST_SCORE.
+LAST_SCORE=""
+score_until() {
+    local deadline=$((SECONDS + $1)) mode=$2
+    while :; do
+        if LAST_SCORE="$(score)" && check_score "$mode" <<<"$LAST_SCORE"; then
+            return 0
+        fi
+        if ((SECONDS >= deadline)); then
+            log "timed out after ${1}s waiting for the '$mode' state; last answer: $LAST_SCORE"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
 
 for port in "${REDIS_PORTS[@]}" "${SERVICE_ADDR##*:}"; do
     if port_in_use "$port"; then
@@ -124,44 +173,45 @@ for port in "${REDIS_PORTS[@]}"; do
 done
 log "filled 3000 keys per worker"
 
-# Let the agent report every worker healthy once, with a few cache hits/misses.
-for _ in $(seq 20); do
-    for port in "${REDIS_PORTS[@]}"; do
-        redis-cli -p "$port" GET user:1:profile >/dev/null
-        redis-cli -p "$port" GET user:0:missing >/dev/null
-    done
+# A few cache hits and one miss per worker (hit rate ~95%, no deduction).
+for port in "${REDIS_PORTS[@]}"; do
+    { for ((i = 1; i <= 20; i++)); do echo "GET user:$i:profile"; done
+      echo "GET user:0:missing"; } | redis-cli -p "$port" >/dev/null
 done
-sleep 1.5
+
+# Every worker reports healthy before anything is degraded.
+score_until 15 known
+log "all three workers reported"
 
 # w2: a BGSAVE that takes ~6 s (2 ms per key) -> compacting.
 redis-cli -p "${REDIS_PORTS[1]}" CONFIG SET rdb-key-save-delay 2000 >/dev/null
-redis-cli -p "${REDIS_PORTS[1]}" BGSAVE
+redis-cli -p "${REDIS_PORTS[1]}" BGSAVE >/dev/null
 # w3: every client paused for 3 s -> PINGs and INFO time out.
-redis-cli -p "${REDIS_PORTS[2]}" CLIENT PAUSE 3000
-log "w2 is BGSAVE-ing, w3 is paused; waiting 2 s for the agent to report"
-sleep 2
+redis-cli -p "${REDIS_PORTS[2]}" CLIENT PAUSE 3000 >/dev/null
+log "w2 is BGSAVE-ing, w3 is paused (3 s); waiting for the agent to report it"
+score_until 10 degraded
+log "POST /v1/score answered:"
 
-log "POST /v1/score"
-body="$(curl -s -w '\n%{http_code}' -X POST "$SERVICE_URL/v1/score" \
-    -H 'content-type: application/json' \
-    -d '{"key":"user:1:profile","candidates":["w1","w2","w3"],"explain":false}')"
-code="${body##*$'\n'}"
-body="${body%$'\n'*}"
-if [[ "$code" != 200 ]]; then
-    log "score call answered HTTP $code: $body"
-    exit 1
-fi
-
-printf '%s' "$body" | python3 -c '
+python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-g = lambda d, k: str(d.get(k, "-"))
-print("decision", g(r, "decision_id"), "ranking:", " > ".join(r.get("ranking", [])))
-for s in r.get("scores", []):
-    print("\n%s: eligible=%s rule_score=%s final_score=%s" % tuple(g(s, k) for k in ("worker_id", "eligible", "rule_score", "final_score")))
-    for a in s.get("adjustments", []):
-        print("  %-24s %-10s impact=%-8s source=%-10s %s" % tuple(g(a, k) for k in ("code", "kind", "impact", "source_value", "reason")))
-'
+f = lambda x: "-" if x is None else ("%g" % round(x, 3) if isinstance(x, float) else str(x))
+print("ranking: %s   (policy %s, pick %s, decision %s)" % (
+    " > ".join(r["ranking"]), r.get("policy"), r.get("pick", "none"), r.get("decision_id")))
+for s in r["scores"]:
+    print()
+    print("%s  final %s  rule %s  eligible %s  state %s  weight %s" % (
+        s["worker_id"], f(s["final_score"]), f(s["rule_score"]),
+        "yes" if s["eligible"] else "no (%s)" % s.get("reason"),
+        s.get("penalty_state", "-"), f(s.get("weight"))))
+    if not s["adjustments"]:
+        print("    no adjustments")
+    for a in s["adjustments"]:
+        how = "%+g" % round(a["impact"], 3)
+        if a.get("kind") == "multiply":
+            how += " (x%s)" % f(a.get("factor"))
+        print("    %-14s %-12s %s" % (a["code"], how, a["reason"]))
+' <<<"$LAST_SCORE"
 
 # Restore w2 for anyone reusing it (it is stopped on exit anyway).
 redis-cli -p "${REDIS_PORTS[1]}" CONFIG SET rdb-key-save-delay 0 >/dev/null || true

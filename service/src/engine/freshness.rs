@@ -23,7 +23,8 @@ pub(super) struct Priors {
     cache_hit: f64,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// Median of `v`; `None` when empty.
+pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

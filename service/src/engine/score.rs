@@ -167,10 +167,73 @@ impl Engine {
             Priors::new(fresh, &cfg.scoring)
         });
 
+        // Pass 1: rule scores (stale candidates on pulled signals).
+        let mut rules: Vec<Option<(Explained, bool)>> = Vec::with_capacity(ids.len());
+        let mut stale = vec![false; ids.len()];
+        for (i, view) in views.iter().enumerate() {
+            let Some(v) = view.as_deref() else {
+                rules.push(None);
+                continue;
+            };
+            let f = freshness[i];
+            stale[i] = f < 1.0 && v.age_ms(now_ms) <= cfg.telemetry.dead_after_ms;
+            rules.push(Some(match &priors {
+                Some(p) if stale[i] => {
+                    let mut pulled = v.clone();
+                    pulled.smoothed = p.pull(&v.smoothed, f);
+                    rule_score(&pulled, &rule_inputs)
+                }
+                _ => rule_score(v, &rule_inputs),
+            }));
+        }
+        // A stale worker never outranks the median fresh candidate (no herding
+        // onto a worker whose idleness is old news), then pays for its age.
+        let fresh_scores: Vec<f64> = rules
+            .iter()
+            .zip(&stale)
+            .zip(&freshness)
+            .filter(|((_, st), f)| !**st && **f >= 1.0)
+            .filter_map(|((r, _), _)| r.as_ref().filter(|r| r.1).map(|r| r.0.score))
+            .collect();
+        let cap = super::freshness::median(fresh_scores);
+        for (i, r) in rules.iter_mut().enumerate() {
+            let (Some((e, _)), Some(v)) = (r.as_mut(), views[i].as_deref()) else {
+                continue;
+            };
+            if !stale[i] {
+                continue;
+            }
+            if let Some(cap) = cap.filter(|&c| e.score > c) {
+                e.deduct(
+                    "stale_cap",
+                    e.score - cap,
+                    format!(
+                        "a stale report cannot outrank the fresh candidates' median score {}",
+                        num(cap)
+                    ),
+                    None,
+                );
+            }
+            let age = v.age_ms(now_ms);
+            e.deduct(
+                "stale_telemetry",
+                (1.0 - freshness[i]) * cfg.freshness.stale_max_deduct,
+                format!(
+                    "last report {} s old (fresh up to {} s, dead at {} s): freshness {}, signals pulled toward the pool median or thresholds",
+                    num(age as f64 / 1000.0),
+                    num(cfg.freshness.fresh_ms as f64 / 1000.0),
+                    num(cfg.telemetry.dead_after_ms as f64 / 1000.0),
+                    num(freshness[i])
+                ),
+                Some(age as f64),
+            );
+        }
+
+        // Pass 2: dynamics.
         let mut scored: Vec<Scored> = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
             let (slot, view) = (slots[i].clone(), views[i].clone());
-            let Some(v) = view.as_deref() else {
+            let (Some(v), Some((mut e, live))) = (view.as_deref(), rules[i].take()) else {
                 let mut e = Explained::new();
                 e.multiply(
                     "unknown_worker",
@@ -192,30 +255,7 @@ impl Engine {
                 });
                 continue;
             };
-            let f = freshness[i];
-            let age = v.age_ms(now_ms);
-            let (mut e, live) = match (&priors, f < 1.0 && age <= cfg.telemetry.dead_after_ms) {
-                (Some(p), true) => {
-                    let mut pulled = v.clone();
-                    pulled.smoothed = p.pull(&v.smoothed, f);
-                    let (mut e, live) = rule_score(&pulled, &rule_inputs);
-                    e.deduct(
-                        "stale_telemetry",
-                        (1.0 - f) * cfg.freshness.stale_max_deduct,
-                        format!(
-                            "last report {} s old (fresh up to {} s, dead at {} s): freshness {}, signals pulled toward the pool median or thresholds",
-                            num(age as f64 / 1000.0),
-                            num(cfg.freshness.fresh_ms as f64 / 1000.0),
-                            num(cfg.telemetry.dead_after_ms as f64 / 1000.0),
-                            num(f)
-                        ),
-                        Some(age as f64),
-                    );
-                    e.clamp();
-                    (e, live)
-                }
-                _ => rule_score(v, &rule_inputs),
-            };
+            e.clamp();
             let rule = e.score;
             let pv = v.penalty.state_at(now_ms, &cfg.penalty);
             let mut reason = (!live).then_some("heartbeat_dead");

@@ -251,7 +251,8 @@ impl Registry {
                     let prev = slot.view();
                     let view =
                         next_view(Some(&prev), s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
-                    slot.view.store(Arc::new(view));
+                    slot.view.store(Arc::new(evaluate(view)));
+                    slot.inflight.reset_on_snapshot(now_mono_ms);
                 }
                 None => {
                     let mut hist = History::default();

@@ -1,0 +1,235 @@
+//! Selection through HTTP: policies, temperatures, seeds, feedback, stats.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{WALL, no_warmup, test_app};
+use serde_json::{Value, json};
+
+fn snap(id: &str, ts: u64, cpu: f64) -> Value {
+    json!({"worker_id": id, "timestamp_ms": ts, "cpu_usage": cpu, "queue_depth": 1,
+           "rtt_ms_avg": 1.0, "rtt_ms_p99": 4.0, "error_rate": 0.0})
+}
+
+async fn three_workers() -> common::TestApp {
+    let app = test_app(no_warmup());
+    let batch =
+        json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.8), snap("c", WALL, 0.95)]});
+    assert_eq!(
+        app.post_json("/v1/telemetry", &batch).await.0,
+        StatusCode::OK
+    );
+    app
+}
+
+fn probabilities(b: &Value) -> Vec<f64> {
+    b["scores"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| s["probability"].as_f64().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn softmax_temperatures_behave_as_specified() {
+    for t in [0.0, 1e-12, 0.01, 1.0, 1e308] {
+        // A fresh app each time: a pick adds an in-flight deduction.
+        let app = three_workers().await;
+        let body = json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "softmax", "temperature": t});
+        let (s, b) = app.post_json("/v1/score", &body).await;
+        assert_eq!(s, StatusCode::OK, "T={t}: {b}");
+        let p = probabilities(&b);
+        assert!(
+            p.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)),
+            "T={t}: {p:?}"
+        );
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9, "T={t}: {p:?}");
+        match t {
+            x if x < 1e-6 => assert_eq!(p, [1.0, 0.0, 0.0], "T={t} is max"),
+            x if x > 1e300 => {
+                assert!(
+                    p.iter().all(|x| (x - 1.0 / 3.0).abs() < 1e-9),
+                    "T={t} is uniform: {p:?}"
+                )
+            }
+            _ => assert!(p[0] > p[1] && p[1] > p[2], "T={t}: {p:?}"),
+        }
+        assert_eq!(b["policy"], "softmax");
+    }
+    let app = three_workers().await;
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["a"], "temperature": -1.0}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("temperature")
+    );
+    let (s, _) = app
+        .post(
+            "/v1/score",
+            r#"{"key":"k","candidates":["a"],"temperature":NaN}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn every_policy_answers_with_a_pick_and_propensities() {
+    let app = three_workers().await;
+    for policy in ["max", "softmax", "p2c", "swrr", "hash"] {
+        let body =
+            json!({"key": "user:9", "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
+        let (s, b) = app.post_json("/v1/score", &body).await;
+        assert_eq!(s, StatusCode::OK, "{policy}: {b}");
+        assert_eq!(b["policy"], policy);
+        let pick = b["pick"].as_str().expect("pick");
+        let p = probabilities(&b);
+        assert!(
+            (p.iter().sum::<f64>() - 1.0).abs() < 1e-9,
+            "{policy}: {p:?}"
+        );
+        let picked = b["scores"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["worker_id"] == pick))
+            .expect("picked worker scored");
+        assert!(
+            picked["probability"].as_f64().unwrap_or(0.0) > 0.0,
+            "{policy}"
+        );
+    }
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["a"], "policy": "none"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        b.get("pick").is_none() && b["scores"][0].get("probability").is_none(),
+        "{b}"
+    );
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["a"], "policy": "fastest"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("fastest")
+    );
+}
+
+#[tokio::test]
+async fn same_seed_same_pick_through_http() {
+    let picks = |seed: u64| async move {
+        let app = three_workers().await;
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let body = json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "softmax",
+                              "temperature": 5.0, "seed": seed});
+            out.push(app.post_json("/v1/score", &body).await.1["pick"].clone());
+        }
+        out
+    };
+    assert_eq!(picks(3).await, picks(3).await);
+}
+
+#[tokio::test]
+async fn feedback_is_validated_counted_and_releases_picks() {
+    let app = three_workers().await;
+    let (_, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "max"}),
+        )
+        .await;
+    let id = b["decision_id"].as_str().expect("id").to_owned();
+    assert_eq!(b["pick"], "a");
+    let (_, w) = app.get("/v1/workers").await;
+    assert!(
+        w["workers"][0]["in_flight"].as_f64().unwrap_or(0.0) > 0.99,
+        "{w}"
+    );
+    let (s, f) = app
+        .post_json(
+            "/v1/feedback",
+            &json!({"decision_id": id, "worker_id": "a", "latency_ms": 4.5, "success": true}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{f}");
+    assert_eq!(f, json!({"known_decision": true, "released": true}));
+    let (_, w) = app.get("/v1/workers").await;
+    assert!(
+        w["workers"][0]["in_flight"].as_f64().unwrap_or(1.0) < 0.01,
+        "{w}"
+    );
+
+    let (s, f) = app
+        .post_json("/v1/feedback", &json!({"decision_id": "from-before-restart", "worker_id": "a", "latency_ms": 1, "success": false}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(f["known_decision"], false);
+    for bad in [
+        json!({"decision_id": "", "worker_id": "a", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "x", "worker_id": "a", "latency_ms": -1, "success": true}),
+        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1}),
+        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1, "success": true, "extra": 0}),
+    ] {
+        let (s, b) = app.post_json("/v1/feedback", &bad).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {b}");
+    }
+    let (_, st) = app.get("/v1/stats").await;
+    assert_eq!(st["feedback"], 2);
+    assert_eq!(st["feedback_unknown_decision"], 1);
+    assert_eq!(st["decisions"], 1);
+}
+
+#[tokio::test]
+async fn penalty_state_is_visible_in_workers_and_adjustments() {
+    let app = test_app(no_warmup());
+    let mut bad = snap("w", WALL, 0.2);
+    bad["compacting"] = json!(true);
+    bad["under_repair"] = json!(true);
+    app.post_json(
+        "/v1/telemetry",
+        &json!({"snapshots": [bad, snap("ok", WALL, 0.2)]}),
+    )
+    .await;
+    let (_, w) = app.get("/v1/workers").await;
+    let state = &w["workers"][1]["penalty"];
+    assert_eq!(w["workers"][1]["worker_id"], "w");
+    assert_eq!(state["state"], "observation", "{w}");
+    assert!(
+        state["reason"].as_str().unwrap_or("").contains("40"),
+        "{state}"
+    );
+    let (_, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["w", "ok"], "policy": "none"}),
+        )
+        .await;
+    let adj = &b["scores"][0]["adjustments"];
+    let obs = adj
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["code"] == "observation"))
+        .expect("observation adjustment");
+    assert_eq!(obs["factor"], 0.85);
+    assert_eq!(obs["stage"], "dynamics");
+    assert_eq!(b["scores"][0]["penalty_state"], "observation");
+    assert_eq!(b["scores"][0]["rule_score"], 35.0);
+    assert_eq!(b["scores"][0]["final_score"], 29.75);
+}
