@@ -44,7 +44,7 @@ cleanup() {
     if [[ -n "$WORKDIR" ]]; then
         if [[ $status -ne 0 ]]; then
             log "failed (exit $status); logs in $WORKDIR"
-            tail -n 20 "$WORKDIR"/*.log 2>/dev/null >&2
+            tail -n 20 "$WORKDIR"/*.log >&2 2>/dev/null
         else
             rm -rf "$WORKDIR"
         fi
@@ -87,8 +87,9 @@ score() {
 }
 
 # check_score MODE < body: `known` = every worker reported and is eligible;
-# `degraded` = w1 ranks first, w2 is `compacting`, w3 has `rtt_p99_high` or
-# `errors`, and both rank below w1.
+# `degraded` = w1 ranks first, w2 is `compacting`, w3 shows the timed-out
+# probes of its pause (`errors`; a plain RTT spike from a busy machine is not
+# enough), and both rank below w1.
 check_score() {
     python3 -c '
 import json, sys
@@ -100,7 +101,7 @@ if mode == "known":
 else:
     rank = r.get("ranking", [])
     ok = (rank[:1] == ["w1"] and {"w2", "w3"} <= set(rank[1:])
-          and "compacting" in codes("w2") and codes("w3") & {"rtt_p99_high", "errors"})
+          and "compacting" in codes("w2") and "errors" in codes("w3"))
 sys.exit(0 if ok else 1)
 ' "$1"
 }
@@ -146,6 +147,8 @@ for port in "${REDIS_PORTS[@]}"; do
     wait_until 10 "redis-server :$port" redis_ready "$port"
 done
 
+# Plain (uncoloured) logs in the log files.
+export NO_COLOR=1
 SCORER_SCORING__WARMUP_MS=0 SCORER_SERVER__LISTEN="$SERVICE_ADDR" \
     target/release/service >"$WORKDIR/service.log" 2>&1 &
 PIDS+=($!)

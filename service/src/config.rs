@@ -228,6 +228,8 @@ pub struct ScoringConfig {
     pub rtt_points_per_ratio: f64,
     /// Cap on the RTT deduction, points. Default 25.
     pub rtt_max_deduct: f64,
+    /// Smoothed error rates below this are noise and deduct nothing, fraction. Default 0.001.
+    pub error_rate_floor: f64,
     /// Points per unit of error rate (fraction). Default 500.
     pub error_points_per_rate: f64,
     /// Cap on the error deduction, points. Default 15.
@@ -282,6 +284,7 @@ impl Default for ScoringConfig {
             rtt_p99_baseline_ms: 10.0,
             rtt_points_per_ratio: 15.0,
             rtt_max_deduct: 25.0,
+            error_rate_floor: 0.001,
             error_points_per_rate: 500.0,
             error_max_deduct: 15.0,
             queue_high_watermark: 20.0,
@@ -421,6 +424,7 @@ impl Config {
             ("scoring.mem_available_low", c.mem_available_low),
             ("scoring.net_loss_high", c.net_loss_high),
             ("scoring.cache_hit_low", c.cache_hit_low),
+            ("scoring.error_rate_floor", c.error_rate_floor),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return bad(key, format!("must be a fraction in [0, 1], got {v}"));

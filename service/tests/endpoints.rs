@@ -221,3 +221,51 @@ async fn unknown_route_is_json_404() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(b["error"]["code"], "not_found");
 }
+
+#[tokio::test]
+async fn decayed_error_rate_stops_deducting_below_the_floor() {
+    let app = test_app(no_warmup());
+    let mut s = snap("w1", WALL);
+    s["error_rate"] = json!(1.0);
+    app.post_json("/v1/telemetry", &json!({"snapshots": [s]}))
+        .await;
+    // EWMA 0.5: 1.0 halves with every clean report; after 10 it is ~0.00098.
+    for i in 1..=10 {
+        app.post_json(
+            "/v1/telemetry",
+            &json!({"snapshots": [snap("w1", WALL + i)]}),
+        )
+        .await;
+    }
+    let (_, b) = app
+        .post(
+            "/v1/score",
+            r#"{"key":"k","candidates":["w1"],"policy":"none"}"#,
+        )
+        .await;
+    let w1 = score_of(&b, "w1");
+    assert_eq!(w1["rule_score"], 100.0, "{w1}");
+    // One report earlier (0.00195) it still deducted.
+    let app = test_app(no_warmup());
+    let mut s = snap("w1", WALL);
+    s["error_rate"] = json!(1.0);
+    app.post_json("/v1/telemetry", &json!({"snapshots": [s]}))
+        .await;
+    for i in 1..=9 {
+        app.post_json(
+            "/v1/telemetry",
+            &json!({"snapshots": [snap("w1", WALL + i)]}),
+        )
+        .await;
+    }
+    let (_, b) = app
+        .post(
+            "/v1/score",
+            r#"{"key":"k","candidates":["w1"],"policy":"none"}"#,
+        )
+        .await;
+    assert!(
+        (score_of(&b, "w1")["rule_score"].as_f64().unwrap_or(0.0) - 99.023438).abs() < 1e-6,
+        "{b}"
+    );
+}

@@ -210,7 +210,9 @@ fn all_known(body: &Value) -> bool {
         .all(|w| entry(body, w).is_some_and(|s| s["eligible"] == true))
 }
 
-/// w1 first, w2 compacting, w3 slow or erroring, both below w1.
+/// w1 first, w2 compacting, w3 erroring (its probes time out), both below
+/// w1. `errors` rather than `rtt_p99_high` alone: on a busy machine an RTT
+/// spike can deduct before the pause is seen.
 fn degraded_as_expected(body: &Value) -> bool {
     let w2 = codes(body, "w2");
     let w3 = codes(body, "w3");
@@ -218,7 +220,7 @@ fn degraded_as_expected(body: &Value) -> bool {
         && rank(body, "w2").is_some_and(|r| r > 0)
         && rank(body, "w3").is_some_and(|r| r > 0)
         && w2.iter().any(|c| c == "compacting")
-        && w3.iter().any(|c| c == "rtt_p99_high" || c == "errors")
+        && w3.iter().any(|c| c == "errors")
 }
 
 /// A reason a person can read: words, spaces and at least one number; no
@@ -351,7 +353,7 @@ async fn paused_and_saving_workers_rank_below_the_idle_one() {
     assert!(
         ok,
         "within 15 s of BGSAVE on w2 and CLIENT PAUSE on w3, expected w1 ranked \
-         first, w2 with `compacting` and w3 with `rtt_p99_high` or `errors`, both \
+         first, w2 with `compacting` and w3 with `errors` (timed-out probes), both \
          below w1; last answer: {body}"
     );
     let noticed_after = degraded_at.elapsed();
@@ -369,6 +371,7 @@ async fn paused_and_saving_workers_rank_below_the_idle_one() {
 
     for (worker, wanted) in [
         ("w2", &["compacting"][..]),
+        // A timed-out probe is an error and an RTT sample of the timeout.
         ("w3", &["rtt_p99_high", "errors"][..]),
     ] {
         let s = entry(&body, worker).expect("worker in scores");

@@ -296,17 +296,19 @@ impl Engine {
                 if let Some(s) = &slot {
                     in_flight = s.inflight().value(now_ms);
                     let d = inflight_deduction(in_flight, cfg.inflight.per_pick, cfg.inflight.cap);
-                    e.deduct(
-                        "in_flight",
-                        d,
-                        format!(
-                            "{} picks handed out since the last report ({} points each, at most {})",
-                            num(in_flight),
-                            num(cfg.inflight.per_pick),
-                            num(cfg.inflight.cap)
-                        ),
-                        Some(in_flight),
-                    );
+                    if d > 0.0 {
+                        e.deduct(
+                            "in_flight",
+                            d,
+                            format!(
+                                "{} picks handed out since the last report ({} points each, at most {})",
+                                num(in_flight),
+                                num(cfg.inflight.per_pick),
+                                num(cfg.inflight.cap)
+                            ),
+                            Some(in_flight),
+                        );
+                    }
                 }
                 e.clamp();
             }

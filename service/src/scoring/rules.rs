@@ -98,7 +98,7 @@ pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) 
             Some(s.rtt_ms_p99),
         );
     }
-    if s.error_rate > 0.0 {
+    if s.error_rate >= c.error_rate_floor && s.error_rate > 0.0 {
         let d = (s.error_rate * c.error_points_per_rate).min(c.error_max_deduct);
         e.deduct(
             "errors",
