@@ -24,7 +24,9 @@ use crate::dynamics::{
 use crate::features::{ObservationInputs, observation};
 use crate::fmt::num;
 use crate::key::KeyFingerprint;
-use crate::scoring::{Explained, RequestContext, RuleInputs, Stage, rule_score};
+use crate::scoring::{
+    Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score,
+};
 use crate::selection::{Candidate, PolicyKind, SelectionError};
 use crate::state::{WorkerSlot, WorkerView};
 
@@ -207,10 +209,7 @@ impl Engine {
                 e.deduct(
                     "stale_cap",
                     e.score - cap,
-                    format!(
-                        "a stale report cannot outrank the fresh candidates' median score {}",
-                        num(cap)
-                    ),
+                    Reason::new(ReasonKind::StaleCap, [cap, 0.0, 0.0, 0.0, 0.0]),
                     None,
                 );
             }
@@ -218,12 +217,15 @@ impl Engine {
             e.deduct(
                 "stale_telemetry",
                 (1.0 - freshness[i]) * cfg.freshness.stale_max_deduct,
-                format!(
-                    "last report {} s old (fresh up to {} s, dead at {} s): freshness {}, signals pulled toward the pool median or thresholds",
-                    num(age as f64 / 1000.0),
-                    num(cfg.freshness.fresh_ms as f64 / 1000.0),
-                    num(cfg.telemetry.dead_after_ms as f64 / 1000.0),
-                    num(freshness[i])
+                Reason::new(
+                    ReasonKind::StaleTelemetry,
+                    [
+                        age as f64 / 1000.0,
+                        cfg.freshness.fresh_ms as f64 / 1000.0,
+                        cfg.telemetry.dead_after_ms as f64 / 1000.0,
+                        freshness[i],
+                        0.0,
+                    ],
                 ),
                 Some(age as f64),
             );
@@ -300,11 +302,9 @@ impl Engine {
                         e.deduct(
                             "in_flight",
                             d,
-                            format!(
-                                "{} picks handed out since the last report ({} points each, at most {})",
-                                num(in_flight),
-                                num(cfg.inflight.per_pick),
-                                num(cfg.inflight.cap)
+                            Reason::new(
+                                ReasonKind::InFlight,
+                                [in_flight, cfg.inflight.per_pick, cfg.inflight.cap, 0.0, 0.0],
                             ),
                             Some(in_flight),
                         );

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::reason::{Reason, ReasonKind};
+
 /// Every rule score starts here.
 pub const BASE_SCORE: f64 = 100.0;
 
@@ -48,8 +50,8 @@ pub struct Adjustment {
     /// The multiplier, for [`AdjustmentKind::Multiply`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub factor: Option<f64>,
-    /// Plain sentence with the numbers and thresholds.
-    pub reason: String,
+    /// Plain sentence with the numbers and thresholds (rendered when serialised).
+    pub reason: Reason,
     /// The signal value that triggered it, in the signal's unit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_value: Option<f64>,
@@ -93,7 +95,7 @@ impl Explained {
         &mut self,
         code: &'static str,
         factor: f64,
-        reason: String,
+        reason: impl Into<Reason>,
         source: Option<f64>,
     ) {
         debug_assert!((0.0..=1.0).contains(&factor));
@@ -105,13 +107,19 @@ impl Explained {
             kind: AdjustmentKind::Multiply,
             impact: self.score - before,
             factor: Some(factor),
-            reason,
+            reason: reason.into(),
             source_value: source,
         });
     }
 
     /// Subtract `points` (>= 0; rounded to 1e-6). Zero deductions are not recorded.
-    pub fn deduct(&mut self, code: &'static str, points: f64, reason: String, source: Option<f64>) {
+    pub fn deduct(
+        &mut self,
+        code: &'static str,
+        points: f64,
+        reason: impl Into<Reason>,
+        source: Option<f64>,
+    ) {
         debug_assert!(points.is_finite() && points >= 0.0);
         let points = round_points(points);
         if points <= 0.0 {
@@ -124,14 +132,20 @@ impl Explained {
             kind: AdjustmentKind::Deduct,
             impact: -points,
             factor: None,
-            reason,
+            reason: reason.into(),
             source_value: source,
         });
     }
 
     /// Add `points` (any sign, finite; rounded to 1e-6). Zero changes are still
     /// recorded so a reader sees the stage ran.
-    pub fn add(&mut self, code: &'static str, points: f64, reason: String, source: Option<f64>) {
+    pub fn add(
+        &mut self,
+        code: &'static str,
+        points: f64,
+        reason: impl Into<Reason>,
+        source: Option<f64>,
+    ) {
         debug_assert!(points.is_finite());
         let points = round_points(points);
         self.score += points;
@@ -141,7 +155,7 @@ impl Explained {
             kind: AdjustmentKind::Add,
             impact: points,
             factor: None,
-            reason,
+            reason: reason.into(),
             source_value: source,
         });
     }
@@ -158,10 +172,7 @@ impl Explained {
                 kind: AdjustmentKind::Clamp,
                 impact: after - before,
                 factor: None,
-                reason: format!(
-                    "score {} brought back into the 0..=100 range",
-                    crate::fmt::num(before)
-                ),
+                reason: Reason::new(ReasonKind::Clamp, [before, 0.0, 0.0, 0.0, 0.0]),
                 source_value: None,
             });
         }

@@ -8,8 +8,10 @@
 
 mod adjustment;
 mod context;
+mod reason;
 mod rules;
 
 pub use adjustment::{Adjustment, AdjustmentKind, BASE_SCORE, Explained, Stage};
 pub use context::{RequestContext, RequestType};
+pub use reason::{Reason, ReasonKind};
 pub use rules::{RuleInputs, rule_score};

@@ -8,8 +8,8 @@
 
 use super::adjustment::Explained;
 use super::context::RequestType;
+use super::reason::{Reason, ReasonKind as K};
 use crate::config::ScoringConfig;
-use crate::fmt::{num, pct};
 use crate::state::WorkerView;
 
 /// What the rule scorer needs besides the worker's view.
@@ -25,6 +25,10 @@ pub struct RuleInputs<'a> {
     pub now_ms: u64,
 }
 
+fn r(kind: K, a: f64, b: f64, c: f64, d: f64, e: f64) -> Reason {
+    Reason::new(kind, [a, b, c, d, e])
+}
+
 /// Score one known worker. Returns the explained score and whether the
 /// worker is alive (a dead worker scores 0 and is not eligible).
 pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) {
@@ -32,34 +36,30 @@ pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) 
     let mut e = Explained::new();
     let age = view.age_ms(inp.now_ms);
     if age > inp.dead_after_ms {
+        let (age_s, limit_s) = (age as f64 / 1000.0, inp.dead_after_ms as f64 / 1000.0);
         e.multiply(
             "heartbeat_dead",
             0.0,
-            format!(
-                "last report {} s ago is older than the {} s liveness limit",
-                num(age as f64 / 1000.0),
-                num(inp.dead_after_ms as f64 / 1000.0)
-            ),
+            r(K::HeartbeatDead, age_s, limit_s, 0.0, 0.0, 0.0),
             Some(age as f64),
         );
         return (e, false);
     }
     if view.compacting {
+        let f = c.compacting_factor;
         e.multiply(
             "compacting",
-            c.compacting_factor,
-            format!("worker is compacting: score ×{}", num(c.compacting_factor)),
+            f,
+            r(K::Compacting, f, 0.0, 0.0, 0.0, 0.0),
             Some(1.0),
         );
     }
     if view.under_repair {
+        let f = c.under_repair_factor;
         e.multiply(
             "under_repair",
-            c.under_repair_factor,
-            format!(
-                "worker is under repair: score ×{}",
-                num(c.under_repair_factor)
-            ),
+            f,
+            r(K::UnderRepair, f, 0.0, 0.0, 0.0, 0.0),
             Some(1.0),
         );
     }
@@ -68,61 +68,45 @@ pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) 
     if s.cpu_usage > c.cpu_high {
         let d =
             ((s.cpu_usage - c.cpu_high) / c.cpu_step * c.cpu_points_per_step).min(c.cpu_max_deduct);
-        e.deduct(
-            "cpu_high",
-            d,
-            format!(
-                "CPU {} is above {}: {} points per {} over, at most {}",
-                pct(s.cpu_usage),
-                pct(c.cpu_high),
-                num(c.cpu_points_per_step),
-                pct(c.cpu_step),
-                num(c.cpu_max_deduct)
-            ),
-            Some(s.cpu_usage),
+        let why = r(
+            K::CpuHigh,
+            s.cpu_usage,
+            c.cpu_high,
+            c.cpu_points_per_step,
+            c.cpu_step,
+            c.cpu_max_deduct,
         );
+        e.deduct("cpu_high", d, why, Some(s.cpu_usage));
     }
     let base = c.rtt_p99_baseline_ms;
     if s.rtt_ms_p99 > base {
         let ratio = (s.rtt_ms_p99 - base) / base;
         let d = (ratio * c.rtt_points_per_ratio).min(c.rtt_max_deduct);
-        e.deduct(
-            "rtt_p99_high",
-            d,
-            format!(
-                "RTT p99 {} ms is {} above the {} ms baseline",
-                num(s.rtt_ms_p99),
-                pct(ratio),
-                num(base)
-            ),
-            Some(s.rtt_ms_p99),
-        );
+        let why = r(K::RttHigh, s.rtt_ms_p99, ratio, base, 0.0, 0.0);
+        e.deduct("rtt_p99_high", d, why, Some(s.rtt_ms_p99));
     }
     if s.error_rate >= c.error_rate_floor && s.error_rate > 0.0 {
         let d = (s.error_rate * c.error_points_per_rate).min(c.error_max_deduct);
-        e.deduct(
-            "errors",
-            d,
-            format!(
-                "error rate {} costs {} points per 1%, at most {}",
-                pct(s.error_rate),
-                num(c.error_points_per_rate / 100.0),
-                num(c.error_max_deduct)
-            ),
-            Some(s.error_rate),
+        let why = r(
+            K::Errors,
+            s.error_rate,
+            c.error_points_per_rate / 100.0,
+            c.error_max_deduct,
+            0.0,
+            0.0,
         );
+        e.deduct("errors", d, why, Some(s.error_rate));
     }
     if s.queue_depth > c.queue_high_watermark {
-        e.deduct(
-            "queue_high",
-            c.queue_deduct,
-            format!(
-                "queue depth {} is above the high watermark {}",
-                num(s.queue_depth),
-                num(c.queue_high_watermark)
-            ),
-            Some(s.queue_depth),
+        let why = r(
+            K::QueueHigh,
+            s.queue_depth,
+            c.queue_high_watermark,
+            0.0,
+            0.0,
+            0.0,
         );
+        e.deduct("queue_high", c.queue_deduct, why, Some(s.queue_depth));
     }
     optional_deductions(&mut e, view, inp);
     warmup(&mut e, view, inp);
@@ -141,37 +125,25 @@ fn optional_deductions(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_
         e.deduct(
             "memory_low",
             d,
-            format!(
-                "available memory {} is below {}",
-                pct(m),
-                pct(c.mem_available_low)
-            ),
+            r(K::MemoryLow, m, c.mem_available_low, 0.0, 0.0, 0.0),
             Some(m),
         );
     }
-    if let Some(d_ms) = s.disk_io_await_ms {
+    if let Some(d_ms) = s.disk_io_await_ms
+        && d_ms > c.disk_io_await_high_ms
+    {
         let t = c.disk_io_await_high_ms;
-        if d_ms > t {
-            let write = inp.request_type.is_some_and(RequestType::is_write);
-            let weight = if write { c.disk_io_write_weight } else { 1.0 };
-            let d = ((d_ms - t) / t * c.disk_io_points_per_threshold * weight)
-                .min(c.disk_io_max_deduct);
-            e.deduct(
-                "disk_io_slow",
-                d,
-                format!(
-                    "disk IO await {} ms is above {} ms{}",
-                    num(d_ms),
-                    num(t),
-                    if write {
-                        format!(" (weighted ×{} for a write)", num(weight))
-                    } else {
-                        String::new()
-                    }
-                ),
-                Some(d_ms),
-            );
-        }
+        let write = inp.request_type.is_some_and(RequestType::is_write);
+        let weight = if write { c.disk_io_write_weight } else { 1.0 };
+        let d =
+            ((d_ms - t) / t * c.disk_io_points_per_threshold * weight).min(c.disk_io_max_deduct);
+        let shown_weight = if write { weight } else { 0.0 };
+        e.deduct(
+            "disk_io_slow",
+            d,
+            r(K::DiskSlow, d_ms, t, shown_weight, 0.0, 0.0),
+            Some(d_ms),
+        );
     }
     if let Some(l) = s.net_loss_rate
         && l > c.net_loss_high
@@ -180,7 +152,7 @@ fn optional_deductions(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_
         e.deduct(
             "network_loss",
             d,
-            format!("network loss {} is above {}", pct(l), pct(c.net_loss_high)),
+            r(K::NetworkLoss, l, c.net_loss_high, 0.0, 0.0, 0.0),
             Some(l),
         );
     }
@@ -191,27 +163,23 @@ fn optional_deductions(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_
         e.deduct(
             "cache_cold",
             d,
-            format!(
-                "cache hit rate {} is below {}",
-                pct(h),
-                pct(c.cache_hit_low)
-            ),
+            r(K::CacheCold, h, c.cache_hit_low, 0.0, 0.0, 0.0),
             Some(h),
         );
     }
     if let Some(b) = s.memtable_bytes
         && b > c.memtable_high_bytes as f64
     {
-        e.deduct(
-            "memtable_large",
-            c.memtable_deduct,
-            format!(
-                "memtable {} MiB is above {} MiB (a flush is due)",
-                num(b / 1_048_576.0),
-                num(c.memtable_high_bytes as f64 / 1_048_576.0)
-            ),
-            Some(b),
+        let mib = 1_048_576.0;
+        let why = r(
+            K::MemtableLarge,
+            b / mib,
+            c.memtable_high_bytes as f64 / mib,
+            0.0,
+            0.0,
+            0.0,
         );
+        e.deduct("memtable_large", c.memtable_deduct, why, Some(b));
     }
 }
 
@@ -223,15 +191,18 @@ fn warmup(e: &mut Explained, view: &WorkerView, inp: &RuleInputs<'_>) {
     let elapsed = view.registered_for_ms(inp.now_ms);
     if elapsed < c.warmup_ms {
         let remaining = 1.0 - elapsed as f64 / c.warmup_ms as f64;
+        let why = r(
+            K::WarmingUp,
+            elapsed as f64 / 1000.0,
+            c.warmup_ms as f64 / 1000.0,
+            c.warmup_max_deduct,
+            0.0,
+            0.0,
+        );
         e.deduct(
             "warming_up",
             c.warmup_max_deduct * remaining,
-            format!(
-                "registered {} s ago, within the {} s warm-up: {} points falling to 0",
-                num(elapsed as f64 / 1000.0),
-                num(c.warmup_ms as f64 / 1000.0),
-                num(c.warmup_max_deduct)
-            ),
+            why,
             Some(elapsed as f64),
         );
     }

@@ -1,0 +1,206 @@
+//! Explanation sentences, formatted only when a response is serialised.
+//!
+//! Scoring records a [`Reason`] — a sentence template and its numbers — on
+//! the hot path; the text is produced by `Display` (and by `Serialize`, which
+//! uses it), so the decision path pays no float formatting or allocation for
+//! explanations that a caller may never read.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::fmt::{num, pct};
+
+/// Which sentence an adjustment explains itself with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonKind {
+    /// `[age_s, limit_s]`
+    HeartbeatDead,
+    /// `[factor]`
+    Compacting,
+    /// `[factor]`
+    UnderRepair,
+    /// `[cpu, threshold, points_per_step, step, max]`
+    CpuHigh,
+    /// `[p99_ms, ratio, baseline_ms]`
+    RttHigh,
+    /// `[rate, points_per_percent, max]`
+    Errors,
+    /// `[depth, watermark]`
+    QueueHigh,
+    /// `[available, threshold]`
+    MemoryLow,
+    /// `[await_ms, threshold_ms, write_weight (0 for reads)]`
+    DiskSlow,
+    /// `[loss, threshold]`
+    NetworkLoss,
+    /// `[hit_rate, threshold]`
+    CacheCold,
+    /// `[memtable_mib, threshold_mib]`
+    MemtableLarge,
+    /// `[elapsed_s, warmup_s, max_points]`
+    WarmingUp,
+    /// `[score_before]`
+    Clamp,
+    /// `[age_s, fresh_s, dead_s, freshness]`
+    StaleTelemetry,
+    /// `[cap]`
+    StaleCap,
+    /// `[picks, points_per_pick, cap]`
+    InFlight,
+}
+
+/// An explanation: a template with its numbers, or free text for rare cases.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// A templated sentence; unused trailing numbers are zero.
+    Template(ReasonKind, [f64; 5]),
+    /// A sentence built by the caller (unknown workers, penalty states).
+    Text(String),
+}
+
+impl Reason {
+    /// A templated reason.
+    pub fn new(kind: ReasonKind, args: [f64; 5]) -> Self {
+        Self::Template(kind, args)
+    }
+}
+
+impl From<String> for Reason {
+    fn from(s: String) -> Self {
+        Self::Text(s)
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_owned())
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ReasonKind as K;
+        let (kind, a) = match self {
+            Self::Text(s) => return f.write_str(s),
+            Self::Template(k, a) => (*k, a),
+        };
+        match kind {
+            K::HeartbeatDead => write!(
+                f,
+                "last report {} s ago is older than the {} s liveness limit",
+                num(a[0]),
+                num(a[1])
+            ),
+            K::Compacting => write!(f, "worker is compacting: score ×{}", num(a[0])),
+            K::UnderRepair => write!(f, "worker is under repair: score ×{}", num(a[0])),
+            K::CpuHigh => write!(
+                f,
+                "CPU {} is above {}: {} points per {} over, at most {}",
+                pct(a[0]),
+                pct(a[1]),
+                num(a[2]),
+                pct(a[3]),
+                num(a[4])
+            ),
+            K::RttHigh => write!(
+                f,
+                "RTT p99 {} ms is {} above the {} ms baseline",
+                num(a[0]),
+                pct(a[1]),
+                num(a[2])
+            ),
+            K::Errors => write!(
+                f,
+                "error rate {} costs {} points per 1%, at most {}",
+                pct(a[0]),
+                num(a[1]),
+                num(a[2])
+            ),
+            K::QueueHigh => write!(
+                f,
+                "queue depth {} is above the high watermark {}",
+                num(a[0]),
+                num(a[1])
+            ),
+            K::MemoryLow => write!(f, "available memory {} is below {}", pct(a[0]), pct(a[1])),
+            K::DiskSlow => {
+                write!(
+                    f,
+                    "disk IO await {} ms is above {} ms",
+                    num(a[0]),
+                    num(a[1])
+                )?;
+                if a[2] > 0.0 {
+                    write!(f, " (weighted ×{} for a write)", num(a[2]))?;
+                }
+                Ok(())
+            }
+            K::NetworkLoss => write!(f, "network loss {} is above {}", pct(a[0]), pct(a[1])),
+            K::CacheCold => write!(f, "cache hit rate {} is below {}", pct(a[0]), pct(a[1])),
+            K::MemtableLarge => write!(
+                f,
+                "memtable {} MiB is above {} MiB (a flush is due)",
+                num(a[0]),
+                num(a[1])
+            ),
+            K::WarmingUp => write!(
+                f,
+                "registered {} s ago, within the {} s warm-up: {} points falling to 0",
+                num(a[0]),
+                num(a[1]),
+                num(a[2])
+            ),
+            K::Clamp => write!(f, "score {} brought back into the 0..=100 range", num(a[0])),
+            K::StaleTelemetry => write!(
+                f,
+                "last report {} s old (fresh up to {} s, dead at {} s): freshness {}, signals pulled toward the pool median or thresholds",
+                num(a[0]),
+                num(a[1]),
+                num(a[2]),
+                num(a[3])
+            ),
+            K::StaleCap => write!(
+                f,
+                "a stale report cannot outrank the fresh candidates' median score {}",
+                num(a[0])
+            ),
+            K::InFlight => write!(
+                f,
+                "{} picks handed out since the last report ({} points each, at most {})",
+                num(a[0]),
+                num(a[1]),
+                num(a[2])
+            ),
+        }
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_render_with_clean_numbers() {
+        let r = Reason::new(ReasonKind::RttHigh, [12.5, 0.25, 10.0, 0.0, 0.0]);
+        assert_eq!(
+            r.to_string(),
+            "RTT p99 12.5 ms is 25% above the 10 ms baseline"
+        );
+        let r = Reason::new(ReasonKind::DiskSlow, [100.0, 50.0, 2.0, 0.0, 0.0]);
+        assert_eq!(
+            r.to_string(),
+            "disk IO await 100 ms is above 50 ms (weighted ×2 for a write)"
+        );
+        assert_eq!(
+            serde_json::to_string(&Reason::from("x")).ok().as_deref(),
+            Some("\"x\"")
+        );
+    }
+}
