@@ -30,6 +30,8 @@ pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 5_000;
 pub const DEFAULT_DEAD_AFTER_MS: u64 = 10_000;
 /// Default EWMA smoothing factor: weight of the newest sample, in (0, 1].
 pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;
+/// Default silence after which a worker is forgotten, ms (10 min).
+pub const DEFAULT_FORGET_AFTER_MS: u64 = 600_000;
 /// Default maximum number of tracked workers.
 pub const DEFAULT_MAX_WORKERS: usize = 100_000;
 
@@ -191,6 +193,9 @@ pub struct TelemetryConfig {
     pub ewma_alpha: f64,
     /// Most workers tracked at once; new ids beyond it are rejected. Default 100_000.
     pub max_workers: usize,
+    /// A worker silent for longer than this is forgotten (state, history,
+    /// metrics), ms; must be >= `dead_after_ms`. Default 600_000.
+    pub forget_after_ms: u64,
 }
 
 impl Default for TelemetryConfig {
@@ -200,6 +205,7 @@ impl Default for TelemetryConfig {
             dead_after_ms: DEFAULT_DEAD_AFTER_MS,
             ewma_alpha: DEFAULT_EWMA_ALPHA,
             max_workers: DEFAULT_MAX_WORKERS,
+            forget_after_ms: DEFAULT_FORGET_AFTER_MS,
         }
     }
 }
@@ -415,6 +421,15 @@ impl Config {
         }
         if t.dead_after_ms == 0 {
             return bad("telemetry.dead_after_ms", "must be at least 1".to_owned());
+        }
+        if t.forget_after_ms < t.dead_after_ms {
+            return bad(
+                "telemetry.forget_after_ms",
+                format!(
+                    "must be >= telemetry.dead_after_ms ({}), got {}",
+                    t.dead_after_ms, t.forget_after_ms
+                ),
+            );
         }
         let c = &self.scoring;
         for (key, v) in [

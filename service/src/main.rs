@@ -32,6 +32,16 @@ async fn main() -> anyhow::Result<()> {
     let listen = config.server.listen.clone();
     tracing::info!(config_hash = %config.hash(), %listen, "starting");
     let state = AppState::new(Engine::new(config), Arc::new(SystemClock::new()));
+    let sweeper = {
+        let (engine, clock) = (state.engine.clone(), state.clock.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                engine.forget_silent(clock.monotonic_ms());
+            }
+        })
+    };
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -39,6 +49,7 @@ async fn main() -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server error")?;
+    sweeper.abort();
     tracing::info!("stopped");
     Ok(())
 }

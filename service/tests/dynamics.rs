@@ -411,3 +411,49 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
     assert!(!out.known_decision && !out.released);
     assert_eq!(sim.engine.counters().feedback_unknown_decision, 1);
 }
+
+#[test]
+fn warm_up_alone_does_not_eject_a_new_worker() {
+    let mut c = Config::default(); // warm-up on: 10 points falling over 30 s
+    c.selection.slow_start_new_workers = true;
+    let mut sim = Sim::new(c);
+    // Rule score without warm-up: 100 × 0.7 − 8 (cpu 0.9) − 15 (p99 20) = 47,
+    // inside the 40..=60 band; warm-up would push it to ~37.
+    let meh = |id: &str, ts: u64| {
+        let mut s = Snapshot::new(id, ts);
+        (s.cpu_usage, s.rtt_ms_avg, s.rtt_ms_p99) = (0.9, 5.0, 20.0);
+        s.compacting = true;
+        s
+    };
+    for k in 0..3 {
+        sim.at(k * 10);
+        sim.report(&[meh], &["wu"]);
+    }
+    let r = sim.score(&["wu"], "none");
+    assert!(
+        r.scores[0].rule_score < 40.0,
+        "warm-up still shows: {}",
+        r.scores[0].rule_score
+    );
+    assert_eq!(sim.state("wu").0, PenaltyState::Healthy);
+}
+
+#[test]
+fn mistaken_feedback_does_not_consume_the_decision() {
+    let mut sim = Sim::new(config());
+    sim.report(&[healthy, healthy], &["a", "b"]);
+    let r = sim.score(&["a", "b"], "max");
+    let picked = r.pick.clone().expect("pick");
+    let other = if picked == "a" { "b" } else { "a" };
+    let mut fb = service::engine::Feedback {
+        decision_id: r.decision_id.clone(),
+        worker_id: other.into(),
+        latency_ms: 1.0,
+        success: true,
+    };
+    let out = sim.engine.feedback(&fb, sim.now).expect("valid");
+    assert!(out.known_decision && !out.released);
+    fb.worker_id = picked;
+    let out = sim.engine.feedback(&fb, sim.now).expect("valid");
+    assert!(out.known_decision && out.released);
+}

@@ -329,3 +329,95 @@ async fn bad_context_headers_are_422() {
         );
     }
 }
+
+#[tokio::test]
+async fn wrong_method_is_json_405() {
+    let app = seeded().await;
+    let (s, b) = app.get("/v1/score").await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(b["error"]["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn wrong_json_types_are_422_not_400() {
+    let app = seeded().await;
+    for body in [
+        r#"{"key":"k","candidates":["w1"],"context":{"request_type":1}}"#,
+        r#"{"key":"k","candidates":["w1"],"context":[1]}"#,
+        r#"{"key":5,"candidates":["w1"]}"#,
+    ] {
+        let (s, b) = app.post("/v1/score", body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {b}");
+        assert_eq!(b["error"]["code"], "invalid_body");
+    }
+    let (s, b) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1"]} trailing"#)
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+}
+
+#[tokio::test]
+async fn huge_invalid_batches_list_at_most_100_problems() {
+    let app = seeded().await;
+    let many: Vec<Value> = (0..500)
+        .map(|i| {
+            let mut s = snap(&format!("x{i}"), WALL);
+            s["error_rate"] = json!(-1.0);
+            s
+        })
+        .collect();
+    let (s, b) = app
+        .post_json("/v1/telemetry", &json!({"snapshots": many}))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["error"]["details"].as_array().map(Vec::len), Some(100));
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("500 problems"),
+        "{b}"
+    );
+}
+
+#[tokio::test]
+async fn workers_are_paged() {
+    let app = test_app(no_warmup());
+    let many: Vec<Value> = (0..25).map(|i| snap(&format!("w{i:02}"), WALL)).collect();
+    app.post_json("/v1/telemetry", &json!({"snapshots": many}))
+        .await;
+    let (s, b) = app.get("/v1/workers?limit=10&offset=20").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["total"], 25);
+    let ids: Vec<&str> = b["workers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|w| w["worker_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["w20", "w21", "w22", "w23", "w24"]);
+    for bad in ["limit=0", "limit=10001", "offset=-1", "bogus=1"] {
+        let (s, b) = app.get(&format!("/v1/workers?{bad}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {b}");
+    }
+}
+
+#[tokio::test]
+async fn tiny_capacity_and_control_characters_in_region_are_rejected() {
+    let app = seeded().await;
+    let mut s = snap("w7", WALL);
+    s["capacity"] = json!(5e-324);
+    let b = assert_rejected(
+        &app,
+        &json!({"snapshots": [s]}).to_string(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_telemetry",
+    )
+    .await;
+    assert_eq!(b["error"]["details"][0]["field"], "capacity");
+    let (s, _) = app
+        .post(
+            "/v1/score",
+            r#"{"key":"k","candidates":["w1"],"context":{"client_region":"a\u0000b"}}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}

@@ -567,7 +567,10 @@ impl PenaltyTracker {
         };
         // Streaks restart at cooldown end, which `evaluate` has not recorded yet.
         let (low_streak, good_streak) = if state == self.state {
-            (self.low_streak, self.good_streak)
+            (
+                self.low_streak.min(cfg.cooldown_after_consecutive_low),
+                self.good_streak.min(cfg.recover_consecutive),
+            )
         } else {
             (0, 0)
         };

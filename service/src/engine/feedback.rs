@@ -72,28 +72,46 @@ impl RecentDecisions {
         let mut s = self.shards[shard_of(decision_id)]
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if s.picks.len() >= self.per_shard
-            && let Some(old) = s.order.pop_front()
-        {
-            s.picks.remove(&old);
-        }
         if s.picks
             .insert(decision_id.to_owned(), worker_id.to_owned())
             .is_none()
         {
             s.order.push_back(decision_id.to_owned());
         }
+        // `order` may hold ids already taken; it bounds memory either way.
+        while s.order.len() > self.per_shard {
+            if let Some(old) = s.order.pop_front() {
+                s.picks.remove(&old);
+            }
+        }
     }
 
-    /// Forget `decision_id` and return the worker it picked.
-    pub(super) fn take(&self, decision_id: &str) -> Option<String> {
+    /// Look `decision_id` up; forget it only when its pick was `worker_id`, so
+    /// a mistaken feedback does not consume the decision.
+    pub(super) fn take_if_picked(&self, decision_id: &str, worker_id: &str) -> Lookup {
         let mut s = self.shards[shard_of(decision_id)]
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let w = s.picks.remove(decision_id)?;
-        s.order.retain(|d| d != decision_id);
-        Some(w)
+        match s.picks.get(decision_id) {
+            None => Lookup::Unknown,
+            Some(w) if w != worker_id => Lookup::OtherWorker,
+            Some(_) => {
+                s.picks.remove(decision_id);
+                Lookup::Picked
+            }
+        }
     }
+}
+
+/// What the remembered decisions say about a feedback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Not remembered (restart, eviction, or already answered).
+    Unknown,
+    /// Remembered, but another worker was picked.
+    OtherWorker,
+    /// Remembered and this worker was picked; now forgotten.
+    Picked,
 }
 
 /// Why a feedback body was refused (422).
@@ -133,15 +151,15 @@ impl Engine {
             return bad("latency_ms", "must be a finite number of ms >= 0");
         }
         self.counters.feedback.fetch_add(1, Ordering::Relaxed);
-        let picked = self.decisions.take(&f.decision_id);
-        let known = picked.is_some();
+        let lookup = self.decisions.take_if_picked(&f.decision_id, &f.worker_id);
+        let known = lookup != Lookup::Unknown;
         if !known {
             self.counters
                 .feedback_unknown_decision
                 .fetch_add(1, Ordering::Relaxed);
         }
         let mut released = false;
-        if picked.as_deref() == Some(f.worker_id.as_str())
+        if lookup == Lookup::Picked
             && let Some(slot) = self.registry.get(&f.worker_id)
         {
             slot.inflight().release(now_ms);
@@ -165,11 +183,12 @@ mod tests {
             r.remember(&format!("d{i}"), "w");
         }
         let kept = (0..1000)
-            .filter(|i| r.take(&format!("d{i}")).is_some())
+            .filter(|i| r.take_if_picked(&format!("d{i}"), "w") == Lookup::Picked)
             .count();
         assert!(kept <= SHARDS, "{kept}");
         r.remember("x", "w1");
-        assert_eq!(r.take("x").as_deref(), Some("w1"));
-        assert_eq!(r.take("x"), None);
+        assert_eq!(r.take_if_picked("x", "w2"), Lookup::OtherWorker);
+        assert_eq!(r.take_if_picked("x", "w1"), Lookup::Picked);
+        assert_eq!(r.take_if_picked("x", "w1"), Lookup::Unknown);
     }
 }

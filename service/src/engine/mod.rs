@@ -138,6 +138,7 @@ impl Engine {
             dead_after_ms: cfg.telemetry.dead_after_ms,
             request_type: None,
             now_ms: now_mono_ms,
+            warmup: false,
         };
         let score = |v: &crate::state::WorkerView| rule_score(v, &inputs).0.score;
         let icfg = IngestConfig {
@@ -162,12 +163,24 @@ impl Engine {
         Ok(out)
     }
 
+    /// Forget workers silent for longer than `telemetry.forget_after_ms` at
+    /// monotonic `now_ms` (the binary calls this every second); returns how
+    /// many were forgotten. Each is logged at info level.
+    pub fn forget_silent(&self, now_ms: u64) -> usize {
+        let after = self.config.load().telemetry.forget_after_ms;
+        let gone = self.registry.forget_silent(now_ms, after);
+        for id in &gone {
+            tracing::info!(worker = %id, forget_after_ms = after, "worker forgotten after silence");
+        }
+        gone.len()
+    }
+
     /// Whether at least one worker reported within `telemetry.dead_after_ms`.
     pub fn has_live_worker(&self, now_ms: u64) -> bool {
         let dead = self.config.load().telemetry.dead_after_ms;
         self.registry
-            .table()
-            .values()
+            .slots()
+            .iter()
             .any(|w| w.view().age_ms(now_ms) <= dead)
     }
 }

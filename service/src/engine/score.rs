@@ -140,15 +140,15 @@ impl Engine {
             dead_after_ms: cfg.telemetry.dead_after_ms,
             request_type: context.request_type,
             now_ms,
+            warmup: true,
         };
         let fresh_cfg = FreshnessConfig {
             fresh_ms: cfg.freshness.fresh_ms,
             dead_after_ms: cfg.telemetry.dead_after_ms,
         };
 
-        let table = self.registry.table();
         let slots: Vec<Option<Arc<WorkerSlot>>> =
-            ids.iter().map(|id| table.get(*id).cloned()).collect();
+            ids.iter().map(|id| self.registry.get(id)).collect();
         let views: Vec<Option<Arc<WorkerView>>> = slots
             .iter()
             .map(|s| s.as_ref().map(|s| s.view_full()))
@@ -390,7 +390,7 @@ impl Engine {
             self.counters
                 .panic_decisions
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%decision_id, "panic mode: no eligible candidate, ranking live ones");
+            tracing::debug!(%decision_id, "panic mode: no eligible candidate, ranking live ones");
         }
 
         // Rank by rule score for the context features (0 = best).

@@ -10,6 +10,9 @@ use serde::Serialize;
 use crate::engine::{FeedbackError, ScoreError};
 use crate::state::IngestError;
 
+/// Most per-field problems listed in one answer (the message gives the total).
+pub const MAX_DETAILS: usize = 100;
+
 /// An error answer.
 #[derive(Debug)]
 pub struct ApiError {
@@ -80,11 +83,18 @@ impl From<IngestError> for ApiError {
             IngestError::Batch(msg) => {
                 Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_telemetry", msg)
             }
-            IngestError::Invalid(details) => {
-                let message = details
+            IngestError::Invalid(mut details) => {
+                let total = details.len();
+                let first = details
                     .first()
                     .map(|d| format!("snapshot {} field `{}`: {}", d.index, d.field, d.reason))
                     .unwrap_or_default();
+                details.truncate(MAX_DETAILS);
+                let message = if total > MAX_DETAILS {
+                    format!("{total} problems, the first {MAX_DETAILS} listed; {first}")
+                } else {
+                    first
+                };
                 Self {
                     status: StatusCode::UNPROCESSABLE_ENTITY,
                     code: "invalid_telemetry",

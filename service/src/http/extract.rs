@@ -1,18 +1,37 @@
 //! A JSON extractor whose rejections are [`ApiError`]s with JSON bodies.
 
-use axum::extract::rejection::JsonRejection;
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 
-/// Like [`axum::Json`], but a malformed body answers 400 `malformed_json`, a
-/// body that does not fit the type (unknown field, wrong type, missing
-/// field) 422 `invalid_body` naming the field, an oversized body 413
-/// `body_too_large`, a missing content type 415.
+/// Like [`axum::Json`], but every rejection is a JSON error:
+/// - no `content-type: application/json` (or `+json`) → 415 `unsupported_media_type`;
+/// - body over `server.max_body_bytes` → 413 `body_too_large`;
+/// - not JSON at all (including `NaN`/`Infinity` tokens) → 400 `malformed_json`;
+/// - valid JSON that does not fit the type (unknown field, wrong type,
+///   missing field) → 422 `invalid_body`, naming the field's path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
+
+fn is_json(req: &Request) -> bool {
+    let Some(ct) = req.headers().get(header::CONTENT_TYPE) else {
+        return false;
+    };
+    let Ok(ct) = ct.to_str() else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
@@ -22,35 +41,55 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Self(v)),
-            Err(rej) => Err(rejection(rej)),
+        if !is_json(&req) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected `content-type: application/json`",
+            ));
         }
-    }
-}
-
-fn rejection(rej: JsonRejection) -> ApiError {
-    let text = rej.body_text();
-    match rej {
-        JsonRejection::JsonDataError(_) => {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", text)
-        }
-        JsonRejection::JsonSyntaxError(_) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", text)
-        }
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "expected `content-type: application/json`",
-        ),
-        other => {
-            let status = other.status();
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            let status = rej.status();
             let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
                 "body_too_large"
             } else {
                 "bad_body"
             };
-            ApiError::new(status, code, text)
-        }
+            ApiError::new(status, code, rej.body_text())
+        })?;
+        parse(&bytes).map(Self)
     }
+}
+
+/// Deserialize `bytes` into `T`, classifying failures as described on [`ApiJson`].
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let err = match serde_path_to_error::deserialize::<_, T>(&mut *de) {
+        Ok(v) => {
+            return de.end().map(|()| v).map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
+            });
+        }
+        Err(err) => err,
+    };
+    let path = err.path().to_string();
+    let inner = err.into_inner();
+    // serde_json calls some type mismatches "syntax"; a body that parses as a
+    // JSON value is well-formed all the same, so it is a 422, not a 400.
+    Err(
+        if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+            let at = if path == "." {
+                String::new()
+            } else {
+                format!("{path}: ")
+            };
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                format!("{at}{inner}"),
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", inner.to_string())
+        },
+    )
 }

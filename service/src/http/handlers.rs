@@ -93,9 +93,13 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
             ApiError::unprocessable(format!("header X-Batch-Size `{v}` is not a whole number"))
         })?);
     }
-    if ctx.client_region.as_ref().is_some_and(|r| r.len() > 64) {
+    if ctx
+        .client_region
+        .as_ref()
+        .is_some_and(|r| r.len() > 64 || r.chars().any(char::is_control))
+    {
         return Err(ApiError::unprocessable(
-            "`context.client_region` is longer than 64 bytes",
+            "`context.client_region` must be at most 64 bytes without control characters",
         ));
     }
     if ctx.batch_size == Some(0) {
@@ -177,13 +181,41 @@ impl From<HistoryStats> for HistoryView {
     }
 }
 
-/// `GET /v1/workers`: every tracked worker, sorted by id.
-pub(super) async fn workers(State(st): State<AppState>) -> impl IntoResponse {
+/// Query of `GET /v1/workers`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WorkersQuery {
+    /// Workers per page, 1..=10_000. Default 1000.
+    limit: Option<usize>,
+    /// Workers to skip (by id order). Default 0.
+    offset: Option<usize>,
+}
+
+/// Largest `limit` of `GET /v1/workers`.
+pub const MAX_WORKERS_PAGE: usize = 10_000;
+
+/// `GET /v1/workers?limit=&offset=`: tracked workers sorted by id, one page.
+pub(super) async fn workers(
+    State(st): State<AppState>,
+    q: Result<axum::extract::Query<WorkersQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let q = q.map_err(|e| ApiError::unprocessable(e.body_text()))?.0;
+    let limit = q.limit.unwrap_or(1000);
+    if !(1..=MAX_WORKERS_PAGE).contains(&limit) {
+        return Err(ApiError::unprocessable(format!(
+            "`limit` must be 1..={MAX_WORKERS_PAGE}, got {limit}"
+        )));
+    }
+    let offset = q.offset.unwrap_or(0);
     let now = st.clock.monotonic_ms();
     let cfg = st.engine.config();
-    let table = st.engine.registry().table();
-    let mut out: Vec<WorkerInfo> = table
-        .values()
+    let mut slots = st.engine.registry().slots();
+    let total = slots.len();
+    slots.sort_by(|a, b| a.view().worker_id.cmp(&b.view().worker_id));
+    let out: Vec<WorkerInfo> = slots
+        .iter()
+        .skip(offset)
+        .take(limit)
         .map(|slot| {
             let v = slot.view_full();
             let registered = v.registered_for_ms(now);
@@ -207,8 +239,9 @@ pub(super) async fn workers(State(st): State<AppState>) -> impl IntoResponse {
             }
         })
         .collect();
-    out.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
-    Json(json!({ "workers": out }))
+    Ok(Json(
+        json!({ "total": total, "offset": offset, "workers": out }),
+    ))
 }
 
 /// `GET /v1/features`: the observation vector's schema.
@@ -244,6 +277,15 @@ pub(super) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
                          "reason": "no worker has reported within telemetry.dead_after_ms" })),
         )
     }
+}
+
+/// Known route, wrong method: 405 with a JSON body.
+pub(super) async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
 }
 
 /// Unknown routes: 404 with a JSON body.

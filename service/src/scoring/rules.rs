@@ -23,6 +23,9 @@ pub struct RuleInputs<'a> {
     pub request_type: Option<RequestType>,
     /// Server monotonic now, ms.
     pub now_ms: u64,
+    /// Apply the warm-up deduction. Off when feeding the penalty state
+    /// machine: a new worker's warm-up is not a health signal.
+    pub warmup: bool,
 }
 
 fn r(kind: K, a: f64, b: f64, c: f64, d: f64, e: f64) -> Reason {
@@ -109,7 +112,9 @@ pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) 
         e.deduct("queue_high", c.queue_deduct, why, Some(s.queue_depth));
     }
     optional_deductions(&mut e, view, inp);
-    warmup(&mut e, view, inp);
+    if inp.warmup {
+        warmup(&mut e, view, inp);
+    }
     e.clamp();
     (e, true)
 }

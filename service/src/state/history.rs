@@ -71,6 +71,7 @@ impl History {
             .filter_map(|s| s.cache_hit_rate.map(|c| (secs(s), c)))
             .collect();
         let n = self.ring.len() as f64;
+        // Error rates are fractions in 0..=1: these sums cannot overflow.
         let err_stddev = if self.ring.is_empty() {
             0.0
         } else {
@@ -106,7 +107,8 @@ pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
         return None;
     }
     let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    Some(sxy / sxx)
+    // Extreme (accepted) values can overflow the sums: no trend rather than NaN.
+    Some(sxy / sxx).filter(|s| s.is_finite())
 }
 
 #[cfg(test)]
@@ -158,5 +160,6 @@ mod tests {
         assert_eq!(slope(&[(1.0, 2.0)]), None);
         assert_eq!(slope(&[(1.0, 2.0), (1.0, 3.0)]), None);
         assert_eq!(slope(&[(0.0, 0.0), (2.0, 1.0)]), Some(0.5));
+        assert_eq!(slope(&[(0.0, 1e308), (1.0, 1.7e308), (2.0, 1e308)]), None);
     }
 }

@@ -83,11 +83,34 @@ pub struct IngestConfig<'a> {
     pub rule_score: &'a dyn Fn(&WorkerView) -> f64,
 }
 
+/// Shards of the worker table; registering a worker copies one shard only.
+pub const SHARDS: usize = 64;
+
+type Shard = HashMap<Arc<str>, Arc<WorkerSlot>>;
+
 /// The table of known workers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
-    workers: ArcSwap<HashMap<Arc<str>, Arc<WorkerSlot>>>,
+    shards: Box<[ArcSwap<Shard>]>,
     ingest: Mutex<()>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| ArcSwap::from_pointee(Shard::new()))
+                .collect(),
+            ingest: Mutex::new(()),
+        }
+    }
+}
+
+fn shard_of(id: &str) -> usize {
+    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (h % SHARDS as u64) as usize
 }
 
 impl Registry {
@@ -98,17 +121,52 @@ impl Registry {
 
     /// Look a worker up by id without locking or allocating.
     pub fn get(&self, worker_id: &str) -> Option<Arc<WorkerSlot>> {
-        self.workers.load().get(worker_id).cloned()
+        self.shards[shard_of(worker_id)]
+            .load()
+            .get(worker_id)
+            .cloned()
     }
 
-    /// A consistent snapshot of the whole table (one atomic load).
-    pub fn table(&self) -> Arc<HashMap<Arc<str>, Arc<WorkerSlot>>> {
-        self.workers.load_full()
+    /// Every tracked worker (one atomic load per shard), in no particular order.
+    pub fn slots(&self) -> Vec<Arc<WorkerSlot>> {
+        self.shards
+            .iter()
+            .flat_map(|sh| sh.load().values().cloned().collect::<Vec<_>>())
+            .collect()
     }
 
     /// Number of tracked workers.
     pub fn len(&self) -> usize {
-        self.workers.load().len()
+        self.shards.iter().map(|sh| sh.load().len()).sum()
+    }
+
+    /// Forget workers whose last report is older than `forget_after_ms` at
+    /// monotonic `now_ms`; returns their ids. Their history, penalty state
+    /// and in-flight count go with them; a later report registers them anew.
+    pub fn forget_silent(&self, now_ms: u64, forget_after_ms: u64) -> Vec<Arc<str>> {
+        let _writer = self.ingest.lock().unwrap_or_else(|e| e.into_inner());
+        self.forget_locked(now_ms, forget_after_ms)
+    }
+
+    fn forget_locked(&self, now_ms: u64, forget_after_ms: u64) -> Vec<Arc<str>> {
+        let mut gone = Vec::new();
+        for sh in self.shards.iter() {
+            let cur = sh.load_full();
+            let old = |slot: &Arc<WorkerSlot>| slot.view().age_ms(now_ms) > forget_after_ms;
+            if !cur.values().any(old) {
+                continue;
+            }
+            let mut next = (*cur).clone();
+            next.retain(|id, slot| {
+                let keep = !old(slot);
+                if !keep {
+                    gone.push(id.clone());
+                }
+                keep
+            });
+            sh.store(Arc::new(next));
+        }
+        gone
     }
 
     /// True when no worker is tracked.
@@ -149,7 +207,6 @@ impl Registry {
         // A poisoned lock only means a previous writer panicked; the data it
         // guards is `()`, and views are replaced atomically, so continue.
         let _writer = self.ingest.lock().unwrap_or_else(|e| e.into_inner());
-        let table = self.workers.load_full();
 
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
@@ -198,7 +255,7 @@ impl Registry {
                     ),
                 );
             }
-            if let Some(slot) = table.get(s.worker_id.as_str()) {
+            if let Some(slot) = self.get(&s.worker_id) {
                 let last = slot.view().last_timestamp_ms;
                 if s.timestamp_ms <= last {
                     err(
@@ -217,17 +274,21 @@ impl Registry {
         }
         let new = batch
             .iter()
-            .filter(|s| !table.contains_key(s.worker_id.as_str()))
+            .filter(|s| self.get(&s.worker_id).is_none())
             .count();
-        if table.len() + new > tcfg.max_workers {
-            return Err(IngestError::TooManyWorkers {
-                limit: tcfg.max_workers,
-                new,
-            });
+        if new > 0 && self.len() + new > tcfg.max_workers {
+            // Make room from workers silent for longer than forget_after_ms first.
+            self.forget_locked(now_mono_ms, tcfg.forget_after_ms);
+            if self.len() + new > tcfg.max_workers {
+                return Err(IngestError::TooManyWorkers {
+                    limit: tcfg.max_workers,
+                    new,
+                });
+            }
         }
 
-        // Everything is valid: apply. New workers go into one copied table.
-        let mut new_table = (new > 0).then(|| (*table).clone());
+        // Everything is valid: apply. New workers go into one copy per touched shard.
+        let mut new_shards: HashMap<usize, Shard> = HashMap::new();
         let mut transitions = Vec::new();
         let mut evaluate = |mut view: WorkerView| {
             let score = (icfg.rule_score)(&view);
@@ -244,7 +305,7 @@ impl Registry {
                 error_rate: s.error_rate,
                 cache_hit_rate: s.cache_hit_rate,
             };
-            match table.get(s.worker_id.as_str()) {
+            match self.get(&s.worker_id) {
                 Some(slot) => {
                     let mut hist = slot.history.lock().unwrap_or_else(|e| e.into_inner());
                     hist.push(sample);
@@ -263,14 +324,16 @@ impl Registry {
                         history: Mutex::new(hist),
                         inflight: InFlight::new(icfg.inflight_decay_ms),
                     };
-                    if let Some(t) = new_table.as_mut() {
-                        t.insert(Arc::from(s.worker_id.as_str()), Arc::new(slot));
-                    }
+                    let i = shard_of(&s.worker_id);
+                    new_shards
+                        .entry(i)
+                        .or_insert_with(|| (*self.shards[i].load_full()).clone())
+                        .insert(Arc::from(s.worker_id.as_str()), Arc::new(slot));
                 }
             }
         }
-        if let Some(t) = new_table {
-            self.workers.store(Arc::new(t));
+        for (i, shard) in new_shards {
+            self.shards[i].store(Arc::new(shard));
         }
         Ok(IngestOutcome {
             accepted: batch.len(),
@@ -422,6 +485,31 @@ mod tests {
         assert_eq!(err, IngestError::TooManyWorkers { limit: 1, new: 1 });
         // An existing worker still reports.
         assert!(with_cfg(&r, &[snap("a", WALL + 1, 0.5)], 3, &tcfg, &scfg).is_ok());
+    }
+
+    #[test]
+    fn silent_workers_are_forgotten_and_make_room() {
+        let r = Registry::new();
+        let tcfg = TelemetryConfig {
+            max_workers: 2,
+            forget_after_ms: 1_000,
+            ..TelemetryConfig::default()
+        };
+        let scfg = ServerConfig::default();
+        with_cfg(
+            &r,
+            &[snap("a", WALL, 0.5), snap("b", WALL, 0.5)],
+            0,
+            &tcfg,
+            &scfg,
+        )
+        .unwrap();
+        with_cfg(&r, &[snap("b", WALL + 1, 0.5)], 900, &tcfg, &scfg).unwrap();
+        // `a` has been silent 1001 ms: registering `c` forgets it.
+        with_cfg(&r, &[snap("c", WALL + 2, 0.5)], 1_001, &tcfg, &scfg).unwrap();
+        assert!(r.get("a").is_none() && r.get("b").is_some() && r.get("c").is_some());
+        assert_eq!(r.forget_silent(2_000, 1_000), vec![Arc::<str>::from("b")]);
+        assert_eq!(r.len(), 1);
     }
 
     #[test]

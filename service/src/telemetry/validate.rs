@@ -12,6 +12,10 @@ use super::Snapshot;
 pub const MAX_WORKER_ID_BYTES: usize = 128;
 /// Longest accepted `region`, bytes.
 pub const MAX_REGION_BYTES: usize = 64;
+/// Smallest accepted relative `capacity` (keeps selection weights above zero).
+pub const MIN_CAPACITY: f64 = 1e-3;
+/// Largest accepted relative `capacity`.
+pub const MAX_CAPACITY: f64 = 1e6;
 /// CPU values in `(1, CPU_CLAMP_LIMIT]` are clamped to 1 (multi-core accounting
 /// quirks); above it they are rejected.
 pub const CPU_CLAMP_LIMIT: f64 = 4.0;
@@ -153,12 +157,12 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
         );
     }
     if let Some(c) = s.capacity
-        && !(c.is_finite() && c > 0.0)
+        && !(MIN_CAPACITY..=MAX_CAPACITY).contains(&c)
     {
         err(
             "capacity",
             "out_of_range",
-            format!("capacity {c} must be a finite number > 0"),
+            format!("capacity {c} must be within {MIN_CAPACITY}..={MAX_CAPACITY}"),
         );
     }
     out.cpu_clamped = s.cpu_usage > 1.0 && s.cpu_usage <= CPU_CLAMP_LIMIT;
@@ -209,7 +213,7 @@ mod tests {
         s.error_rate = f64::NAN;
         s.disk_io_await_ms = Some(f64::INFINITY);
         s.cache_hit_rate = Some(1.5);
-        s.capacity = Some(0.0);
+        s.capacity = Some(5e-324);
         let f = fields(&s);
         for want in [
             "rtt_ms_avg",
