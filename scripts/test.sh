@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -16,5 +17,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 # The packaged redis-server starts a system instance on 6379; the tests start
 # their own on free ports and never touch it.
+
+# pyarrow reads the decision log in the interop test, as data scientists would.
+if ! python3 -c 'import pyarrow' >/dev/null 2>&1; then
+  echo "installing: pyarrow (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check pyarrow \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow
+fi
 
 cargo test --workspace --all-targets

@@ -13,6 +13,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::decision_log::LogConfig;
 pub use crate::dynamics::{InFlightConfig, PenaltyConfig};
 use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
 
@@ -75,6 +76,8 @@ pub struct Config {
     pub inflight: InFlightConfig,
     /// `[selection]`: policies, propensities and panic mode (issue #3).
     pub selection: SelectionSection,
+    /// `[log]`: the Parquet decision log (issue #4).
+    pub log: LogConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -529,6 +532,12 @@ impl Config {
         }
         if let Err(e) = crate::selection::Selector::new(sel.selector_config()) {
             return bad("selection", e.to_string());
+        }
+        if let Err(e) = self.log.validate() {
+            return bad(
+                &format!("log.{}", e.split_whitespace().next().unwrap_or("")),
+                e,
+            );
         }
         if sel.remembered_decisions == 0 {
             return bad(

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use service::clock::SystemClock;
 use service::config::Config;
+use service::decision_log::DecisionLog;
 use service::{AppState, Engine, app};
 use tracing_subscriber::EnvFilter;
 
@@ -31,7 +32,21 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref()).context("invalid configuration")?;
     let listen = config.server.listen.clone();
     tracing::info!(config_hash = %config.hash(), %listen, "starting");
-    let state = AppState::new(Engine::new(config), Arc::new(SystemClock::new()));
+    let clock = Arc::new(SystemClock::new());
+    let log_cfg = config.log.clone();
+    let mut engine = Engine::new(config);
+    if log_cfg.enabled {
+        let log =
+            DecisionLog::start(log_cfg, clock.clone()).context("cannot start the decision log")?;
+        let s = log.stats();
+        tracing::info!(
+            recovered = s.recovered,
+            quarantined = s.quarantined,
+            "decision log started"
+        );
+        engine = engine.with_log(Arc::new(log));
+    }
+    let state = AppState::new(engine, clock);
     let sweeper = {
         let (engine, clock) = (state.engine.clone(), state.clock.clone());
         tokio::spawn(async move {
@@ -45,11 +60,17 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    axum::serve(listener, app(state))
+    axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server error")?;
     sweeper.abort();
+    if let Some(log) = state.engine.decision_log() {
+        // Requests have drained: flush and close the current files.
+        log.shutdown()
+            .context("decision log did not close cleanly")?;
+        tracing::info!(stats = ?log.stats(), "decision log closed");
+    }
     tracing::info!("stopped");
     Ok(())
 }

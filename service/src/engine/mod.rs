@@ -11,6 +11,7 @@
 
 mod feedback;
 mod freshness;
+mod logging;
 mod score;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use score::ScoreError;
 
 use crate::config::Config;
+use crate::decision_log::DecisionLog;
 use crate::key::{HotnessTracker, SecondSegmentSharding, ShardingStrategy};
 use crate::scoring::{RuleInputs, rule_score};
 use crate::selection::Selector;
@@ -69,6 +71,8 @@ pub struct Engine {
     selector: Selector,
     decisions: feedback::RecentDecisions,
     counters: Counters,
+    log: Option<Arc<DecisionLog>>,
+    config_hash: String,
 }
 
 impl Engine {
@@ -85,6 +89,7 @@ impl Engine {
         // A validated config always builds a selector; fall back to defaults otherwise.
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
         let decisions = feedback::RecentDecisions::new(config.selection.remembered_decisions);
+        let config_hash = config.hash();
         Self {
             config: ArcSwap::from_pointee(config),
             registry: Registry::new(),
@@ -93,7 +98,26 @@ impl Engine {
             selector,
             decisions,
             counters: Counters::default(),
+            log: None,
+            config_hash,
         }
+    }
+
+    /// Attach a decision log: [`Engine::score_and_log`] and
+    /// [`Engine::feedback_and_log`] write to it.
+    pub fn with_log(mut self, log: Arc<DecisionLog>) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// The attached decision log, if any.
+    pub fn decision_log(&self) -> Option<&Arc<DecisionLog>> {
+        self.log.as_ref()
+    }
+
+    /// Hash of the configuration, written into every decision row.
+    pub fn config_hash(&self) -> &str {
+        &self.config_hash
     }
 
     /// The current configuration.

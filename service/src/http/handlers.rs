@@ -118,13 +118,16 @@ pub(super) async fn score(
 ) -> Result<Json<ScoreResponse>, ApiError> {
     let ctx = merged_context(req.context.clone(), &headers)?;
     let id = uuid::Uuid::now_v7().to_string();
-    let now = st.clock.monotonic_ms();
+    let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
     let resp = match req.seed {
         Some(seed) => {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            st.engine.score(&req, &ctx, now, id, &mut rng)
+            st.engine
+                .score_and_log(&req, &ctx, mono, wall, id, &mut rng)
         }
-        None => st.engine.score(&req, &ctx, now, id, &mut rand::rng()),
+        None => st
+            .engine
+            .score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
     }?;
     Ok(Json(resp))
 }
@@ -134,7 +137,19 @@ pub(super) async fn feedback(
     State(st): State<AppState>,
     ApiJson(f): ApiJson<Feedback>,
 ) -> Result<Json<FeedbackOutcome>, ApiError> {
-    Ok(Json(st.engine.feedback(&f, st.clock.monotonic_ms())?))
+    let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
+    Ok(Json(st.engine.feedback_and_log(&f, mono, wall)?))
+}
+
+/// `GET /v1/log/stats`: decision-log counters (all zero without a log).
+pub(super) async fn log_stats(State(st): State<AppState>) -> impl IntoResponse {
+    let stats = st
+        .engine
+        .decision_log()
+        .map(|l| l.stats())
+        .unwrap_or_default();
+    let enabled = st.engine.decision_log().is_some();
+    Json(json!({ "enabled": enabled, "stats": stats }))
 }
 
 /// `GET /v1/stats`: decision, panic-mode and feedback counters.

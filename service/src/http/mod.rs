@@ -46,6 +46,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/score", post(handlers::score))
         .route("/v1/feedback", post(handlers::feedback))
         .route("/v1/stats", get(handlers::stats))
+        .route("/v1/log/stats", get(handlers::log_stats))
         .route("/v1/workers", get(handlers::workers))
         .route("/v1/features", get(handlers::features))
         .route("/healthz", get(handlers::healthz))

@@ -1,0 +1,96 @@
+//! Sustained throughput of the writer path: `decisions_batch` + `ArrowWriter`
+//! (zstd, the log's writer properties) for 10k decisions × 16 candidates.
+
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use parquet::arrow::ArrowWriter;
+use service::decision_log::rolling::writer_properties;
+use service::decision_log::{
+    CandidateRow, DecisionRecord, LogConfig, decisions_batch, decisions_schema,
+};
+use service::features::FEATURE_COUNT;
+
+const DECISIONS: usize = 10_000;
+const CANDIDATES: usize = 16;
+/// Decisions per `RecordBatch` (≈ one 65,536-row group).
+const CHUNK: usize = 4_096;
+
+fn records() -> Vec<DecisionRecord> {
+    (0..DECISIONS)
+        .map(|i| DecisionRecord {
+            decision_id: format!("0192f3a4-{i:08x}-7c1e-9d2b-5e6f7a8b9c0d"),
+            ts_ms: 1_709_632_800_000 + i as i64,
+            key_prefix: format!("tenant-{}:session", i % 97),
+            shard_id: Some((i % 64) as u64),
+            request_type: Some("get"),
+            client_region: Some("eu-west-1".to_string()),
+            timeout_ms: Some(250),
+            batch_size: Some((i % 32) as u32 + 1),
+            policy: "softmax",
+            panic: false,
+            model_version: Some("model-2024-03-01".to_string()),
+            arm: if i.is_multiple_of(2) {
+                Some("a".to_string())
+            } else {
+                None
+            },
+            config_hash: "9f8e7d6c5b4a".to_string(),
+            candidates: (0..CANDIDATES)
+                .map(|j| {
+                    let mut features = [0f32; FEATURE_COUNT];
+                    for (k, f) in features.iter_mut().enumerate() {
+                        // Pseudo-random but deterministic values, like real telemetry.
+                        let x = ((i * 31 + j * 17 + k * 7) % 1_009) as f32;
+                        *f = x / 1_009.0 * (k as f32 + 1.0);
+                    }
+                    CandidateRow {
+                        worker_id: format!("kv-worker-{j:03}"),
+                        eligible: !j.is_multiple_of(5),
+                        rule_score: (i * j) as f64 * 0.001,
+                        model_action: Some(j as f64 * 0.1),
+                        final_score: 1.0 / (j as f64 + 1.0),
+                        probability: Some(1.0 / CANDIDATES as f64),
+                        picked: j == i % CANDIDATES,
+                        penalty_state: "none",
+                        fallback_reason: None,
+                        features,
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let recs = records();
+    let props = writer_properties(&LogConfig::default());
+    let path = std::env::temp_dir().join(format!("dlog-bench-{}.parquet", std::process::id()));
+    let mut g = c.benchmark_group("writer");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((DECISIONS * CANDIDATES) as u64));
+    g.bench_function("decisions_batch+ArrowWriter zstd, 10k x 16", |b| {
+        b.iter(|| {
+            let file = std::fs::File::create(&path).expect("bench temp file");
+            let mut w = ArrowWriter::try_new(file, decisions_schema(), Some(props.clone()))
+                .expect("writer");
+            for chunk in recs.chunks(CHUNK) {
+                let batch = decisions_batch(chunk).expect("batch");
+                w.write(&batch).expect("write");
+            }
+            black_box(w.close().expect("close"));
+        })
+    });
+    g.finish();
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "file size for {} rows: {size} bytes",
+        DECISIONS * CANDIDATES
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

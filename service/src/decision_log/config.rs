@@ -1,0 +1,162 @@
+//! [`LogConfig`]: where and how much to log, with documented defaults.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default for [`LogConfig::enabled`].
+pub const DEFAULT_ENABLED: bool = true;
+/// Default for [`LogConfig::dir`] (relative to the working directory).
+pub const DEFAULT_DIR: &str = "data/decisions";
+/// Directory name of the outcomes log when [`LogConfig::outcomes_dir`] is `None`:
+/// a sibling of [`LogConfig::dir`].
+pub const DEFAULT_OUTCOMES_DIR_NAME: &str = "outcomes";
+/// Default for [`LogConfig::sample_rate`]: log every decision.
+pub const DEFAULT_SAMPLE_RATE: f64 = 1.0;
+/// Default for [`LogConfig::max_rows`], rows per file.
+pub const DEFAULT_MAX_ROWS: u64 = 1_000_000;
+/// Default for [`LogConfig::max_bytes`], bytes per file (256 MiB).
+pub const DEFAULT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Default for [`LogConfig::max_age_ms`], milliseconds a file stays open.
+pub const DEFAULT_MAX_AGE_MS: u64 = 60_000;
+/// Default for [`LogConfig::row_group_rows`], rows per Parquet row group.
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 65_536;
+/// Default for [`LogConfig::channel_capacity`], records queued between the request
+/// path and the writer thread.
+pub const DEFAULT_CHANNEL_CAPACITY: usize = 65_536;
+
+/// Decision log settings. Every field has a default (the `DEFAULT_*` constants);
+/// unknown keys are rejected when deserializing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Master switch; when false nothing is accepted or written.
+    pub enabled: bool,
+    /// Root directory of the decisions log.
+    pub dir: PathBuf,
+    /// Root directory of the outcomes log; `None` means `<parent of dir>/outcomes`.
+    pub outcomes_dir: Option<PathBuf>,
+    /// Fraction of decision ids logged, in [0, 1]; see [`super::sampling`].
+    pub sample_rate: f64,
+    /// Roll a file once it holds this many rows (≥ 1).
+    pub max_rows: u64,
+    /// Roll a file once its estimated size reaches this many bytes (≥ 1).
+    pub max_bytes: u64,
+    /// Roll a file this many milliseconds after it was opened (≥ 1).
+    pub max_age_ms: u64,
+    /// Maximum rows per Parquet row group (≥ 1).
+    pub row_group_rows: usize,
+    /// Capacity of the bounded channel to the writer thread, in records (≥ 1).
+    pub channel_capacity: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            enabled: DEFAULT_ENABLED,
+            dir: PathBuf::from(DEFAULT_DIR),
+            outcomes_dir: None,
+            sample_rate: DEFAULT_SAMPLE_RATE,
+            max_rows: DEFAULT_MAX_ROWS,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_age_ms: DEFAULT_MAX_AGE_MS,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every value.
+    ///
+    /// # Errors
+    /// A message starting with the offending key and giving its value:
+    /// `sample_rate` outside [0, 1] or NaN, an empty `dir`/`outcomes_dir`, or
+    /// `max_rows`, `max_bytes`, `max_age_ms`, `row_group_rows`, `channel_capacity` < 1.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.sample_rate.is_finite() && (0.0..=1.0).contains(&self.sample_rate)) {
+            return Err(format!(
+                "sample_rate must be in [0, 1], got {}",
+                self.sample_rate
+            ));
+        }
+        if self.dir.as_os_str().is_empty() {
+            return Err("dir must not be empty".to_string());
+        }
+        if self
+            .outcomes_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err("outcomes_dir must not be empty when set".to_string());
+        }
+        let at_least_one: [(&str, u64); 5] = [
+            ("max_rows", self.max_rows),
+            ("max_bytes", self.max_bytes),
+            ("max_age_ms", self.max_age_ms),
+            (
+                "row_group_rows",
+                u64::try_from(self.row_group_rows).unwrap_or(u64::MAX),
+            ),
+            (
+                "channel_capacity",
+                u64::try_from(self.channel_capacity).unwrap_or(u64::MAX),
+            ),
+        ];
+        for (key, value) in at_least_one {
+            if value < 1 {
+                return Err(format!("{key} must be >= 1, got {value}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The outcomes directory: `outcomes_dir`, or `outcomes` next to `dir`.
+    pub fn resolved_outcomes_dir(&self) -> PathBuf {
+        match &self.outcomes_dir {
+            Some(d) => d.clone(),
+            None => self
+                .dir
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join(DEFAULT_OUTCOMES_DIR_NAME),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_outcomes_is_a_sibling() {
+        let c = LogConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.resolved_outcomes_dir(), PathBuf::from("data/outcomes"));
+        assert_eq!(c.max_bytes, 268_435_456);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let bad = |f: fn(&mut LogConfig)| {
+            let mut c = LogConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(bad(|c| c.sample_rate = 1.5).starts_with("sample_rate"));
+        assert!(bad(|c| c.sample_rate = f64::NAN).starts_with("sample_rate"));
+        assert!(bad(|c| c.max_rows = 0).starts_with("max_rows"));
+        assert!(bad(|c| c.max_bytes = 0).starts_with("max_bytes"));
+        assert!(bad(|c| c.max_age_ms = 0).starts_with("max_age_ms"));
+        assert!(bad(|c| c.row_group_rows = 0).starts_with("row_group_rows"));
+        assert!(bad(|c| c.channel_capacity = 0).starts_with("channel_capacity"));
+    }
+
+    #[test]
+    fn serde_defaults_and_unknown_keys() {
+        let c: LogConfig = serde_json::from_str(r#"{"sample_rate":0.25}"#).unwrap();
+        assert_eq!(c.sample_rate, 0.25);
+        assert_eq!(c.max_rows, DEFAULT_MAX_ROWS);
+        assert!(serde_json::from_str::<LogConfig>(r#"{"sample_rat":0.25}"#).is_err());
+    }
+}

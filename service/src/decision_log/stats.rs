@@ -1,0 +1,79 @@
+//! [`LogStats`]: counters of the decision log, and the atomics behind them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// A snapshot of the log's counters (all monotone except `open_rows`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LogStats {
+    /// Rows (decision-candidate rows plus outcome rows) in files closed and renamed
+    /// to their final names by this process.
+    pub written_rows: u64,
+    /// Records refused because the channel was full (not counting sampled-out
+    /// records, records offered while disabled or after shutdown).
+    pub dropped: u64,
+    /// Final files written by this process.
+    pub files: u64,
+    /// Bytes of the final files written by this process (on-disk sizes).
+    pub bytes: u64,
+    /// Leftover in-progress files moved to `quarantine/` at start-up.
+    pub quarantined: u64,
+    /// Leftover in-progress files found complete and renamed at start-up.
+    pub recovered: u64,
+    /// Decision records accepted into the channel.
+    pub decisions_logged: u64,
+    /// Outcome records accepted into the channel.
+    pub outcomes_logged: u64,
+    /// Write, close or rename failures of the writer thread; the open file's rows
+    /// are lost on each (the in-progress file is left for start-up recovery).
+    pub write_errors: u64,
+    /// Gauge: rows written into currently open (in-progress) files.
+    pub open_rows: u64,
+}
+
+/// The live atomics; [`Counters::snapshot`] gives a [`LogStats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub written_rows: AtomicU64,
+    pub dropped: AtomicU64,
+    pub files: AtomicU64,
+    pub bytes: AtomicU64,
+    pub quarantined: AtomicU64,
+    pub recovered: AtomicU64,
+    pub decisions_logged: AtomicU64,
+    pub outcomes_logged: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub open_rows: AtomicU64,
+}
+
+impl Counters {
+    /// Adds `n` to `counter` (relaxed: counters are independent).
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Subtracts `n` from a gauge, saturating at 0.
+    pub fn sub(counter: &AtomicU64, n: u64) {
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_sub(n))
+        });
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> LogStats {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LogStats {
+            written_rows: r(&self.written_rows),
+            dropped: r(&self.dropped),
+            files: r(&self.files),
+            bytes: r(&self.bytes),
+            quarantined: r(&self.quarantined),
+            recovered: r(&self.recovered),
+            decisions_logged: r(&self.decisions_logged),
+            outcomes_logged: r(&self.outcomes_logged),
+            write_errors: r(&self.write_errors),
+            open_rows: r(&self.open_rows),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The decision log end to end (issue #4): HTTP → Parquet → reader, the
+//! files read by pyarrow, backpressure without slowing `/v1/score`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Float32Type, Float64Type};
+use axum::http::StatusCode;
+use common::{WALL, no_warmup};
+use serde_json::{Value, json};
+use service::clock::ManualClock;
+use service::config::Config;
+use service::decision_log::{DecisionLog, LogConfig, LogKind, join_outcomes, read_dir};
+use service::{AppState, Engine, app};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("scorer-{tag}-{}-{}", std::process::id(), WALL));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn logged_app(root: &Path, tweak: impl FnOnce(&mut LogConfig)) -> common::TestApp {
+    let mut cfg: Config = no_warmup();
+    cfg.log.dir = root.join("decisions");
+    tweak(&mut cfg.log);
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let log = DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log starts");
+    let state = AppState::new(Engine::new(cfg).with_log(Arc::new(log)), clock.clone());
+    common::TestApp {
+        router: app(state.clone()),
+        clock,
+        state,
+    }
+}
+
+fn snap(id: &str, ts: u64, cpu: f64) -> Value {
+    json!({"worker_id": id, "timestamp_ms": ts, "cpu_usage": cpu, "queue_depth": 2,
+           "rtt_ms_avg": 1.0, "rtt_ms_p99": 6.0, "error_rate": 0.0, "cache_hit_rate": 0.9})
+}
+
+#[tokio::test]
+async fn decisions_round_trip_through_parquet_bit_equal() {
+    let dir = TempDir::new("roundtrip");
+    let t = logged_app(&dir.0, |_| {});
+    let batch =
+        json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.75), snap("c", WALL, 0.9)]});
+    assert_eq!(t.post_json("/v1/telemetry", &batch).await.0, StatusCode::OK);
+    let mut responses = Vec::new();
+    for i in 0..30u64 {
+        t.clock.advance(7);
+        let body = json!({"key": format!("user:{i}:profile"), "candidates": ["a", "b", "c", "ghost"],
+                          "context": {"request_type": if i % 2 == 0 { "GET" } else { "PUT" }, "timeout_ms": 50},
+                          "explain": true, "seed": i});
+        let (s, b) = t.post_json("/v1/score", &body).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        responses.push(b);
+    }
+    for r in responses.iter().take(10) {
+        let fb = json!({"decision_id": r["decision_id"], "worker_id": r["pick"], "latency_ms": 4.5, "success": true});
+        assert_eq!(t.post_json("/v1/feedback", &fb).await.0, StatusCode::OK);
+    }
+    let log = t.state.engine.decision_log().expect("log").clone();
+    log.shutdown().expect("clean close");
+    let (_, stats) = t.get("/v1/log/stats").await;
+    assert_eq!(stats["stats"]["written_rows"], 30 * 4 + 10, "{stats}");
+    assert_eq!(stats["stats"]["dropped"], 0);
+
+    let decisions = read_dir(&dir.0.join("decisions"), LogKind::Decisions).expect("readable");
+    let outcomes = read_dir(&dir.0.join("outcomes"), LogKind::Outcomes).expect("readable");
+    assert_eq!(decisions.rows, 120);
+    assert_eq!(outcomes.rows, 10);
+    assert!(
+        decisions.skipped.is_empty()
+            && decisions
+                .files
+                .iter()
+                .all(|f| { f.to_string_lossy().contains("/dt=2025-06-15/decisions-") }),
+        "{:?}",
+        decisions.files
+    );
+
+    // Every row equals what the HTTP answer said, features bit for bit.
+    let joined = join_outcomes(&decisions, &outcomes).expect("join");
+    let col = |name: &str| {
+        joined
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
+    let ids = col("decision_id");
+    let ids = ids.as_string::<i32>();
+    let workers = col("worker_id");
+    let workers = workers.as_string::<i32>();
+    let rule = col("rule_score");
+    let rule = rule.as_primitive::<Float64Type>();
+    let prob = col("probability");
+    let prob = prob.as_primitive::<Float64Type>();
+    let picked = col("picked");
+    let picked = picked.as_boolean();
+    let latency = col("latency_ms");
+    let latency = latency.as_primitive::<Float64Type>();
+    let features = col("features");
+    let features = features.as_fixed_size_list();
+    let mut matched_outcomes = 0;
+    for row in 0..joined.num_rows() {
+        let r = responses
+            .iter()
+            .find(|r| r["decision_id"] == ids.value(row))
+            .expect("decision logged once per response");
+        let s = r["scores"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["worker_id"] == workers.value(row)))
+            .expect("candidate");
+        assert_eq!(
+            rule.value(row),
+            s["rule_score"].as_f64().unwrap_or(f64::NAN)
+        );
+        assert_eq!(
+            prob.value(row),
+            s["probability"].as_f64().unwrap_or(f64::NAN)
+        );
+        assert_eq!(picked.value(row), r["pick"] == workers.value(row));
+        let fv = features.value(row);
+        let fv = fv.as_primitive::<Float32Type>();
+        let want: Vec<u32> = s["features"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| (x.as_f64().unwrap_or(f64::NAN) as f32).to_bits())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let got: Vec<u32> = fv.values().iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, want, "features of row {row}");
+        if !latency.is_null(row) {
+            matched_outcomes += 1;
+            assert_eq!(latency.value(row), 4.5);
+        }
+    }
+    assert_eq!(matched_outcomes, 10);
+
+    // Data scientists' tools read the files as they are.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check_parquet.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&dir.0)
+        .args(["120", "10"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "pyarrow check failed (scripts/test.sh installs pyarrow): {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_blocked_writer_drops_and_counts_but_never_blocks_scoring() {
+    let dir = TempDir::new("backpressure");
+    let t = logged_app(&dir.0, |c| c.channel_capacity = 4);
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.5)]});
+    t.post_json("/v1/telemetry", &batch).await;
+    let log = t.state.engine.decision_log().expect("log").clone();
+    let hold = log.hold_writer();
+    for _ in 0..50 {
+        let (s, _) = t
+            .post("/v1/score", r#"{"key":"k","candidates":["a","b"]}"#)
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    let (_, stats) = t.get("/v1/log/stats").await;
+    assert_eq!(stats["stats"]["dropped"], 46, "{stats}");
+    drop(hold);
+    log.shutdown().expect("clean close");
+    let decisions = read_dir(&dir.0.join("decisions"), LogKind::Decisions).expect("readable");
+    assert_eq!(
+        decisions.rows,
+        4 * 2,
+        "exactly the accepted decisions are on disk"
+    );
+}
+
+#[tokio::test]
+async fn sampling_keeps_decisions_and_their_outcomes_together() {
+    let dir = TempDir::new("sampling");
+    let t = logged_app(&dir.0, |c| c.sample_rate = 0.5);
+    t.post_json(
+        "/v1/telemetry",
+        &json!({"snapshots": [snap("a", WALL, 0.2)]}),
+    )
+    .await;
+    let mut kept = 0;
+    for _ in 0..200 {
+        let (_, r) = t
+            .post("/v1/score", r#"{"key":"k","candidates":["a"]}"#)
+            .await;
+        let fb = json!({"decision_id": r["decision_id"], "worker_id": "a", "latency_ms": 1.0, "success": true});
+        t.post_json("/v1/feedback", &fb).await;
+        kept += usize::from(
+            t.state
+                .engine
+                .decision_log()
+                .is_some_and(|l| l.sampled(r["decision_id"].as_str().unwrap_or(""))),
+        );
+    }
+    let log = t.state.engine.decision_log().expect("log").clone();
+    log.shutdown().expect("close");
+    let d = read_dir(&dir.0.join("decisions"), LogKind::Decisions).expect("readable");
+    let o = read_dir(&dir.0.join("outcomes"), LogKind::Outcomes).expect("readable");
+    assert_eq!((d.rows, o.rows), (kept, kept));
+    assert!(
+        (60..=140).contains(&kept),
+        "about half of 200 sampled: {kept}"
+    );
+}
