@@ -18,6 +18,26 @@ fi
 # The packaged redis-server starts a system instance on 6379; the tests start
 # their own on free ports and never touch it.
 
+# lightgbm3 builds LightGBM from source: cmake >= 3.28 (Debian's is older,
+# so from PyPI) and libclang for bindgen.
+cmake_ok() {
+  command -v cmake >/dev/null 2>&1 || return 1
+  local v; v=$(cmake --version | head -n1 | awk '{print $3}')
+  [ "$(printf '%s\n3.28\n' "$v" | sort -V | head -n1)" = "3.28" ]
+}
+if ! cmake_ok; then
+  echo "installing: cmake>=3.28 (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check 'cmake>=3.28' \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'cmake>=3.28'
+  hash -r
+fi
+if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
+  echo "installing: libclang-dev"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libclang-dev
+fi
+
 # pyarrow reads the decision log in the interop test, as data scientists would.
 if ! python3 -c 'import pyarrow' >/dev/null 2>&1; then
   echo "installing: pyarrow (PyPI)"

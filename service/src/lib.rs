@@ -16,6 +16,7 @@ pub mod features;
 mod fmt;
 pub mod http;
 pub mod key;
+pub mod model;
 pub mod scoring;
 pub mod selection;
 pub mod state;

@@ -1,0 +1,123 @@
+//! HTTP throughput of `POST /v1/score` with the decision log on vs off,
+//! measured in the same run on loopback (issue #4; target: logging costs
+//! <= 5%). Rounds alternate between the two servers so machine noise hits
+//! both; the median of the rounds is reported.
+//!
+//! `cargo bench -p service --bench http_log_overhead`
+
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use service::clock::SystemClock;
+use service::config::Config;
+use service::decision_log::DecisionLog;
+use service::{AppState, Engine, app};
+
+const WORKERS: usize = 16;
+const CLIENTS: usize = 8;
+const REQUESTS_PER_ROUND: usize = 4_000;
+const ROUNDS: usize = 7;
+
+async fn serve(log: bool, dir: &std::path::Path) -> String {
+    let mut cfg = Config::default();
+    cfg.scoring.warmup_ms = 0;
+    cfg.log.dir = dir.join("decisions");
+    let clock = Arc::new(SystemClock::new());
+    let mut engine = Engine::new(cfg.clone());
+    if log {
+        let l = DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log");
+        engine = engine.with_log(Arc::new(l));
+    }
+    let state = AppState::new(engine, clock);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app(state)).await });
+    format!("http://{addr}")
+}
+
+async fn round(client: &reqwest::Client, base: &str, body: &serde_json::Value) -> f64 {
+    let start = Instant::now();
+    let per = REQUESTS_PER_ROUND / CLIENTS;
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (c, url, b) = (client.clone(), format!("{base}/v1/score"), body.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per {
+                let r = c.post(&url).json(&b).send().await.expect("send");
+                assert!(r.status().is_success());
+                let _ = r.bytes().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client");
+    }
+    (per * CLIENTS) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo test --all-targets` runs benches once in test mode: keep that quick.
+    let quick =
+        std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
+    let dir = std::env::temp_dir().join(format!("scorer-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let on = serve(true, &dir.join("on")).await;
+    let off = serve(false, &dir.join("off")).await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CLIENTS)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let snaps: Vec<_> = (0..WORKERS)
+        .map(|i| json!({"worker_id": format!("w{i}"), "timestamp_ms": now, "cpu_usage": (i % 10) as f64 / 10.0,
+                        "queue_depth": i % 30, "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0 + i as f64, "error_rate": 0.0}))
+        .collect();
+    for base in [&on, &off] {
+        let r = client
+            .post(format!("{base}/v1/telemetry"))
+            .json(&json!({"snapshots": snaps}))
+            .send()
+            .await
+            .expect("telemetry");
+        assert!(r.status().is_success());
+    }
+    let body = json!({"key": "user:1:profile", "candidates": (0..WORKERS).map(|i| format!("w{i}")).collect::<Vec<_>>()});
+    if quick {
+        let _ = round(&client, &on, &body).await;
+        println!("http_log_overhead: smoke run ok (run with `cargo bench` for figures)");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let (mut on_rps, mut off_rps) = (Vec::new(), Vec::new());
+    let _ = round(&client, &off, &body).await; // warm-up
+    for _ in 0..ROUNDS {
+        on_rps.push(round(&client, &on, &body).await);
+        off_rps.push(round(&client, &off, &body).await);
+    }
+    let (m_on, m_off) = (median(on_rps), median(off_rps));
+    println!(
+        "POST /v1/score, {WORKERS} candidates, {CLIENTS} keep-alive clients, {ROUNDS} alternating rounds of {REQUESTS_PER_ROUND}"
+    );
+    println!("  log off: median {m_off:.0} req/s");
+    println!("  log on:  median {m_on:.0} req/s");
+    println!(
+        "  logging costs {:.1}% of throughput",
+        (1.0 - m_on / m_off) * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,800 @@
+//! Export of a LightGBM binary model to an ONNX `ModelProto`, in pure Rust.
+//!
+//! Input: an [`LgbModel`], the LightGBM tree structure as written in
+//! LightGBM's text model (`Booster::save_string` / `model.txt`; field meanings
+//! from LightGBM `include/LightGBM/tree.h`). Output graph (opsets `""` v13 and
+//! `ai.onnx.ml` v3):
+//!
+//! ```text
+//! features f32[N, F] ─▶ ai.onnx.ml.TreeEnsembleRegressor ─▶ margin f32[N, 1]
+//!                                                         └▶ Sigmoid ─▶ probability f32[N, 1]
+//! ```
+//!
+//! `F = max_feature_idx + 1`, `margin` is LightGBM's raw score (n_targets 1,
+//! aggregate SUM, post_transform NONE, no base_values: LightGBM folds
+//! `boost_from_average` into the first tree), `probability = 1 / (1 + e^-margin)`.
+//!
+//! Exactness. LightGBM compares `x <= t` in f64 (tree.h `NumericalDecision`)
+//! while the ONNX graph sees f32 inputs. Each threshold is exported as
+//! [`f32_round_down`]`(t)`, the largest f32 `<= t` (adjusted near zero, below): for every f32 `x`,
+//! `x <= t` ⇔ `x <= f32_round_down(t)`, so every branch equals LightGBM's on
+//! f32 inputs (including ±∞; NaN is handled by the missing-value rule below).
+//! Rounding to the nearest f32 instead breaks this for `x` between `t` and a
+//! nearest value above it.
+//!
+//! Missing values (tree.h `NumericalDecision`, `decision_type` bits 2–3):
+//! * missing type NaN (2): NaN goes to the `default_left` side (bit 1) →
+//!   `nodes_missing_value_tracks_true = default_left`;
+//! * missing type None (0): NaN is replaced by 0.0 before the comparison →
+//!   `tracks_true = (0.0 <= t)`;
+//! * missing type Zero (1), categorical splits (bit 0), linear trees,
+//!   multiclass and non-binary objectives are refused with an [`ExportError`].
+//!
+//! Near-zero inputs. LightGBM's prediction on a dense matrix (C API
+//! `RowPairFunctionFromDenseMatrix`) reads every value with
+//! `|x| <= kZeroThreshold` (`meta.h`: `1e-35f`, exactly an f32) as 0.0 before
+//! walking the trees. This changes the branch only for thresholds
+//! `t ∈ [-kZeroThreshold, kZeroThreshold)`, which LightGBM does emit (its bin
+//! bounds around zero are `±kZeroThreshold`). [`lightgbm_threshold_f32`] folds
+//! that rule into the exported threshold, so the exported branch equals
+//! LightGBM's for **every** f32 input (checked against real LightGBM in the
+//! `trainer` tests).
+
+use prost::Message;
+use tract_onnx::pb;
+use tract_onnx::pb::attribute_proto::AttributeType;
+
+use crate::model::ensemble::{
+    EnsembleError, FlatEnsemble, MODE_BRANCH_LEQ, MODE_LEAF, TreeEnsembleAttributes,
+};
+use crate::model::op::ML_DOMAIN;
+
+/// Name of the graph input (`f32 [N, F]`).
+pub const INPUT_NAME: &str = "features";
+/// Name of the raw-margin output (`f32 [N, 1]`).
+pub const MARGIN_OUTPUT: &str = "margin";
+/// Name of the probability output (`f32 [N, 1]`).
+pub const PROBABILITY_OUTPUT: &str = crate::model::op::PROBABILITY_OUTPUT;
+/// Default-domain opset imported by the exported model.
+pub const ONNX_OPSET: i64 = 13;
+/// `ai.onnx.ml` opset imported by the exported model.
+pub const ML_OPSET: i64 = 3;
+/// ONNX IR version written (IR 8 = ONNX 1.10, the first with `ai.onnx.ml` v3).
+pub const IR_VERSION: i64 = 8;
+
+/// `decision_type` bit 0: categorical split (LightGBM tree.h `kCategoricalMask`).
+pub const CATEGORICAL_MASK: u8 = 1;
+/// `decision_type` bit 1: missing values go left (LightGBM tree.h `kDefaultLeftMask`).
+pub const DEFAULT_LEFT_MASK: u8 = 2;
+
+/// LightGBM missing-value handling of a split, `decision_type` bits 2–3
+/// (tree.h `MissingType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingType {
+    /// 0: no special handling; NaN is treated as 0.0.
+    None,
+    /// 1: zero (and `|x| <= 1e-35`, and NaN) go to the default side.
+    Zero,
+    /// 2: NaN goes to the default side.
+    NaN,
+}
+
+impl MissingType {
+    /// Decodes bits 2–3 of a LightGBM `decision_type`; `None` for the unused value 3.
+    pub fn from_decision_type(decision_type: u8) -> Option<MissingType> {
+        match (decision_type >> 2) & 3 {
+            0 => Some(MissingType::None),
+            1 => Some(MissingType::Zero),
+            2 => Some(MissingType::NaN),
+            _ => None,
+        }
+    }
+}
+
+/// One LightGBM tree, field by field as in the text model's `Tree=` block.
+///
+/// Internal nodes are `0..num_leaves-1`, leaves `0..num_leaves`. A child
+/// `c >= 0` is internal node `c`, `c < 0` is leaf `!c` (= `-c-1`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LgbTree {
+    /// Number of leaves (>= 1); a tree with one leaf has no splits.
+    pub num_leaves: usize,
+    /// Feature index of each split (`num_leaves - 1` entries).
+    pub split_feature: Vec<u32>,
+    /// f64 threshold of each split: go left when `x <= threshold`.
+    pub threshold: Vec<f64>,
+    /// Split flags: bit 0 categorical, bit 1 default_left, bits 2–3 missing type.
+    pub decision_type: Vec<u8>,
+    /// Left child of each split (negative: leaf `!c`).
+    pub left_child: Vec<i32>,
+    /// Right child of each split (negative: leaf `!c`).
+    pub right_child: Vec<i32>,
+    /// Output of each leaf (`num_leaves` entries), shrinkage already applied.
+    pub leaf_value: Vec<f64>,
+    /// Whether the leaves hold linear models (`is_linear=1`); refused by export.
+    pub is_linear: bool,
+    /// Learning rate applied to this tree (informational).
+    pub shrinkage: f64,
+}
+
+/// A LightGBM model: header fields and trees in iteration order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LgbModel {
+    /// `num_class` (1 for binary and regression).
+    pub num_class: usize,
+    /// `num_tree_per_iteration` (1 unless multiclass).
+    pub num_tree_per_iteration: usize,
+    /// `max_feature_idx`: the model reads `max_feature_idx + 1` features.
+    pub max_feature_idx: usize,
+    /// `objective` line, e.g. `binary sigmoid:1`.
+    pub objective: String,
+    /// Trees, in the order LightGBM sums them.
+    pub trees: Vec<LgbTree>,
+}
+
+/// Why a model could not be exported.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExportError {
+    /// More than one class / tree per iteration.
+    #[error(
+        "multiclass models are not supported (num_class {num_class}, trees per iteration {per_iteration})"
+    )]
+    Multiclass {
+        /// `num_class`.
+        num_class: usize,
+        /// `num_tree_per_iteration`.
+        per_iteration: usize,
+    },
+    /// The objective is not `binary` with `sigmoid:1`.
+    #[error(
+        "objective `{0}` is not supported: only `binary` with sigmoid:1 maps to the Sigmoid output"
+    )]
+    Objective(String),
+    /// The model has no trees.
+    #[error("the model has no trees")]
+    NoTrees,
+    /// A tree has linear leaves.
+    #[error("tree {tree} is a linear tree; linear trees are not supported")]
+    LinearTree {
+        /// Tree index.
+        tree: usize,
+    },
+    /// A split is categorical.
+    #[error("tree {tree} split {node} is categorical; categorical splits are not supported")]
+    Categorical {
+        /// Tree index.
+        tree: usize,
+        /// Split index.
+        node: usize,
+    },
+    /// A split uses missing type Zero.
+    #[error("tree {tree} split {node} uses missing type Zero (zero_as_missing); not supported")]
+    MissingZero {
+        /// Tree index.
+        tree: usize,
+        /// Split index.
+        node: usize,
+    },
+    /// A split has an invalid missing type (value 3) or a NaN threshold.
+    #[error("tree {tree} split {node}: {reason}")]
+    BadSplit {
+        /// Tree index.
+        tree: usize,
+        /// Split index.
+        node: usize,
+        /// Details.
+        reason: String,
+    },
+    /// Array lengths or child indices are inconsistent.
+    #[error("tree {tree} is malformed: {reason}")]
+    Malformed {
+        /// Tree index.
+        tree: usize,
+        /// Details.
+        reason: String,
+    },
+    /// The produced ensemble failed validation (should not happen for a well-formed tree).
+    #[error("exported ensemble is invalid: {0}")]
+    Ensemble(#[from] EnsembleError),
+}
+
+/// How f64 thresholds become f32 (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThresholdRounding {
+    /// Largest f32 `<= t`: exact for every f32 input. Always use this.
+    #[default]
+    Down,
+    /// Nearest f32 (`t as f32`). Wrong on boundary inputs; exists to demonstrate that in tests.
+    Nearest,
+}
+
+/// Export options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportOptions {
+    /// Threshold rounding; default [`ThresholdRounding::Down`].
+    pub rounding: ThresholdRounding,
+}
+
+/// The largest f32 that is `<= t` (rounding toward −∞).
+///
+/// For every f32 `x` (as f64), `x <= t` ⇔ `x <= f32_round_down(t)`.
+/// `t > f32::MAX` gives `f32::MAX`, `t < -f32::MAX` gives −∞, ±∞ map to
+/// themselves, NaN stays NaN.
+pub fn f32_round_down(t: f64) -> f32 {
+    let f = t as f32; // round to nearest, ties to even; saturates to ±inf
+    if f64::from(f) > t { f.next_down() } else { f }
+}
+
+/// LightGBM `kZeroThreshold` (`include/LightGBM/meta.h`: `const double kZeroThreshold = 1e-35f;`,
+/// a float literal, so exactly `1e-35f32` widened to f64 = 1.0000000180025095e-35).
+pub const K_ZERO_THRESHOLD: f64 = 1e-35f32 as f64;
+
+/// The f32 threshold `t'` such that, for every f32 input `x`, `x <= t'`
+/// gives the same branch as LightGBM's dense-row prediction: `x` with
+/// `|x| <= kZeroThreshold` is first read as 0.0, then compared `<= t` in f64.
+///
+/// * `t >= kZeroThreshold` or `t < -kZeroThreshold`: the zeroing never changes the
+///   side, so `t' = round(t)`;
+/// * `-kZeroThreshold <= t < 0`: left iff `x < -kZeroThreshold`, so `t'` = the largest f32
+///   below `-kZeroThreshold`;
+/// * `0 <= t < kZeroThreshold` (including `-0.0`): left iff `x <= kZeroThreshold`, so
+///   `t' = kZeroThreshold`.
+///
+/// `round` is [`f32_round_down`] for [`ThresholdRounding::Down`] (exact) and
+/// `as f32` for [`ThresholdRounding::Nearest`] (wrong on boundary inputs).
+pub fn lightgbm_threshold_f32(t: f64, rounding: ThresholdRounding) -> f32 {
+    let kz = 1e-35f32;
+    if (-K_ZERO_THRESHOLD..0.0).contains(&t) {
+        return (-kz).next_down();
+    }
+    if (0.0..K_ZERO_THRESHOLD).contains(&t) {
+        return kz;
+    }
+    match rounding {
+        ThresholdRounding::Down => f32_round_down(t),
+        ThresholdRounding::Nearest => t as f32,
+    }
+}
+
+fn check_objective(objective: &str) -> Result<(), ExportError> {
+    let mut words = objective.split_whitespace();
+    if words.next() != Some("binary") {
+        return Err(ExportError::Objective(objective.to_string()));
+    }
+    for w in words {
+        if let Some(s) = w.strip_prefix("sigmoid:")
+            && s.parse::<f64>().ok() != Some(1.0)
+        {
+            return Err(ExportError::Objective(objective.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Builds the `TreeEnsembleRegressor` attributes for `model` (raw margin).
+///
+/// Tree `i` becomes ONNX tree id `i`; split `s` becomes node id `s`, leaf `l`
+/// node id `num_leaves - 1 + l` (a single-leaf tree is one leaf with id 0).
+///
+/// # Errors
+/// [`ExportError`] for multiclass/non-binary objectives, linear trees,
+/// categorical or missing-Zero splits, NaN thresholds and malformed trees.
+pub fn ensemble_attributes(
+    model: &LgbModel,
+    opts: &ExportOptions,
+) -> Result<TreeEnsembleAttributes, ExportError> {
+    if model.num_class != 1 || model.num_tree_per_iteration != 1 {
+        return Err(ExportError::Multiclass {
+            num_class: model.num_class,
+            per_iteration: model.num_tree_per_iteration,
+        });
+    }
+    check_objective(&model.objective)?;
+    if model.trees.is_empty() {
+        return Err(ExportError::NoTrees);
+    }
+    let mut a = TreeEnsembleAttributes {
+        n_targets: 1,
+        aggregate_function: Some("SUM".into()),
+        post_transform: Some("NONE".into()),
+        ..Default::default()
+    };
+    for (ti, tree) in model.trees.iter().enumerate() {
+        let malformed = |reason: String| ExportError::Malformed { tree: ti, reason };
+        if tree.is_linear {
+            return Err(ExportError::LinearTree { tree: ti });
+        }
+        if tree.num_leaves == 0 {
+            return Err(malformed("num_leaves is 0".into()));
+        }
+        let n_splits = tree.num_leaves - 1;
+        for (name, len) in [
+            ("split_feature", tree.split_feature.len()),
+            ("threshold", tree.threshold.len()),
+            ("decision_type", tree.decision_type.len()),
+            ("left_child", tree.left_child.len()),
+            ("right_child", tree.right_child.len()),
+        ] {
+            if len != n_splits {
+                return Err(malformed(format!(
+                    "{name} has {len} entries, expected {n_splits}"
+                )));
+            }
+        }
+        if tree.leaf_value.len() != tree.num_leaves {
+            return Err(malformed(format!(
+                "leaf_value has {} entries, expected {}",
+                tree.leaf_value.len(),
+                tree.num_leaves
+            )));
+        }
+        let tid = ti as i64;
+        let node_id = |c: i32| -> Result<i64, ExportError> {
+            if c >= 0 {
+                let c = c as usize;
+                if c >= n_splits {
+                    return Err(malformed(format!("child {c} is not a split")));
+                }
+                Ok(c as i64)
+            } else {
+                let leaf = (!c) as usize;
+                if leaf >= tree.num_leaves {
+                    return Err(malformed(format!("child leaf {leaf} out of range")));
+                }
+                Ok((n_splits + leaf) as i64)
+            }
+        };
+        for s in 0..n_splits {
+            let dt = tree.decision_type[s];
+            if dt & CATEGORICAL_MASK != 0 {
+                return Err(ExportError::Categorical { tree: ti, node: s });
+            }
+            let t = tree.threshold[s];
+            if t.is_nan() {
+                return Err(ExportError::BadSplit {
+                    tree: ti,
+                    node: s,
+                    reason: "NaN threshold".into(),
+                });
+            }
+            let tracks_true = match MissingType::from_decision_type(dt) {
+                Some(MissingType::NaN) => dt & DEFAULT_LEFT_MASK != 0,
+                Some(MissingType::None) => 0.0 <= t,
+                Some(MissingType::Zero) => {
+                    return Err(ExportError::MissingZero { tree: ti, node: s });
+                }
+                None => {
+                    return Err(ExportError::BadSplit {
+                        tree: ti,
+                        node: s,
+                        reason: format!("invalid missing type in decision_type {dt}"),
+                    });
+                }
+            };
+            if tree.split_feature[s] as usize > model.max_feature_idx {
+                return Err(malformed(format!(
+                    "split {s} reads feature {} > max_feature_idx {}",
+                    tree.split_feature[s], model.max_feature_idx
+                )));
+            }
+            a.nodes_treeids.push(tid);
+            a.nodes_nodeids.push(s as i64);
+            a.nodes_featureids.push(i64::from(tree.split_feature[s]));
+            a.nodes_values
+                .push(lightgbm_threshold_f32(t, opts.rounding));
+            a.nodes_modes.push(MODE_BRANCH_LEQ.into());
+            a.nodes_truenodeids.push(node_id(tree.left_child[s])?);
+            a.nodes_falsenodeids.push(node_id(tree.right_child[s])?);
+            a.nodes_missing_value_tracks_true
+                .push(i64::from(tracks_true));
+        }
+        for (l, v) in tree.leaf_value.iter().enumerate() {
+            let id = (n_splits + l) as i64;
+            a.nodes_treeids.push(tid);
+            a.nodes_nodeids.push(id);
+            a.nodes_featureids.push(0);
+            a.nodes_values.push(0.0);
+            a.nodes_modes.push(MODE_LEAF.into());
+            a.nodes_truenodeids.push(0);
+            a.nodes_falsenodeids.push(0);
+            a.nodes_missing_value_tracks_true.push(0);
+            a.target_treeids.push(tid);
+            a.target_nodeids.push(id);
+            a.target_ids.push(0);
+            a.target_weights.push(*v as f32);
+        }
+    }
+    // Catches anything structural the checks above missed (cycles, shared children).
+    FlatEnsemble::from_attributes(&a)?;
+    Ok(a)
+}
+
+fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Ints as i32,
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+fn attr_floats(name: &str, v: &[f32]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Floats as i32,
+        floats: v.to_vec(),
+        ..Default::default()
+    }
+}
+fn attr_int(name: &str, v: i64) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Int as i32,
+        i: v,
+        ..Default::default()
+    }
+}
+fn attr_string(name: &str, v: &str) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::String as i32,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+fn attr_strings(name: &str, v: &[String]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Strings as i32,
+        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The ONNX node for `attrs` (domain `ai.onnx.ml`, input `input`, output `output`).
+pub fn tree_ensemble_node(
+    attrs: &TreeEnsembleAttributes,
+    input: &str,
+    output: &str,
+) -> pb::NodeProto {
+    let mut attribute = vec![
+        attr_ints("nodes_treeids", &attrs.nodes_treeids),
+        attr_ints("nodes_nodeids", &attrs.nodes_nodeids),
+        attr_ints("nodes_featureids", &attrs.nodes_featureids),
+        attr_floats("nodes_values", &attrs.nodes_values),
+        attr_strings("nodes_modes", &attrs.nodes_modes),
+        attr_ints("nodes_truenodeids", &attrs.nodes_truenodeids),
+        attr_ints("nodes_falsenodeids", &attrs.nodes_falsenodeids),
+        attr_ints(
+            "nodes_missing_value_tracks_true",
+            &attrs.nodes_missing_value_tracks_true,
+        ),
+        attr_ints("target_treeids", &attrs.target_treeids),
+        attr_ints("target_nodeids", &attrs.target_nodeids),
+        attr_ints("target_ids", &attrs.target_ids),
+        attr_floats("target_weights", &attrs.target_weights),
+        attr_int("n_targets", attrs.n_targets),
+    ];
+    if let Some(agg) = &attrs.aggregate_function {
+        attribute.push(attr_string("aggregate_function", agg));
+    }
+    if let Some(pt) = &attrs.post_transform {
+        attribute.push(attr_string("post_transform", pt));
+    }
+    if !attrs.base_values.is_empty() {
+        attribute.push(attr_floats("base_values", &attrs.base_values));
+    }
+    pb::NodeProto {
+        input: vec![input.into()],
+        output: vec![output.into()],
+        name: "tree_ensemble".into(),
+        op_type: crate::model::op::OP_TYPE.into(),
+        domain: ML_DOMAIN.into(),
+        attribute,
+        ..Default::default()
+    }
+}
+
+fn tensor_info(name: &str, width: i64) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{Dimension, dimension::Value};
+    let dim = |v: Value| Dimension {
+        value: Some(v),
+        ..Default::default()
+    };
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: pb::tensor_proto::DataType::Float as i32,
+                shape: Some(pb::TensorShapeProto {
+                    dim: vec![
+                        dim(Value::DimParam("N".into())),
+                        dim(Value::DimValue(width)),
+                    ],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Builds the ONNX model (see module docs) for `model`.
+///
+/// # Errors
+/// As [`ensemble_attributes`].
+pub fn model_proto(model: &LgbModel, opts: &ExportOptions) -> Result<pb::ModelProto, ExportError> {
+    let attrs = ensemble_attributes(model, opts)?;
+    let width = model.max_feature_idx as i64 + 1;
+    let sigmoid = pb::NodeProto {
+        input: vec![MARGIN_OUTPUT.into()],
+        output: vec![PROBABILITY_OUTPUT.into()],
+        name: "sigmoid".into(),
+        op_type: "Sigmoid".into(),
+        ..Default::default()
+    };
+    let graph = pb::GraphProto {
+        node: vec![
+            tree_ensemble_node(&attrs, INPUT_NAME, MARGIN_OUTPUT),
+            sigmoid,
+        ],
+        name: "lightgbm_binary".into(),
+        input: vec![tensor_info(INPUT_NAME, width)],
+        output: vec![
+            tensor_info(MARGIN_OUTPUT, 1),
+            tensor_info(PROBABILITY_OUTPUT, 1),
+        ],
+        ..Default::default()
+    };
+    Ok(pb::ModelProto {
+        ir_version: IR_VERSION,
+        opset_import: vec![
+            pb::OperatorSetIdProto {
+                domain: String::new(),
+                version: ONNX_OPSET,
+            },
+            pb::OperatorSetIdProto {
+                domain: ML_DOMAIN.into(),
+                version: ML_OPSET,
+            },
+        ],
+        producer_name: "modelcore".into(),
+        producer_version: env!("CARGO_PKG_VERSION").into(),
+        doc_string: format!(
+            "LightGBM {} model, {} trees",
+            model.objective,
+            model.trees.len()
+        ),
+        graph: Some(graph),
+        ..Default::default()
+    })
+}
+
+/// Exports `model` with thresholds rounded down and encodes it (protobuf bytes of a `.onnx` file).
+///
+/// # Errors
+/// As [`ensemble_attributes`].
+pub fn export_onnx(model: &LgbModel) -> Result<Vec<u8>, ExportError> {
+    export_onnx_with(model, &ExportOptions::default())
+}
+
+/// [`export_onnx`] with explicit options.
+///
+/// # Errors
+/// As [`ensemble_attributes`].
+pub fn export_onnx_with(model: &LgbModel, opts: &ExportOptions) -> Result<Vec<u8>, ExportError> {
+    Ok(model_proto(model, opts)?.encode_to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn next_up(x: f32) -> f32 {
+        x.next_up()
+    }
+
+    #[test]
+    fn round_down_is_largest_f32_not_above() {
+        let cases = [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            -0.1,
+            1e-35,
+            1.0000000180025095e-35,
+            -1.0000000180025095e-35,
+            1e-45,
+            -1e-45,
+            1e-320,
+            123456.789,
+            -98765.4321,
+            16777217.0,
+            f64::from(f32::MAX),
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.30000001192092896, // exactly representable as f32
+        ];
+        for t in cases {
+            let d = f32_round_down(t);
+            assert!(f64::from(d) <= t, "{t}: {d} > t");
+            let up = next_up(d);
+            assert!(
+                f64::from(up) > t || d == f32::INFINITY,
+                "{t}: next_up({d}) = {up} <= t"
+            );
+            // The defining property on the two boundary inputs.
+            for x in [d, up] {
+                assert_eq!(f64::from(x) <= t, x <= d, "t={t} x={x}");
+            }
+        }
+        assert!(f32_round_down(f64::NAN).is_nan());
+        assert_eq!(f32_round_down(1e300), f32::MAX);
+        assert_eq!(f32_round_down(-1e300), f32::NEG_INFINITY);
+        assert_eq!(f32_round_down(0.1), 0.1f32.next_down()); // 0.1f32 > 0.1
+        assert_eq!(f32_round_down(-0.1), -0.1f32); // -0.1f32 < -0.1
+    }
+
+    #[test]
+    fn near_zero_thresholds_follow_lightgbm_zeroing() {
+        let kz = 1e-35f32;
+        // LightGBM: |x| <= kZeroThreshold is read as 0.0, then 0.0 <= t.
+        let lgb = |x: f32, t: f64| {
+            let x = f64::from(x);
+            let x = if x.abs() <= K_ZERO_THRESHOLD { 0.0 } else { x };
+            x <= t
+        };
+        let ts = [
+            -K_ZERO_THRESHOLD,
+            -5e-36,
+            -0.0,
+            0.0,
+            5e-36,
+            K_ZERO_THRESHOLD,
+            -2e-35,
+            2e-35,
+        ];
+        let xs = [
+            -kz.next_down(),
+            -kz,
+            (-kz).next_down(),
+            (-kz).next_up(),
+            -0.0,
+            0.0,
+            kz.next_down(),
+            kz,
+            kz.next_up(),
+            2e-35,
+            -2e-35,
+            1.0,
+            -1.0,
+        ];
+        for t in ts {
+            let t32 = lightgbm_threshold_f32(t, ThresholdRounding::Down);
+            for x in xs {
+                assert_eq!(x <= t32, lgb(x, t), "t={t:e} x={x:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_differs_from_down_when_rounding_up() {
+        assert_ne!(f32_round_down(0.1), 0.1f64 as f32);
+    }
+
+    fn stump(decision_type: u8, threshold: f64) -> LgbModel {
+        LgbModel {
+            num_class: 1,
+            num_tree_per_iteration: 1,
+            max_feature_idx: 1,
+            objective: "binary sigmoid:1".into(),
+            trees: vec![LgbTree {
+                num_leaves: 2,
+                split_feature: vec![1],
+                threshold: vec![threshold],
+                decision_type: vec![decision_type],
+                left_child: vec![-1],
+                right_child: vec![-2],
+                leaf_value: vec![-0.5, 0.75],
+                is_linear: false,
+                shrinkage: 1.0,
+            }],
+        }
+    }
+
+    #[test]
+    fn missing_value_mapping() {
+        let o = ExportOptions::default();
+        // NaN type, default left
+        let a = ensemble_attributes(&stump(2 | 8, 0.5), &o).unwrap();
+        assert_eq!(a.nodes_missing_value_tracks_true[0], 1);
+        // NaN type, default right
+        let a = ensemble_attributes(&stump(8, 0.5), &o).unwrap();
+        assert_eq!(a.nodes_missing_value_tracks_true[0], 0);
+        // None type: follows 0.0 <= t
+        let a = ensemble_attributes(&stump(0, 0.5), &o).unwrap();
+        assert_eq!(a.nodes_missing_value_tracks_true[0], 1);
+        let a = ensemble_attributes(&stump(2, -0.5), &o).unwrap();
+        assert_eq!(a.nodes_missing_value_tracks_true[0], 0);
+        assert!(matches!(
+            ensemble_attributes(&stump(4, 0.5), &o),
+            Err(ExportError::MissingZero { .. })
+        ));
+        assert!(matches!(
+            ensemble_attributes(&stump(1, 0.5), &o),
+            Err(ExportError::Categorical { .. })
+        ));
+        assert!(matches!(
+            ensemble_attributes(&stump(12, 0.5), &o),
+            Err(ExportError::BadSplit { .. })
+        ));
+        let mut m = stump(8, 0.5);
+        m.num_class = 3;
+        m.num_tree_per_iteration = 3;
+        assert!(matches!(
+            ensemble_attributes(&m, &o),
+            Err(ExportError::Multiclass { .. })
+        ));
+        let mut m = stump(8, 0.5);
+        m.trees[0].is_linear = true;
+        assert!(matches!(
+            ensemble_attributes(&m, &o),
+            Err(ExportError::LinearTree { .. })
+        ));
+        let mut m = stump(8, 0.5);
+        m.objective = "regression".into();
+        assert!(matches!(
+            ensemble_attributes(&m, &o),
+            Err(ExportError::Objective(_))
+        ));
+        let mut m = stump(8, 0.5);
+        m.objective = "binary sigmoid:2".into();
+        assert!(matches!(
+            ensemble_attributes(&m, &o),
+            Err(ExportError::Objective(_))
+        ));
+        let mut m = stump(8, 0.5);
+        m.trees[0].right_child = vec![-3];
+        assert!(matches!(
+            ensemble_attributes(&m, &o),
+            Err(ExportError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn exported_bytes_run_in_tract() {
+        let mut m = stump(8 | 2, 0.1);
+        // add a single-leaf tree
+        m.trees.push(LgbTree {
+            num_leaves: 1,
+            leaf_value: vec![0.25],
+            shrinkage: 1.0,
+            ..Default::default()
+        });
+        let bytes = export_onnx(&m).unwrap();
+        let plan = crate::model::op::load_model(&bytes).unwrap();
+        assert_eq!(plan.n_features(), 2);
+        let t32 = f32_round_down(0.1);
+        let rows = [
+            0.0,
+            t32,
+            0.0,
+            next_up(t32),
+            0.0,
+            f32::NAN,
+            9.0,
+            f32::NEG_INFINITY,
+        ];
+        let all = crate::model::op::run_all(&plan, &rows, 4).unwrap();
+        assert_eq!(all[0], vec![-0.25, 1.0, -0.25, -0.25]);
+        let p = crate::model::op::run(&plan, &rows, 4).unwrap();
+        for (p, m) in p.iter().zip(&all[0]) {
+            let want = 1.0 / (1.0 + (-f64::from(*m)).exp());
+            assert!((f64::from(*p) - want).abs() < 1e-6, "{p} vs {want}");
+        }
+        assert!(crate::model::op::run(&plan, &rows, 3).is_err());
+        assert!(crate::model::op::load_model(&b"not onnx"[..]).is_err());
+    }
+}

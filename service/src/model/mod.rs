@@ -1,0 +1,20 @@
+//! The model path: a LightGBM binary classifier exported to ONNX in pure
+//! Rust and served with tract-onnx (issues #5 and #6).
+//!
+//! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
+//!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch evaluator.
+//! * [`op`]: the `TreeEnsembleRegressor` op registered in tract's ONNX op
+//!   registry (stock tract 0.23.9 has none), [`op::load_model`] and [`op::run`].
+//! * [`export`]: LightGBM tree structure ([`export::LgbModel`]) → ONNX
+//!   `ModelProto` bytes (`ai.onnx.ml` opset 3 `TreeEnsembleRegressor` + `Sigmoid`),
+//!   thresholds rounded so that f32 inputs branch exactly as LightGBM's f64 compare.
+//!
+//! The service depends on tract only; LightGBM itself lives in the `trainer` crate.
+
+pub mod ensemble;
+pub mod export;
+pub mod op;
+
+pub use ensemble::{EnsembleError, FlatEnsemble, TreeEnsembleAttributes};
+pub use export::{ExportError, LgbModel, LgbTree, export_onnx, f32_round_down};
+pub use op::{ModelError, RunnablePlan, load_model, onnx_with_tree_ensemble, run};
