@@ -24,6 +24,10 @@ const ROUNDS: usize = 7;
 async fn serve(log: bool, dir: &std::path::Path) -> String {
     let mut cfg = Config::default();
     cfg.scoring.warmup_ms = 0;
+    // One report must keep the workers alive and fresh for the whole run.
+    cfg.telemetry.dead_after_ms = 3_600_000;
+    cfg.telemetry.forget_after_ms = 3_600_000;
+    cfg.freshness.fresh_ms = 3_599_999;
     cfg.log.dir = dir.join("decisions");
     let clock = Arc::new(SystemClock::new());
     let mut engine = Engine::new(cfg.clone());
@@ -40,16 +44,21 @@ async fn serve(log: bool, dir: &std::path::Path) -> String {
     format!("http://{addr}")
 }
 
-async fn round(client: &reqwest::Client, base: &str, body: &serde_json::Value) -> f64 {
+async fn round(
+    client: &reqwest::Client,
+    base: &str,
+    body: &serde_json::Value,
+    total: usize,
+) -> f64 {
     let start = Instant::now();
-    let per = REQUESTS_PER_ROUND / CLIENTS;
+    let per = total / CLIENTS;
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
         let (c, url, b) = (client.clone(), format!("{base}/v1/score"), body.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..per {
                 let r = c.post(&url).json(&b).send().await.expect("send");
-                assert!(r.status().is_success());
+                assert!(r.status().is_success(), "status {}", r.status());
                 let _ = r.bytes().await;
             }
         }));
@@ -98,16 +107,16 @@ async fn main() {
     }
     let body = json!({"key": "user:1:profile", "candidates": (0..WORKERS).map(|i| format!("w{i}")).collect::<Vec<_>>()});
     if quick {
-        let _ = round(&client, &on, &body).await;
+        let _ = round(&client, &on, &body, CLIENTS * 4).await;
         println!("http_log_overhead: smoke run ok (run with `cargo bench` for figures)");
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
     let (mut on_rps, mut off_rps) = (Vec::new(), Vec::new());
-    let _ = round(&client, &off, &body).await; // warm-up
+    let _ = round(&client, &off, &body, REQUESTS_PER_ROUND).await; // warm-up
     for _ in 0..ROUNDS {
-        on_rps.push(round(&client, &on, &body).await);
-        off_rps.push(round(&client, &off, &body).await);
+        on_rps.push(round(&client, &on, &body, REQUESTS_PER_ROUND).await);
+        off_rps.push(round(&client, &off, &body, REQUESTS_PER_ROUND).await);
     }
     let (m_on, m_off) = (median(on_rps), median(off_rps));
     println!(
