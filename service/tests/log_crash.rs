@@ -90,6 +90,35 @@ fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Report workers a, b, c as healthy, stamped `ts_ms` (Unix ms).
+async fn report_workers(client: &reqwest::Client, s: &Service, ts_ms: u64) {
+    let snaps: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|id| {
+            json!({"worker_id": id, "timestamp_ms": ts_ms, "cpu_usage": 0.3, "queue_depth": 1,
+                   "rtt_ms_avg": 1.0, "rtt_ms_p99": 3.0, "error_rate": 0.0})
+        })
+        .collect();
+    let r = client
+        .post(format!("{}/v1/telemetry", s.base))
+        .json(&json!({"snapshots": snaps}))
+        .send()
+        .await
+        .expect("telemetry");
+    assert!(r.status().is_success());
+}
+
+/// One successful score request over workers a, b, c.
+async fn score(client: &reqwest::Client, s: &Service, key: &str) {
+    let r = client
+        .post(format!("{}/v1/score", s.base))
+        .json(&json!({"key": key, "candidates": ["a", "b", "c"]}))
+        .send()
+        .await
+        .expect("score");
+    assert!(r.status().is_success());
+}
+
 fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -106,32 +135,13 @@ async fn sigkill_mid_stream_loses_no_rolled_file_and_restart_recovers() {
 
     let first = start(&root, "first");
     wait_healthy(&client, &first).await;
-    let snaps: Vec<Value> = ["a", "b", "c"]
-        .iter()
-        .map(|id| {
-            json!({"worker_id": id, "timestamp_ms": wall_ms(), "cpu_usage": 0.3, "queue_depth": 1,
-                         "rtt_ms_avg": 1.0, "rtt_ms_p99": 3.0, "error_rate": 0.0})
-        })
-        .collect();
-    let r = client
-        .post(format!("{}/v1/telemetry", first.base))
-        .json(&json!({"snapshots": snaps}))
-        .send()
-        .await
-        .expect("telemetry");
-    assert!(r.status().is_success());
+    report_workers(&client, &first, wall_ms()).await;
     // Stream decisions until at least three files have rolled (40 rows each).
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut sent = 0;
     loop {
         for _ in 0..20 {
-            let r = client
-                .post(format!("{}/v1/score", first.base))
-                .json(&json!({"key": "user:1:x", "candidates": ["a", "b", "c"]}))
-                .send()
-                .await
-                .expect("score");
-            assert!(r.status().is_success());
+            score(&client, &first, "user:1:x").await;
             sent += 1;
         }
         if log_stats(&client, &first).await["stats"]["files"]
@@ -154,13 +164,7 @@ async fn sigkill_mid_stream_loses_no_rolled_file_and_restart_recovers() {
             break;
         }
         if done == 3 * sent {
-            let r = client
-                .post(format!("{}/v1/score", first.base))
-                .json(&json!({"key": "user:1:x", "candidates": ["a", "b", "c"]}))
-                .send()
-                .await
-                .expect("score");
-            assert!(r.status().is_success());
+            score(&client, &first, "user:1:x").await;
             sent += 1;
         }
         assert!(Instant::now() < deadline, "the writer never settled: {st}");
@@ -199,25 +203,9 @@ async fn sigkill_mid_stream_loses_no_rolled_file_and_restart_recovers() {
     assert!(after.rows >= rolled.rows);
 
     // SIGTERM: graceful shutdown drains and closes; nothing stays in progress.
-    let snaps: Vec<Value> = ["a", "b", "c"]
-        .iter()
-        .map(|id| json!({"worker_id": id, "timestamp_ms": wall_ms() + 1, "cpu_usage": 0.3, "queue_depth": 1,
-                         "rtt_ms_avg": 1.0, "rtt_ms_p99": 3.0, "error_rate": 0.0}))
-        .collect();
-    client
-        .post(format!("{}/v1/telemetry", second.base))
-        .json(&json!({"snapshots": snaps}))
-        .send()
-        .await
-        .expect("telemetry");
+    report_workers(&client, &second, wall_ms() + 1).await;
     for _ in 0..5 {
-        let r = client
-            .post(format!("{}/v1/score", second.base))
-            .json(&json!({"key": "user:2:x", "candidates": ["a", "b", "c"]}))
-            .send()
-            .await
-            .expect("score");
-        assert!(r.status().is_success());
+        score(&client, &second, "user:2:x").await;
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while log_stats(&client, &second).await["stats"]["open_rows"]

@@ -1,0 +1,90 @@
+//! Unit tests of `config.rs`.
+#![allow(clippy::result_large_err)] // figment::Jail's closure signature
+use super::*;
+
+fn env() -> Env {
+    Env::prefixed(ENV_PREFIX).split("__")
+}
+
+#[test]
+fn defaults_are_valid_and_listen_on_loopback_8080() {
+    let c = Config::default();
+    assert!(c.validate().is_ok());
+    assert_eq!(c.server.listen, "127.0.0.1:8080");
+    assert_eq!(c.server.max_body_bytes, 8 * 1024 * 1024);
+    assert_eq!(c.scoring.warmup_ms, 30_000);
+}
+
+#[test]
+fn file_then_environment_overrides() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "s.toml",
+            "[scoring]\nwarmup_ms = 5\nrtt_p99_baseline_ms = 20.0\n",
+        )?;
+        jail.set_env("SCORER_SCORING__WARMUP_MS", "0");
+        jail.set_env("SCORER_SERVER__LISTEN", "127.0.0.1:9000");
+        let c = Config::load_from(Some(Path::new("s.toml")), env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.scoring.warmup_ms, 0);
+        assert_eq!(c.scoring.rtt_p99_baseline_ms, 20.0);
+        assert_eq!(c.server.listen, "127.0.0.1:9000");
+        Ok(())
+    });
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let e = Config::from_toml_str("[scoring]\nwarmup = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("warmup"), "{e}");
+    let e = Config::from_toml_str("[scorring]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("scorring"), "{e}");
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("SCORER_TELEMETRY__BOGUS_KEY", "1");
+        let e = Config::load_from(None, env()).unwrap_err().to_string();
+        assert!(e.contains("bogus_key"), "{e}");
+        Ok(())
+    });
+}
+
+#[test]
+fn out_of_range_values_are_named() {
+    for (toml, key) in [
+        ("[telemetry]\newma_alpha = 1.5", "telemetry.ewma_alpha"),
+        ("[telemetry]\newma_alpha = 0.0", "telemetry.ewma_alpha"),
+        (
+            "[scoring]\ncompacting_factor = 2.0",
+            "scoring.compacting_factor",
+        ),
+        (
+            "[scoring]\nrtt_p99_baseline_ms = 0.0",
+            "scoring.rtt_p99_baseline_ms",
+        ),
+        (
+            "[scoring]\ncpu_max_deduct = 101.0",
+            "scoring.cpu_max_deduct",
+        ),
+        ("[server]\nlisten = \"nowhere\"", "server.listen"),
+        ("[server]\nmax_body_bytes = 0", "server.max_body_bytes"),
+    ] {
+        let e = Config::from_toml_str(toml).unwrap_err().to_string();
+        assert!(e.contains(key), "{toml}: {e}");
+    }
+    let e = Config::from_toml_str("[telemetry]\ndead_after_ms = -1")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dead_after_ms"), "{e}");
+}
+
+#[test]
+fn hash_changes_with_any_value() {
+    let a = Config::default();
+    let mut b = Config::default();
+    b.scoring.queue_deduct = 11.0;
+    assert_eq!(a.hash(), Config::default().hash());
+    assert_ne!(a.hash(), b.hash());
+    assert_eq!(a.hash().len(), 16);
+}
