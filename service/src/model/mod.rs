@@ -1,6 +1,7 @@
 //! The model path: a LightGBM binary classifier exported to ONNX in pure
 //! Rust and served with tract-onnx (issues #5 and #6).
 //!
+//! * [`card`]: the files of a model directory (`card.json`, `golden.json`).
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
 //!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch evaluator.
 //! * [`op`]: the `TreeEnsembleRegressor` op registered in tract's ONNX op
@@ -11,10 +12,12 @@
 //!
 //! The service depends on tract only; LightGBM itself lives in the `trainer` crate.
 
+pub mod card;
 pub mod ensemble;
 pub mod export;
 pub mod op;
 
+pub use card::{CardError, GoldenFile, GoldenRow, JsonF32, ModelCard, read_card, read_golden};
 pub use ensemble::{EnsembleError, FlatEnsemble, TreeEnsembleAttributes};
 pub use export::{ExportError, LgbModel, LgbTree, export_onnx, f32_round_down};
 pub use op::{ModelError, RunnablePlan, load_model, onnx_with_tree_ensemble, run};
