@@ -189,7 +189,10 @@ impl<'de> Deserialize<'de> for JsonF32 {
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, CardError> {
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<T, CardError> {
     let bytes = std::fs::read(path).map_err(|source| CardError::Io {
         path: path.to_path_buf(),
         source,
@@ -291,7 +294,8 @@ mod tests {
             "n_features":42,"num_trees":50,"output":"p","metrics":{"auc":0.8}}"#;
         let card: ModelCard = serde_json::from_str(text).unwrap();
         assert_eq!(card.details["metrics"]["auc"], 0.8);
-        let again: ModelCard = serde_json::from_str(&serde_json::to_string(&card).unwrap()).unwrap();
+        let again: ModelCard =
+            serde_json::from_str(&serde_json::to_string(&card).unwrap()).unwrap();
         assert_eq!(card, again);
     }
 
@@ -305,7 +309,12 @@ mod tests {
         )
         .unwrap();
         match read_golden(&dir, 2) {
-            Err(CardError::RowWidth { row: 1, got: 1, expected: 2, .. }) => {}
+            Err(CardError::RowWidth {
+                row: 1,
+                got: 1,
+                expected: 2,
+                ..
+            }) => {}
             other => panic!("{other:?}"),
         }
         assert!(matches!(read_card(&dir), Err(CardError::Io { .. })));

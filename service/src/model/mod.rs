@@ -1,6 +1,8 @@
 //! The model path: a LightGBM binary classifier exported to ONNX in pure
 //! Rust and served with tract-onnx (issues #5 and #6).
 //!
+//! * [`blend`]: model action `2p − 1`, the deterministic rule action and the
+//!   final-score blend.
 //! * [`card`]: the files of a model directory (`card.json`, `golden.json`).
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
 //!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch evaluator.
@@ -12,11 +14,13 @@
 //!
 //! The service depends on tract only; LightGBM itself lives in the `trainer` crate.
 
+pub mod blend;
 pub mod card;
 pub mod ensemble;
 pub mod export;
 pub mod op;
 
+pub use blend::{Blend, model_action, rule_actions};
 pub use card::{CardError, GoldenFile, GoldenRow, JsonF32, ModelCard, read_card, read_golden};
 pub use ensemble::{EnsembleError, FlatEnsemble, TreeEnsembleAttributes};
 pub use export::{ExportError, LgbModel, LgbTree, export_onnx, f32_round_down};
