@@ -82,6 +82,14 @@ pub struct WorkerScore {
     /// The observation vector, always kept for logging.
     #[serde(skip)]
     pub observation: [f32; FEATURE_COUNT],
+    /// Model action `2p − 1` in `[−1, 1]` for this candidate, when the model's
+    /// output was used (issue #6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_action: Option<f64>,
+    /// Deterministic rule action in `{−1, 0, 1}` (issue #6); absent for
+    /// candidates outside the selectable set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_action: Option<f64>,
 }
 
 /// Answer of `POST /v1/score`.
@@ -102,4 +110,41 @@ pub struct ScoreResponse {
     /// No candidate was eligible: live candidates were ranked ignoring
     /// penalty states (panic mode).
     pub panic: bool,
+    /// What the model stage did for this decision (issue #6).
+    pub model: ModelDecision,
+    /// The shadow model's view of this decision, for the decision log; never
+    /// serialized and never affects the response.
+    #[serde(skip)]
+    pub shadow: Option<ShadowDecision>,
+}
+
+/// The model stage of one decision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ModelDecision {
+    /// Whether the model's output went into the final scores.
+    pub used: bool,
+    /// `model_version` of the model consulted (from its card), if one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A/B arm (`"a"` or `"b"`), when `[model.ab]` is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arm: Option<&'static str>,
+    /// Why the rules alone decided, when they did: `budget_exceeded`,
+    /// `model_error`, `non_finite_output`, `model_missing`, `schema_mismatch`,
+    /// `breaker_open`, `model_disabled`. Absent in panic mode (no model stage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<&'static str>,
+    /// Inference wall time, µs, when the model ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inference_us: Option<f64>,
+}
+
+/// The shadow model's output for one decision (issue #6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowDecision {
+    /// The shadow's `model_version`.
+    pub version: String,
+    /// Per candidate (same order as `scores`): the shadow's action and the
+    /// final score it would have given, `None` outside the selectable set.
+    pub rows: Vec<Option<(f64, f64)>>,
 }

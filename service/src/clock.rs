@@ -11,6 +11,12 @@ pub trait Clock: Send + Sync + 'static {
     fn monotonic_ms(&self) -> u64;
     /// Wall clock, Unix ms; only used to bound reporters' clock skew and to stamp logs.
     fn wall_ms(&self) -> u64;
+    /// Monotonic nanoseconds, for timing work against a µs budget (the model
+    /// inference, issue #6). Defaults to `monotonic_ms × 1e6`, so a manual
+    /// clock times everything as 0 ns unless advanced.
+    fn monotonic_ns(&self) -> u64 {
+        self.monotonic_ms().saturating_mul(1_000_000)
+    }
 }
 
 /// The process clock: [`Instant`] for monotonic time, [`SystemTime`] for wall time.
@@ -37,6 +43,9 @@ impl Default for SystemClock {
 impl Clock for SystemClock {
     fn monotonic_ms(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+    fn monotonic_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
     fn wall_ms(&self) -> u64 {
         SystemTime::now()

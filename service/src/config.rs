@@ -78,6 +78,8 @@ pub struct Config {
     pub selection: SelectionSection,
     /// `[log]`: the Parquet decision log (issue #4).
     pub log: LogConfig,
+    /// `[model]`: the ONNX model in the scoring path (issue #6).
+    pub model: crate::model::ModelConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -536,6 +538,12 @@ impl Config {
         if let Err(e) = self.log.validate() {
             return bad(
                 &format!("log.{}", e.split_whitespace().next().unwrap_or("")),
+                e,
+            );
+        }
+        if let Err(e) = self.model.validate() {
+            return bad(
+                &format!("model.{}", e.split_whitespace().next().unwrap_or("")),
                 e,
             );
         }

@@ -34,7 +34,12 @@ impl Engine {
         if let Some(log) = &self.log
             && log.sampled(&resp.decision_id)
         {
-            log.log_decision(self.decision_record(req, context, &resp, now_wall_ms));
+            let rec = self.decision_record(req, context, &resp, now_wall_ms);
+            let shadow = resp.shadow.as_ref().map(|sh| shadow_record(&rec, sh));
+            log.log_decision(rec);
+            if let Some(sh) = shadow {
+                log.log_decision(sh);
+            }
         }
         Ok(resp)
     }
@@ -59,8 +64,8 @@ impl Engine {
             batch_size: context.batch_size,
             policy: resp.policy,
             panic: resp.panic,
-            model_version: None,
-            arm: None,
+            model_version: resp.model.version.clone(),
+            arm: resp.model.arm.map(str::to_owned),
             config_hash: self.config_hash.clone(),
             candidates: resp
                 .scores
@@ -69,12 +74,12 @@ impl Engine {
                     worker_id: s.worker_id.clone(),
                     eligible: s.eligible,
                     rule_score: s.rule_score,
-                    model_action: None,
+                    model_action: s.model_action,
                     final_score: s.final_score,
                     probability: s.probability,
                     picked: resp.pick.as_deref() == Some(s.worker_id.as_str()),
                     penalty_state: s.penalty_state,
-                    fallback_reason: None,
+                    fallback_reason: resp.model.fallback_reason.map(str::to_owned),
                     features: s.observation,
                 })
                 .collect(),
@@ -105,3 +110,29 @@ impl Engine {
         Ok(out)
     }
 }
+
+/// The shadow rows of a decision (issue #6): the primary record's rows with
+/// `arm = "shadow"`, the shadow's `model_version`, its action in
+/// `model_action` and the final score it would have given; `picked` false
+/// and `probability` null everywhere (the shadow picks nothing), and no
+/// `fallback_reason`. Candidates the model stage did not score keep the
+/// primary's final score and a null action. Readers joining outcomes drop
+/// `arm = "shadow"` rows, or use them to compare models offline.
+pub fn shadow_record(primary: &DecisionRecord, shadow: &crate::api::ShadowDecision) -> DecisionRecord {
+    let mut rec = primary.clone();
+    rec.arm = Some(SHADOW_ARM.to_owned());
+    rec.model_version = Some(shadow.version.clone());
+    for (c, row) in rec.candidates.iter_mut().zip(&shadow.rows) {
+        c.picked = false;
+        c.probability = None;
+        c.fallback_reason = None;
+        c.model_action = row.map(|r| r.0);
+        if let Some((_, fin)) = row {
+            c.final_score = *fin;
+        }
+    }
+    rec
+}
+
+/// `arm` value of shadow rows in the decision log.
+pub const SHADOW_ARM: &str = "shadow";

@@ -12,6 +12,7 @@
 mod feedback;
 mod freshness;
 mod logging;
+mod model_stage;
 mod score;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
+pub use logging::{SHADOW_ARM, shadow_record};
 pub use score::ScoreError;
 
 use crate::config::Config;
@@ -73,6 +75,7 @@ pub struct Engine {
     counters: Counters,
     log: Option<Arc<DecisionLog>>,
     config_hash: String,
+    models: Arc<crate::model::ModelHub>,
 }
 
 impl Engine {
@@ -90,6 +93,10 @@ impl Engine {
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
         let decisions = feedback::RecentDecisions::new(config.selection.remembered_decisions);
         let config_hash = config.hash();
+        let models = Arc::new(crate::model::ModelHub::unloaded(
+            &config.model,
+            Arc::new(crate::clock::SystemClock::new()),
+        ));
         Self {
             config: ArcSwap::from_pointee(config),
             registry: Registry::new(),
@@ -100,7 +107,20 @@ impl Engine {
             counters: Counters::default(),
             log: None,
             config_hash,
+            models,
         }
+    }
+
+    /// Use `models` in the scoring path (issue #6). Without this call the
+    /// engine scores on rules alone and reports `model_missing`.
+    pub fn with_models(mut self, models: Arc<crate::model::ModelHub>) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// The model hub in use.
+    pub fn models(&self) -> &Arc<crate::model::ModelHub> {
+        &self.models
     }
 
     /// Attach a decision log: [`Engine::score_and_log`] and

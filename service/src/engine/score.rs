@@ -21,7 +21,7 @@ use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
 use crate::dynamics::{
     FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction, slow_start_fraction,
 };
-use crate::features::{ObservationInputs, observation};
+use crate::features::{FEATURE_COUNT, ObservationInputs, observation};
 use crate::fmt::num;
 use crate::key::KeyFingerprint;
 use crate::scoring::{
@@ -344,6 +344,71 @@ impl Engine {
             self.counters.no_eligible.fetch_add(1, Ordering::Relaxed);
             return Err(ScoreError::NoEligibleWorkers);
         }
+        // Rank by rule score for the context features (0 = best).
+        let mut by_rule: Vec<usize> = (0..ids.len()).collect();
+        by_rule.sort_by(|&a, &b| {
+            scored[b]
+                .rule
+                .total_cmp(&scored[a].rule)
+                .then_with(|| ids[a].cmp(ids[b]))
+        });
+        let mut rank = vec![0usize; ids.len()];
+        for (r, &i) in by_rule.iter().enumerate() {
+            rank[i] = r;
+        }
+        let best = by_rule.first().map_or(0.0, |&i| scored[i].rule);
+        let in_set: Vec<bool> = {
+            let mut v = vec![false; scored.len()];
+            for &i in &selectable {
+                v[i] = true;
+            }
+            v
+        };
+
+        let observations: Vec<[f32; FEATURE_COUNT]> = scored
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                observation(&ObservationInputs {
+                    key: &key,
+                    value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
+                    prefix_in_size_table: size.is_some(),
+                    hotness_level: hotness,
+                    ctx: context,
+                    worker: s.view.as_deref(),
+                    rule_score: s.rule,
+                    candidate_count: ids.len(),
+                    rule_rank: rank[i],
+                    best_rule_score: best,
+                    warmup_ms: cfg.scoring.warmup_ms,
+                    now_ms,
+                })
+            })
+            .collect();
+
+        // Model stage (issue #6): not in panic mode, where penalties are ignored.
+        let models = self.models.current();
+        let stage = (!panic).then(|| {
+            let obs: Vec<[f32; FEATURE_COUNT]> =
+                selectable.iter().map(|&i| observations[i]).collect();
+            let mut es: Vec<&mut Explained> = Vec::with_capacity(selectable.len());
+            for (i, s) in scored.iter_mut().enumerate() {
+                if in_set[i] {
+                    es.push(&mut s.e);
+                }
+            }
+            let out = super::model_stage::apply(
+                &self.models,
+                &models,
+                &req.key,
+                key.prefix,
+                &obs,
+                &mut es,
+                now_ms,
+            );
+            (obs, out)
+        });
+
         let sel_score = |s: &Scored| if panic { s.base } else { s.e.score };
 
         let cands: Vec<Candidate<'_>> = selectable
@@ -393,27 +458,6 @@ impl Engine {
             tracing::debug!(%decision_id, "panic mode: no eligible candidate, ranking live ones");
         }
 
-        // Rank by rule score for the context features (0 = best).
-        let mut by_rule: Vec<usize> = (0..ids.len()).collect();
-        by_rule.sort_by(|&a, &b| {
-            scored[b]
-                .rule
-                .total_cmp(&scored[a].rule)
-                .then_with(|| ids[a].cmp(ids[b]))
-        });
-        let mut rank = vec![0usize; ids.len()];
-        for (r, &i) in by_rule.iter().enumerate() {
-            rank[i] = r;
-        }
-        let best = by_rule.first().map_or(0.0, |&i| scored[i].rule);
-        let in_set: Vec<bool> = {
-            let mut v = vec![false; scored.len()];
-            for &i in &selectable {
-                v[i] = true;
-            }
-            v
-        };
-
         let mut ranking: Vec<usize> = (0..scored.len()).collect();
         ranking.sort_by(|&a, &b| {
             in_set[b]
@@ -423,24 +467,26 @@ impl Engine {
         });
         let ranking = ranking.into_iter().map(|i| ids[i].to_owned()).collect();
 
+        let mut model_a = vec![None; scored.len()];
+        let mut rule_r = vec![None; scored.len()];
+        let mut shadow = None;
+        let mut decision = crate::api::ModelDecision::default();
+        if let Some((obs, out)) = &stage {
+            for (j, &i) in selectable.iter().enumerate() {
+                model_a[i] = out.model_a[j];
+                rule_r[i] = out.rule_r.get(j).copied();
+            }
+            let primary_final: Vec<f64> = selectable.iter().map(|&i| scored[i].e.score).collect();
+            shadow = super::model_stage::shadow(&self.models, &models, obs, out, &primary_final, now_ms)
+                .map(|(v, rows)| super::model_stage::shadow_decision(v, rows, &selectable, scored.len()));
+            decision = out.decision.clone();
+        }
+
         let scores = scored
             .into_iter()
             .enumerate()
             .map(|(i, s)| {
-                let obs = observation(&ObservationInputs {
-                    key: &key,
-                    value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
-                    prefix_in_size_table: size.is_some(),
-                    hotness_level: hotness,
-                    ctx: context,
-                    worker: s.view.as_deref(),
-                    rule_score: s.rule,
-                    candidate_count: ids.len(),
-                    rule_rank: rank[i],
-                    best_rule_score: best,
-                    warmup_ms: cfg.scoring.warmup_ms,
-                    now_ms,
-                });
+                let obs = observations[i];
                 WorkerScore {
                     worker_id: ids[i].to_owned(),
                     eligible: s.reason.is_none(),
@@ -453,6 +499,8 @@ impl Engine {
                     adjustments: s.e.adjustments,
                     features: req.explain.then(|| obs.to_vec()),
                     observation: obs,
+                    model_action: model_a[i],
+                    rule_action: rule_r[i],
                 }
             })
             .collect();
@@ -463,6 +511,8 @@ impl Engine {
             policy: policy.as_str(),
             pick: pick.map(|p| ids[p].to_owned()),
             panic,
+            model: decision,
+            shadow,
         })
     }
 }

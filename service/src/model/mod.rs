@@ -3,6 +3,10 @@
 //!
 //! * [`blend`]: model action `2p − 1`, the deterministic rule action and the
 //!   final-score blend.
+//! * Serving (issue #6): [`config`] (`[model]`), [`loaded`] (vetting a
+//!   model directory), [`runner`] (per-thread tract state), [`hub`] (the
+//!   models in use, swapped on reload), [`breaker`], [`fallback`], [`stats`],
+//!   [`ab`] (arm by key hash), [`shadow`] (shadow comparison).
 //! * [`card`]: the files of a model directory (`card.json`, `golden.json`).
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
 //!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch evaluator.
@@ -14,12 +18,30 @@
 //!
 //! The service depends on tract only; LightGBM itself lives in the `trainer` crate.
 
+pub mod ab;
 pub mod blend;
+pub mod breaker;
 pub mod card;
+pub mod config;
 pub mod ensemble;
 pub mod export;
+pub mod fallback;
+pub mod hub;
+pub mod loaded;
 pub mod op;
+pub mod runner;
+pub mod shadow;
+pub mod stats;
 
+pub use ab::{Arm, arm_for};
+pub use breaker::{Breaker, BreakerState};
+pub use config::ModelConfig;
+pub use fallback::FallbackReason;
+pub use hub::{ModelHub, ModelSet, ReloadReport, Slot};
+pub use loaded::{LoadError, LoadedModel, load_model_dir};
+pub use runner::Runner;
+pub use shadow::{ShadowReport, ShadowStats};
+pub use stats::{ModelStats, ModelStatsSnapshot};
 pub use blend::{Blend, model_action, rule_actions};
 pub use card::{CardError, GoldenFile, GoldenRow, JsonF32, ModelCard, read_card, read_golden};
 pub use ensemble::{EnsembleError, FlatEnsemble, TreeEnsembleAttributes};

@@ -323,6 +323,14 @@ impl RunnablePlan {
     pub fn output_names(&self) -> &[String] {
         &self.output_names
     }
+    /// The optimized tract plan.
+    pub fn plan(&self) -> &Arc<TypedRunnableModel> {
+        &self.plan
+    }
+    /// Index of the primary output (see [`run`]).
+    pub fn primary_output(&self) -> usize {
+        self.primary_output
+    }
 }
 
 fn input_width(proto: &pb::ModelProto) -> Result<usize, ModelError> {

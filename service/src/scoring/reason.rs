@@ -48,6 +48,10 @@ pub enum ReasonKind {
     StaleCap,
     /// `[picks, points_per_pick, cap]`
     InFlight,
+    /// `[action, probability, blend_model, scale]` (issue #6)
+    ModelAction,
+    /// `[action, blend_rule, scale]` (issue #6)
+    RuleAction,
 }
 
 /// An explanation: a template with its numbers, or free text for rare cases.
@@ -168,6 +172,21 @@ impl fmt::Display for Reason {
             K::InFlight => write!(
                 f,
                 "{} picks handed out since the last report ({} points each, at most {})",
+                num(a[0]),
+                num(a[1]),
+                num(a[2])
+            ),
+            K::ModelAction => write!(
+                f,
+                "model: good-outcome probability {}, action {} × weight {} × {} points",
+                num(a[1]),
+                num(a[0]),
+                num(a[2]),
+                num(a[3])
+            ),
+            K::RuleAction => write!(
+                f,
+                "fallback rule for urgent order keys: action {} × weight {} × {} points",
                 num(a[0]),
                 num(a[1]),
                 num(a[2])

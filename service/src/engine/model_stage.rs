@@ -1,0 +1,188 @@
+//! The model stage of a decision (issue #6): after the rules and dynamics,
+//! before selection. Runs the model once on the selectable candidates'
+//! observation vectors as one batch, adds the model action and the
+//! deterministic rule action to each candidate's explained score
+//! ([`crate::model::blend`]), or falls back to the rule action alone with a
+//! [`crate::model::FallbackReason`]. The shadow model runs after selection on the same
+//! batch and only feeds statistics and the decision log.
+
+use std::cell::RefCell;
+
+use crate::api::{ModelDecision, ShadowDecision};
+use crate::features::FEATURE_COUNT;
+use crate::model::blend::{model_action, rule_actions};
+use crate::model::{Arm, ModelHub, ModelSet, arm_for};
+use crate::scoring::{Explained, Reason, ReasonKind, Stage};
+
+thread_local! {
+    /// Reused per thread: the `n × 42` input rows and the model's outputs.
+    static BUFFERS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// What the stage did, per selectable candidate (same order as its input).
+#[derive(Debug, Default)]
+pub(super) struct StageOut {
+    pub decision: ModelDecision,
+    pub model_a: Vec<Option<f64>>,
+    pub rule_r: Vec<f64>,
+    /// Scores before the stage (rules + dynamics), for the shadow's blend.
+    pub pre: Vec<f64>,
+}
+
+/// Applies the model stage to `es` (the selectable candidates' explained
+/// scores) with `obs` their observation vectors, at monotonic `now_ms`.
+pub(super) fn apply(
+    hub: &ModelHub,
+    set: &ModelSet,
+    key: &str,
+    key_prefix: &str,
+    obs: &[[f32; FEATURE_COUNT]],
+    es: &mut [&mut Explained],
+    now_ms: u64,
+) -> StageOut {
+    debug_assert_eq!(obs.len(), es.len());
+    let n = obs.len();
+    let cfg = &set.cfg;
+    let blend = cfg.blend();
+    hub.stats().on_call();
+    let mut rule_r = Vec::with_capacity(n);
+    rule_actions(key_prefix, obs, &mut rule_r);
+    let pre: Vec<f64> = es.iter().map(|e| e.score).collect();
+
+    let arm = set.ab.as_ref().map(|_| arm_for(key, cfg.ab.fraction));
+    let slot = match (arm, &set.ab) {
+        (Some(Arm::B), Some(b)) => b,
+        _ => &set.primary,
+    };
+    let mut decision = ModelDecision {
+        arm: arm.map(Arm::as_str),
+        ..ModelDecision::default()
+    };
+    let mut model_a = vec![None; n];
+    let result = match slot {
+        crate::model::Slot::Refused { reason, .. } => Err(*reason),
+        crate::model::Slot::Ready(m) => {
+            decision.version = Some(m.card.model_version.clone());
+            BUFFERS.with(|b| {
+                let (rows, out) = &mut *b.borrow_mut();
+                rows.clear();
+                for o in obs {
+                    rows.extend_from_slice(o);
+                }
+                let timed = hub.infer(m, rows, n, cfg.budget_us, now_ms, out)?;
+                for (a, p) in model_a.iter_mut().zip(out.iter()) {
+                    *a = Some(f64::from(model_action(*p)));
+                }
+                Ok((timed, out.clone()))
+            })
+        }
+    };
+    let probs = match result {
+        Ok((timed, probs)) => {
+            decision.used = true;
+            decision.inference_us = Some(timed.elapsed_ns as f64 / 1_000.0);
+            hub.stats().on_used();
+            Some(probs)
+        }
+        Err(reason) => {
+            decision.fallback_reason = Some(reason.as_str());
+            hub.stats().on_fallback(reason);
+            model_a.fill(None);
+            None
+        }
+    };
+    for (i, e) in es.iter_mut().enumerate() {
+        e.stage = Stage::Model;
+        if let (Some(a), Some(p)) = (model_a[i], probs.as_ref().and_then(|p| p.get(i))) {
+            e.add(
+                "model_action",
+                blend.model_points(Some(a as f32)),
+                Reason::new(
+                    ReasonKind::ModelAction,
+                    [a, f64::from(*p), blend.blend_model, blend.scale, 0.0],
+                ),
+                Some(a),
+            );
+        }
+        let r = rule_r[i];
+        // With the model, both actions are shown; without it, the rule
+        // action only where the rule fired (explanations stay short).
+        if probs.is_none() && r == 0.0 {
+            continue;
+        }
+        e.add(
+            "rule_action",
+            blend.rule_points(r),
+            Reason::new(
+                ReasonKind::RuleAction,
+                [f64::from(r), blend.blend_rule, blend.scale, 0.0, 0.0],
+            ),
+            Some(f64::from(r)),
+        );
+        e.clamp();
+    }
+    StageOut {
+        decision,
+        model_a,
+        rule_r: rule_r.into_iter().map(f64::from).collect(),
+        pre,
+    }
+}
+
+/// Runs the shadow model (if configured and loaded) on the same batch and
+/// records the comparison; returns its per-candidate (action, final score)
+/// in selectable order, or `None` when there is no usable shadow output.
+/// `primary_final` are the final scores the response used.
+pub(super) fn shadow(
+    hub: &ModelHub,
+    set: &ModelSet,
+    obs: &[[f32; FEATURE_COUNT]],
+    stage: &StageOut,
+    primary_final: &[f64],
+    now_ms: u64,
+) -> Option<(String, Vec<(f64, f64)>)> {
+    let m = set.shadow.as_ref()?.model()?;
+    let n = obs.len();
+    let blend = set.cfg.blend();
+    let probs = BUFFERS.with(|b| {
+        let (rows, out) = &mut *b.borrow_mut();
+        rows.clear();
+        for o in obs {
+            rows.extend_from_slice(o);
+        }
+        // The shadow never affects the response: no budget of its own beyond
+        // the primary's, and its misses only open its own breaker.
+        hub.infer(m, rows, n, set.cfg.budget_us, now_ms, out)
+            .ok()
+            .map(|_| out.clone())
+    })?;
+    let rows: Vec<(f64, f64)> = probs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let a = model_action(*p);
+            let fin = blend.final_score(stage.pre[i], Some(a), stage.rule_r[i] as f32);
+            (f64::from(a), fin)
+        })
+        .collect();
+    let shadow_final: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    let primary_a: Vec<f32> = stage.model_a.iter().map(|a| a.unwrap_or(0.0) as f32).collect();
+    let shadow_a: Vec<f32> = rows.iter().map(|r| r.0 as f32).collect();
+    hub.shadow_stats()
+        .record(primary_final, &shadow_final, &primary_a, &shadow_a);
+    Some((m.card.model_version.clone(), rows))
+}
+
+/// Builds the response's shadow record over all `len` candidates.
+pub(super) fn shadow_decision(
+    version: String,
+    rows: Vec<(f64, f64)>,
+    selectable: &[usize],
+    len: usize,
+) -> ShadowDecision {
+    let mut all = vec![None; len];
+    for (j, &i) in selectable.iter().enumerate() {
+        all[i] = rows.get(j).copied();
+    }
+    ShadowDecision { version, rows: all }
+}

@@ -1,0 +1,263 @@
+//! The models a running service holds, swapped atomically on reload
+//! (issue #6): the primary (`[model] dir`), an optional A/B arm
+//! (`[model.ab]`) and an optional shadow (`[model.shadow]`).
+//!
+//! Readers take an `Arc<ModelSet>` snapshot per request through `ArcSwap`
+//! (lock-free), so a request started before a reload finishes on the models
+//! it started with. Loading never fails the service: a refused model becomes
+//! a [`Slot::Refused`] with its reason, and decisions fall back to the rules.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+
+use super::breaker::BreakerState;
+use super::config::ModelConfig;
+use super::fallback::FallbackReason;
+use super::loaded::{LoadedModel, load_model_dir};
+use super::shadow::ShadowStats;
+use super::stats::ModelStats;
+use crate::clock::Clock;
+
+/// One configured model directory: loaded, or refused with the reason.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    /// Vetted and ready.
+    Ready(Arc<LoadedModel>),
+    /// Refused at load.
+    Refused {
+        /// The directory.
+        dir: PathBuf,
+        /// What decisions report while it stands.
+        reason: FallbackReason,
+        /// The load error, for `GET /v1/model` and the log.
+        message: String,
+    },
+}
+
+impl Slot {
+    fn load(dir: &Path, cfg: &ModelConfig, now_wall_ms: u64) -> Slot {
+        match load_model_dir(dir, cfg, now_wall_ms) {
+            Ok(m) => {
+                tracing::info!(dir = %dir.display(), version = %m.card.model_version,
+                    golden_rows = m.golden_rows, golden_max_abs_diff = m.golden_max_abs_diff,
+                    "model loaded");
+                Slot::Ready(Arc::new(m))
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "model refused; scoring on rules alone");
+                Slot::Refused {
+                    dir: dir.to_path_buf(),
+                    reason: e.fallback_reason(),
+                    message: e.to_string(),
+                }
+            }
+        }
+    }
+
+    /// The loaded model, if any.
+    pub fn model(&self) -> Option<&Arc<LoadedModel>> {
+        match self {
+            Slot::Ready(m) => Some(m),
+            Slot::Refused { .. } => None,
+        }
+    }
+}
+
+/// The models in use at one instant.
+#[derive(Debug)]
+pub struct ModelSet {
+    /// The `[model]` config they were loaded with.
+    pub cfg: ModelConfig,
+    /// Arm A (or the only model).
+    pub primary: Slot,
+    /// Arm B, when `[model.ab] dir` is set.
+    pub ab: Option<Slot>,
+    /// The shadow, when `[model.shadow] dir` is set.
+    pub shadow: Option<Slot>,
+    /// Increments on every applied reload (0 at start-up).
+    pub generation: u64,
+}
+
+/// Result of a reload.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadReport {
+    /// Whether the new set was applied.
+    pub applied: bool,
+    /// Generation now in use.
+    pub generation: u64,
+    /// Why it was not applied (the first refused model), if it was not.
+    pub error: Option<String>,
+}
+
+/// A successful inference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timed {
+    /// Inference wall time, ns.
+    pub elapsed_ns: u64,
+}
+
+/// Models plus their since-start counters.
+pub struct ModelHub {
+    set: ArcSwap<ModelSet>,
+    stats: ModelStats,
+    shadow: ShadowStats,
+    clock: Arc<dyn Clock>,
+    generation: AtomicU64,
+}
+
+impl std::fmt::Debug for ModelHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelHub")
+            .field("set", &self.set)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelHub {
+    /// Loads every configured model (never fails; see [`Slot`]).
+    /// `clock` times inferences (`monotonic_ns`) and stamps loads (`wall_ms`).
+    pub fn load(cfg: &ModelConfig, clock: Arc<dyn Clock>) -> Self {
+        let set = Self::build(cfg, clock.as_ref(), 0);
+        Self {
+            set: ArcSwap::from_pointee(set),
+            stats: ModelStats::default(),
+            shadow: ShadowStats::default(),
+            clock,
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// A hub with no model (decisions report `model_missing`), for engines
+    /// built without one (tests, the simulator's rule-only arms).
+    pub fn unloaded(cfg: &ModelConfig, clock: Arc<dyn Clock>) -> Self {
+        let set = ModelSet {
+            primary: Slot::Refused {
+                dir: cfg.dir.clone(),
+                reason: FallbackReason::ModelMissing,
+                message: "no model loaded".to_owned(),
+            },
+            ab: None,
+            shadow: None,
+            cfg: cfg.clone(),
+            generation: 0,
+        };
+        Self {
+            set: ArcSwap::from_pointee(set),
+            stats: ModelStats::default(),
+            shadow: ShadowStats::default(),
+            clock,
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn build(cfg: &ModelConfig, clock: &dyn Clock, generation: u64) -> ModelSet {
+        let now = clock.wall_ms();
+        let load = |dir: &Path| Slot::load(dir, cfg, now);
+        let disabled = || Slot::Refused {
+            dir: cfg.dir.clone(),
+            reason: FallbackReason::Disabled,
+            message: "[model] enabled = false".to_owned(),
+        };
+        ModelSet {
+            primary: if cfg.enabled { load(&cfg.dir) } else { disabled() },
+            ab: cfg.ab.dir.as_deref().filter(|_| cfg.enabled).map(load),
+            shadow: cfg.shadow.dir.as_deref().filter(|_| cfg.enabled).map(load),
+            cfg: cfg.clone(),
+            generation,
+        }
+    }
+
+    /// Loads `cfg`'s models and swaps them in atomically, unless a model that
+    /// is configured and enabled is refused: then the current set stays and
+    /// the report says why. Requests in flight finish on the old set.
+    pub fn reload(&self, cfg: &ModelConfig) -> ReloadReport {
+        let next_gen = self.generation.load(Ordering::Relaxed) + 1;
+        let set = Self::build(cfg, self.clock.as_ref(), next_gen);
+        let refused = [Some(&set.primary), set.ab.as_ref(), set.shadow.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|s| match s {
+                Slot::Refused { reason, message, .. } if *reason != FallbackReason::Disabled => {
+                    Some(message.clone())
+                }
+                _ => None,
+            });
+        if let Some(error) = refused {
+            tracing::warn!(%error, "model reload refused; keeping the current models");
+            return ReloadReport {
+                applied: false,
+                generation: self.generation.load(Ordering::Relaxed),
+                error: Some(error),
+            };
+        }
+        self.generation.store(next_gen, Ordering::Relaxed);
+        self.set.store(Arc::new(set));
+        tracing::info!(generation = next_gen, "models reloaded");
+        ReloadReport {
+            applied: true,
+            generation: next_gen,
+            error: None,
+        }
+    }
+
+    /// The models in use now.
+    pub fn current(&self) -> Arc<ModelSet> {
+        self.set.load_full()
+    }
+
+    /// Since-start counters.
+    pub fn stats(&self) -> &ModelStats {
+        &self.stats
+    }
+
+    /// Since-start shadow comparison.
+    pub fn shadow_stats(&self) -> &ShadowStats {
+        &self.shadow
+    }
+
+    /// Runs `model` on `n` rows under `budget_us`, writing probabilities into
+    /// `out`. Consults and updates the model's breaker at monotonic
+    /// `now_ms`, records the latency, and checks every output is finite.
+    ///
+    /// # Errors
+    /// The [`FallbackReason`] when the output must not be used:
+    /// `BreakerOpen`, `ModelError`, `BudgetExceeded`, `NonFiniteOutput`.
+    pub fn infer(
+        &self,
+        model: &LoadedModel,
+        rows: &[f32],
+        n: usize,
+        budget_us: u64,
+        now_ms: u64,
+        out: &mut Vec<f32>,
+    ) -> Result<Timed, FallbackReason> {
+        if model.breaker.state(now_ms) == BreakerState::Open {
+            return Err(FallbackReason::BreakerOpen);
+        }
+        let t0 = self.clock.monotonic_ns();
+        let res = model.runner.predict(rows, n, out);
+        let elapsed_ns = self.clock.monotonic_ns().saturating_sub(t0);
+        self.stats.record_latency_ns(elapsed_ns);
+        if let Err(e) = res {
+            tracing::warn!(error = %e, version = %model.card.model_version, "model inference failed");
+            return Err(FallbackReason::ModelError);
+        }
+        // A budget of 0 µs rejects every output (documented for testing the fallback).
+        if budget_us == 0 || elapsed_ns > budget_us.saturating_mul(1_000) {
+            if model.breaker.on_miss(now_ms) {
+                tracing::warn!(version = %model.card.model_version, "model breaker opened after budget misses");
+            }
+            return Err(FallbackReason::BudgetExceeded);
+        }
+        model.breaker.on_success();
+        if out.iter().any(|p| !p.is_finite()) {
+            return Err(FallbackReason::NonFiniteOutput);
+        }
+        Ok(Timed { elapsed_ns })
+    }
+}
