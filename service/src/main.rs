@@ -8,6 +8,7 @@ use clap::Parser;
 use service::clock::SystemClock;
 use service::config::Config;
 use service::decision_log::DecisionLog;
+use service::model::ModelHub;
 use service::{AppState, Engine, app};
 use tracing_subscriber::EnvFilter;
 
@@ -34,7 +35,8 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(config_hash = %config.hash(), %listen, "starting");
     let clock = Arc::new(SystemClock::new());
     let log_cfg = config.log.clone();
-    let mut engine = Engine::new(config);
+    let models = Arc::new(ModelHub::load(&config.model, clock.clone()));
+    let mut engine = Engine::new(config).with_models(models);
     if log_cfg.enabled {
         let log =
             DecisionLog::start(log_cfg, clock.clone()).context("cannot start the decision log")?;
@@ -46,7 +48,14 @@ async fn main() -> anyhow::Result<()> {
         );
         engine = engine.with_log(Arc::new(log));
     }
-    let state = AppState::new(engine, clock);
+    let config_path = args.config.clone();
+    let state = AppState::new(engine, clock)
+        .with_config_source(Arc::new(move || Config::load(config_path.as_deref())));
+    #[cfg(unix)]
+    let hangup = {
+        let state = state.clone();
+        tokio::spawn(async move { reload_on_sighup(state).await })
+    };
     let sweeper = {
         let (engine, clock) = (state.engine.clone(), state.clock.clone());
         tokio::spawn(async move {
@@ -65,6 +74,8 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("server error")?;
     sweeper.abort();
+    #[cfg(unix)]
+    hangup.abort();
     if let Some(log) = state.engine.decision_log() {
         // Requests have drained: flush and close the current files.
         log.shutdown()
@@ -73,6 +84,36 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// SIGHUP: re-read the configuration and reload the models (as `POST
+/// /v1/admin/reload`); a refused reload keeps the current models.
+#[cfg(unix)]
+async fn reload_on_sighup(state: AppState) {
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        match (state.config_source)() {
+            Ok(cfg) => {
+                let engine = state.engine.clone();
+                match tokio::task::spawn_blocking(move || engine.models().reload(&cfg.model)).await
+                {
+                    Ok(r) => {
+                        tracing::info!(applied = r.applied, generation = r.generation, error = ?r.error, "SIGHUP reload")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "SIGHUP reload task failed"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGHUP: configuration refused; keeping the current one")
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -118,7 +118,10 @@ impl Engine {
 /// `fallback_reason`. Candidates the model stage did not score keep the
 /// primary's final score and a null action. Readers joining outcomes drop
 /// `arm = "shadow"` rows, or use them to compare models offline.
-pub fn shadow_record(primary: &DecisionRecord, shadow: &crate::api::ShadowDecision) -> DecisionRecord {
+pub fn shadow_record(
+    primary: &DecisionRecord,
+    shadow: &crate::api::ShadowDecision,
+) -> DecisionRecord {
     let mut rec = primary.clone();
     rec.arm = Some(SHADOW_ARM.to_owned());
     rec.model_version = Some(shadow.version.clone());

@@ -166,7 +166,11 @@ pub(super) fn shadow(
         })
         .collect();
     let shadow_final: Vec<f64> = rows.iter().map(|r| r.1).collect();
-    let primary_a: Vec<f32> = stage.model_a.iter().map(|a| a.unwrap_or(0.0) as f32).collect();
+    let primary_a: Vec<f32> = stage
+        .model_a
+        .iter()
+        .map(|a| a.unwrap_or(0.0) as f32)
+        .collect();
     let shadow_a: Vec<f32> = rows.iter().map(|r| r.0 as f32).collect();
     hub.shadow_stats()
         .record(primary_final, &shadow_final, &primary_a, &shadow_a);

@@ -477,8 +477,11 @@ impl Engine {
                 rule_r[i] = out.rule_r.get(j).copied();
             }
             let primary_final: Vec<f64> = selectable.iter().map(|&i| scored[i].e.score).collect();
-            shadow = super::model_stage::shadow(&self.models, &models, obs, out, &primary_final, now_ms)
-                .map(|(v, rows)| super::model_stage::shadow_decision(v, rows, &selectable, scored.len()));
+            shadow =
+                super::model_stage::shadow(&self.models, &models, obs, out, &primary_final, now_ms)
+                    .map(|(v, rows)| {
+                        super::model_stage::shadow_decision(v, rows, &selectable, scored.len())
+                    });
             decision = out.decision.clone();
         }
 

@@ -6,6 +6,7 @@
 mod error;
 mod extract;
 mod handlers;
+mod model;
 
 use std::sync::Arc;
 
@@ -26,15 +27,32 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Time source (a [`crate::clock::ManualClock`] in tests).
     pub clock: Arc<dyn Clock>,
+    /// Where `POST /v1/admin/reload` (and SIGHUP) read the new configuration.
+    /// Defaults to the engine's current configuration (reloading re-reads the
+    /// same model directories); the binary re-reads its file and environment.
+    pub config_source: ConfigSource,
 }
+
+/// A function producing the configuration to reload to.
+pub type ConfigSource =
+    Arc<dyn Fn() -> Result<crate::config::Config, crate::config::ConfigError> + Send + Sync>;
 
 impl AppState {
     /// State over `engine` reading time from `clock`.
     pub fn new(engine: Engine, clock: Arc<dyn Clock>) -> Self {
+        let engine = Arc::new(engine);
+        let current = engine.clone();
         Self {
-            engine: Arc::new(engine),
+            engine,
             clock,
+            config_source: Arc::new(move || Ok((*current.config()).clone())),
         }
+    }
+
+    /// Replaces the reload source.
+    pub fn with_config_source(mut self, source: ConfigSource) -> Self {
+        self.config_source = source;
+        self
     }
 }
 
@@ -49,6 +67,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/log/stats", get(handlers::log_stats))
         .route("/v1/workers", get(handlers::workers))
         .route("/v1/features", get(handlers::features))
+        .route("/v1/model", get(model::model))
+        .route("/v1/shadow", get(model::shadow))
+        .route("/v1/admin/reload", post(model::reload))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .fallback(handlers::not_found)

@@ -33,7 +33,9 @@ const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 /// FNV-1a 64 of `bytes`.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(FNV_OFFSET, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV_PRIME))
+    bytes.iter().fold(FNV_OFFSET, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+    })
 }
 
 /// The key's position in `[0, 1)`.
@@ -49,7 +51,11 @@ pub fn key_unit(key: &str) -> f64 {
 
 /// Arm B iff `key_unit(key) < fraction` (`fraction` in `0..=1`).
 pub fn arm_for(key: &str, fraction: f64) -> Arm {
-    if key_unit(key) < fraction { Arm::B } else { Arm::A }
+    if key_unit(key) < fraction {
+        Arm::B
+    } else {
+        Arm::A
+    }
 }
 
 #[cfg(test)]

@@ -66,11 +66,16 @@ impl Breaker {
     /// Records a budget miss at `now_ms`; returns true when this miss opened
     /// (or re-opened) the breaker.
     pub fn on_miss(&self, now_ms: u64) -> bool {
-        let misses = self.misses.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        let misses = self
+            .misses
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
         let half_open = self.state(now_ms) == BreakerState::HalfOpen;
         if half_open || misses >= self.after {
-            self.open_until_ms
-                .store(now_ms.saturating_add(self.open_ms).max(1), Ordering::Release);
+            self.open_until_ms.store(
+                now_ms.saturating_add(self.open_ms).max(1),
+                Ordering::Release,
+            );
             self.misses.store(0, Ordering::Relaxed);
             self.opened.fetch_add(1, Ordering::Relaxed);
             return true;

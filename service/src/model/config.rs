@@ -110,10 +110,16 @@ impl ModelConfig {
             }
         }
         if !(self.scale.is_finite() && (0.0..=100.0).contains(&self.scale)) {
-            return Err(format!("scale must be in [0, 100] points, got {}", self.scale));
+            return Err(format!(
+                "scale must be in [0, 100] points, got {}",
+                self.scale
+            ));
         }
         if !(self.ab.fraction.is_finite() && (0.0..=1.0).contains(&self.ab.fraction)) {
-            return Err(format!("ab.fraction must be in [0, 1], got {}", self.ab.fraction));
+            return Err(format!(
+                "ab.fraction must be in [0, 1], got {}",
+                self.ab.fraction
+            ));
         }
         Ok(())
     }

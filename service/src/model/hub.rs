@@ -164,7 +164,11 @@ impl ModelHub {
             message: "[model] enabled = false".to_owned(),
         };
         ModelSet {
-            primary: if cfg.enabled { load(&cfg.dir) } else { disabled() },
+            primary: if cfg.enabled {
+                load(&cfg.dir)
+            } else {
+                disabled()
+            },
             ab: cfg.ab.dir.as_deref().filter(|_| cfg.enabled).map(load),
             shadow: cfg.shadow.dir.as_deref().filter(|_| cfg.enabled).map(load),
             cfg: cfg.clone(),
@@ -182,9 +186,9 @@ impl ModelHub {
             .into_iter()
             .flatten()
             .find_map(|s| match s {
-                Slot::Refused { reason, message, .. } if *reason != FallbackReason::Disabled => {
-                    Some(message.clone())
-                }
+                Slot::Refused {
+                    reason, message, ..
+                } if *reason != FallbackReason::Disabled => Some(message.clone()),
                 _ => None,
             });
         if let Some(error) = refused {
@@ -238,6 +242,10 @@ impl ModelHub {
     ) -> Result<Timed, FallbackReason> {
         if model.breaker.state(now_ms) == BreakerState::Open {
             return Err(FallbackReason::BreakerOpen);
+        }
+        if let Err(e) = model.runner.warm() {
+            tracing::warn!(error = %e, version = %model.card.model_version, "model state creation failed");
+            return Err(FallbackReason::ModelError);
         }
         let t0 = self.clock.monotonic_ns();
         let res = model.runner.predict(rows, n, out);

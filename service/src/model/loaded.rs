@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::breaker::Breaker;
-use super::card::{
-    CardError, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_card, read_golden,
-};
+use super::card::{CardError, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_card, read_golden};
 use super::config::ModelConfig;
 use super::fallback::FallbackReason;
 use super::op::{ModelError, load_model};
@@ -26,7 +24,9 @@ pub enum LoadError {
     #[error(transparent)]
     Card(#[from] CardError),
     /// The card's feature schema hash differs from the service's.
-    #[error("feature schema mismatch: model trained on schema {model_version} ({model_hash}), service has {service_hash}")]
+    #[error(
+        "feature schema mismatch: model trained on schema {model_version} ({model_hash}), service has {service_hash}"
+    )]
     SchemaMismatch {
         /// Card's `feature_schema_version`.
         model_version: String,
@@ -45,7 +45,9 @@ pub enum LoadError {
     #[error("golden.json has no rows: parity cannot be checked")]
     NoGoldenRows,
     /// A golden row's output differs from the card's by more than 1e-5.
-    #[error("golden row {row} ({kind}): served {served} vs LightGBM {expected} (|Δ| {diff:e} > {PARITY_TOLERANCE:e})")]
+    #[error(
+        "golden row {row} ({kind}): served {served} vs LightGBM {expected} (|Δ| {diff:e} > {PARITY_TOLERANCE:e})"
+    )]
     GoldenMismatch {
         /// Row index.
         row: usize,
@@ -65,9 +67,12 @@ impl LoadError {
     pub fn fallback_reason(&self) -> FallbackReason {
         match self {
             LoadError::Missing(_) => FallbackReason::ModelMissing,
-            LoadError::SchemaMismatch { .. } | LoadError::Width(_) => FallbackReason::SchemaMismatch,
-            LoadError::Card(CardError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
+            LoadError::SchemaMismatch { .. } | LoadError::Width(_) => {
+                FallbackReason::SchemaMismatch
+            }
+            LoadError::Card(CardError::Io { source, path })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && path.ends_with(super::card::CARD_FILE) =>
             {
                 FallbackReason::ModelMissing
             }
@@ -102,7 +107,11 @@ pub struct LoadedModel {
 ///
 /// # Errors
 /// [`LoadError`], naming the first failed check.
-pub fn load_model_dir(dir: &Path, cfg: &ModelConfig, now_wall_ms: u64) -> Result<LoadedModel, LoadError> {
+pub fn load_model_dir(
+    dir: &Path,
+    cfg: &ModelConfig,
+    now_wall_ms: u64,
+) -> Result<LoadedModel, LoadError> {
     if !dir.is_dir() {
         return Err(LoadError::Missing(dir.to_path_buf()));
     }

@@ -52,6 +52,27 @@ impl Runner {
         self.plan.n_features()
     }
 
+    /// Builds this thread's state for the model if it has none yet, so that
+    /// the one-time set-up is not charged to a timed inference.
+    ///
+    /// # Errors
+    /// [`ModelError::Tract`] if tract cannot create the state.
+    pub fn warm(&self) -> Result<(), ModelError> {
+        STATES.with(|cell| self.state_index(&mut cell.borrow_mut()).map(|_| ()))
+    }
+
+    fn state_index(&self, states: &mut Vec<(u64, TypedSimpleState)>) -> Result<usize, ModelError> {
+        if let Some(p) = states.iter().position(|(id, _)| *id == self.id) {
+            return Ok(p);
+        }
+        if states.len() >= STATES_PER_THREAD {
+            states.remove(0);
+        }
+        let st = TypedSimpleState::new(self.plan.plan()).map_err(tract("creating state"))?;
+        states.push((self.id, st));
+        Ok(states.len() - 1)
+    }
+
     /// Runs `n` rows (`rows`: `n × n_features` f32, row-major) and writes the
     /// primary output (probabilities, one per row) into `out`.
     ///
@@ -70,17 +91,7 @@ impl Runner {
         let input = Tensor::from_shape(&[n, f], rows).map_err(tract("building input"))?;
         STATES.with(|cell| {
             let mut states = cell.borrow_mut();
-            let pos = match states.iter().position(|(id, _)| *id == self.id) {
-                Some(p) => p,
-                None => {
-                    if states.len() >= STATES_PER_THREAD {
-                        states.remove(0);
-                    }
-                    let st = TypedSimpleState::new(self.plan.plan()).map_err(tract("creating state"))?;
-                    states.push((self.id, st));
-                    states.len() - 1
-                }
-            };
+            let pos = self.state_index(&mut states)?;
             let outputs = states[pos]
                 .1
                 .run(tvec!(input.into_tvalue()))

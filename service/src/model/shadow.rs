@@ -84,7 +84,13 @@ fn argmax(v: &[f64]) -> Option<usize> {
 impl ShadowStats {
     /// Records one decision: final scores and actions of both models over the
     /// same candidates, in the same order.
-    pub fn record(&self, primary_final: &[f64], shadow_final: &[f64], primary_a: &[f32], shadow_a: &[f32]) {
+    pub fn record(
+        &self,
+        primary_final: &[f64],
+        shadow_final: &[f64],
+        primary_a: &[f32],
+        shadow_a: &[f32],
+    ) {
         let agree = argmax(primary_final) == argmax(shadow_final);
         let rho = spearman(primary_final, shadow_final);
         let deltas: f64 = primary_a
@@ -92,7 +98,10 @@ impl ShadowStats {
             .zip(shadow_a)
             .map(|(p, s)| f64::from((s - p).abs()))
             .sum();
-        let mut t = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut t = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         t.decisions += 1;
         t.top_agree += u64::from(agree);
         if let Some(r) = rho {
@@ -105,7 +114,10 @@ impl ShadowStats {
 
     /// The since-start report.
     pub fn report(&self) -> ShadowReport {
-        let t = *self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let t = *self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mean = |s: f64, n: u64| (n > 0).then(|| s / n as f64);
         ShadowReport {
             decisions_compared: t.decisions,
@@ -128,7 +140,10 @@ mod tests {
         let a = [1.0, 2.0, 3.0, 4.0, 5.0];
         let b = [2.0, 1.0, 4.0, 3.0, 5.0];
         let rho = spearman(&a, &b).unwrap();
-        assert!((rho - (1.0 - 6.0 * 4.0 / (5.0 * 24.0))).abs() < 1e-12, "{rho}");
+        assert!(
+            (rho - (1.0 - 6.0 * 4.0 / (5.0 * 24.0))).abs() < 1e-12,
+            "{rho}"
+        );
         assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
         assert_eq!(average_ranks(&[5.0, 1.0, 5.0]), [2.5, 1.0, 2.5]);
     }

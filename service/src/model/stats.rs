@@ -101,7 +101,10 @@ impl ModelStats {
             .latency_ns
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let us = |q: f64| h.as_ref().map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1_000.0);
+        let us = |q: f64| {
+            h.as_ref()
+                .map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1_000.0)
+        };
         ModelStatsSnapshot {
             calls: self.calls.load(Ordering::Relaxed),
             used: self.used.load(Ordering::Relaxed),
@@ -135,8 +138,16 @@ mod tests {
         s.on_fallback(FallbackReason::BudgetExceeded);
         let snap = s.snapshot();
         assert_eq!(snap.inferences, 1_000);
-        assert!((snap.latency_us.p50 - 500.0).abs() < 1.0, "{:?}", snap.latency_us);
-        assert!((snap.latency_us.p99 - 990.0).abs() < 1.0, "{:?}", snap.latency_us);
+        assert!(
+            (snap.latency_us.p50 - 500.0).abs() < 1.0,
+            "{:?}",
+            snap.latency_us
+        );
+        assert!(
+            (snap.latency_us.p99 - 990.0).abs() < 1.0,
+            "{:?}",
+            snap.latency_us
+        );
         assert_eq!(snap.fallbacks[0], ("budget_exceeded".to_owned(), 2));
     }
 }

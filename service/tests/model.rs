@@ -1,0 +1,521 @@
+//! The model in the scoring path (issue #6): blend, fallbacks, breaker,
+//! refusals, reload under load, A/B and shadow, over HTTP with no socket.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{TestApp, WALL};
+use serde_json::{Value, json};
+use service::clock::{ManualClock, SystemClock};
+use service::config::Config;
+use service::features::FEATURE_COUNT;
+use service::model::card::{GOLDEN_FILE, ONNX_FILE, read_golden};
+use service::model::export::LgbModel;
+use service::model::fixture::{predict_f64, random_model, write_model_dir};
+use service::model::{FallbackReason, ModelHub, load_model_dir};
+use service::{AppState, Engine};
+
+struct Fixture {
+    dir: PathBuf,
+    models: Vec<(String, LgbModel)>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two small models, `v1` and `v2`, in a fresh temp dir.
+fn fixture(name: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("scorer-model-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut models = Vec::new();
+    for (i, v) in ["v1", "v2"].iter().enumerate() {
+        let m = random_model(20, 4, 7 + i as u64);
+        write_model_dir(&dir.join(v), &m, v, 30, 100 + i as u64).expect("fixture");
+        models.push(((*v).to_owned(), m));
+    }
+    Fixture { dir, models }
+}
+
+/// Tests run unoptimised builds on a shared machine: a budget no debug
+/// inference misses, except where a test sets its own.
+const TEST_BUDGET_US: u64 = 1_000_000;
+
+fn config(model_dir: &Path) -> Config {
+    let mut c = common::no_warmup();
+    c.model.dir = model_dir.to_path_buf();
+    c.model.budget_us = TEST_BUDGET_US;
+    c
+}
+
+fn app_with(cfg: Config) -> TestApp {
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let hub = Arc::new(ModelHub::load(&cfg.model, Arc::new(SystemClock::new())));
+    let state = AppState::new(Engine::new(cfg).with_models(hub), clock.clone());
+    TestApp {
+        router: service::app(state.clone()),
+        clock,
+        state,
+    }
+}
+
+fn snap(id: &str, disk_ms: f64) -> Value {
+    json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": 0.3, "queue_depth": 2,
+           "rtt_ms_avg": 1.0, "rtt_ms_p99": 4.0, "error_rate": 0.0, "disk_io_await_ms": disk_ms})
+}
+
+async fn report(app: &TestApp, workers: &[(&str, f64)]) {
+    let snaps: Vec<Value> = workers.iter().map(|(id, d)| snap(id, *d)).collect();
+    let (s, b) = app
+        .post_json("/v1/telemetry", &json!({"snapshots": snaps}))
+        .await;
+    assert_eq!(s, 200, "{b}");
+}
+
+fn adjustment<'a>(w: &'a Value, code: &str) -> Option<&'a Value> {
+    w["adjustments"]
+        .as_array()?
+        .iter()
+        .find(|a| a["code"] == code)
+}
+
+#[tokio::test]
+async fn model_action_and_rule_action_blend_into_the_final_score() {
+    let fx = fixture("blend");
+    let app = app_with(config(&fx.dir.join("v1")));
+    report(&app, &[("w1", 5.0), ("w2", 40.0), ("w3", 10.0)]).await;
+    let body = json!({"key": "orders:42", "candidates": ["w1", "w2", "w3"], "policy": "none",
+                      "explain": true, "context": {"timeout_ms": 30}});
+    let (s, b) = app.post_json("/v1/score", &body).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["model"]["used"], true, "{}", b["model"]);
+    assert_eq!(b["model"]["version"], "v1");
+    assert!(b["model"]["inference_us"].as_f64().unwrap_or(-1.0) >= 0.0);
+    let model = &fx.models[0].1;
+    for w in b["scores"].as_array().expect("scores") {
+        let features: Vec<f32> = w["features"]
+            .as_array()
+            .expect("explain features")
+            .iter()
+            .map(|v| v.as_f64().map_or(f32::NAN, |x| x as f32))
+            .collect();
+        assert_eq!(features.len(), FEATURE_COUNT);
+        let a = w["model_action"].as_f64().expect("model action");
+        let expect_a = 2.0 * predict_f64(model, &features) - 1.0;
+        assert!((a - expect_a).abs() < 2e-5, "{a} vs {expect_a}");
+        // Disk await below 20 ms on an urgent order key: r = +1, else 0.
+        let fast = w["worker_id"] != "w2";
+        assert_eq!(w["rule_action"], if fast { 1.0 } else { 0.0 });
+        let ma = adjustment(w, "model_action").expect("model_action adjustment");
+        assert!((ma["impact"].as_f64().unwrap_or(f64::NAN) - 5.0 * 0.7 * a).abs() < 1e-5);
+        let ra = adjustment(w, "rule_action").expect("rule_action adjustment");
+        assert_eq!(ra["impact"], if fast { 1.5 } else { 0.0 });
+        // Final = clamp(score before the stage + both contributions).
+        let before: f64 = w["final_score"].as_f64().unwrap_or(f64::NAN)
+            - ma["impact"].as_f64().unwrap_or(0.0)
+            - ra["impact"].as_f64().unwrap_or(0.0);
+        assert!((0.0..=100.0).contains(&before), "{w}");
+    }
+    // Same request, same state, policy none (no in-flight change): same scores.
+    let (_, again) = app.post_json("/v1/score", &body).await;
+    for (x, y) in b["scores"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(again["scores"].as_array().into_iter().flatten())
+    {
+        assert_eq!(x["final_score"], y["final_score"]);
+        assert_eq!(x["model_action"], y["model_action"]);
+    }
+}
+
+#[tokio::test]
+async fn no_fast_disk_on_an_urgent_order_key_means_minus_one_for_all() {
+    let fx = fixture("rule");
+    let mut cfg = config(&fx.dir.join("v1"));
+    cfg.model.enabled = false;
+    let app = app_with(cfg);
+    report(&app, &[("w1", 25.0), ("w2", 90.0)]).await;
+    let (_, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "order:1", "candidates": ["w1", "w2"],
+            "policy": "none", "context": {"timeout_ms": 10}}),
+        )
+        .await;
+    assert_eq!(b["model"]["used"], false);
+    assert_eq!(b["model"]["fallback_reason"], "model_disabled");
+    for w in b["scores"].as_array().expect("scores") {
+        assert_eq!(w["rule_action"], -1.0);
+        assert!(w.get("model_action").is_none());
+        assert_eq!(adjustment(w, "rule_action").expect("rule")["impact"], -1.5);
+    }
+    // A non-order key: the rule is silent and shows no adjustment.
+    let (_, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "user:1", "candidates": ["w1"], "policy": "none",
+            "context": {"timeout_ms": 10}}),
+        )
+        .await;
+    assert!(adjustment(&b["scores"][0], "rule_action").is_none());
+    assert_eq!(b["scores"][0]["final_score"], b["scores"][0]["rule_score"]);
+}
+
+#[tokio::test]
+async fn a_zero_budget_falls_back_and_opens_the_breaker() {
+    let fx = fixture("budget");
+    let mut cfg = config(&fx.dir.join("v1"));
+    cfg.model.budget_us = 0;
+    cfg.model.breaker_after = 3;
+    cfg.model.breaker_open_ms = 5_000;
+    let app = app_with(cfg);
+    report(&app, &[("w1", 5.0), ("w2", 5.0)]).await;
+    let body = r#"{"key":"user:1","candidates":["w1","w2"],"policy":"none"}"#;
+    let mut reasons = Vec::new();
+    for _ in 0..5 {
+        let (_, b) = app.post("/v1/score", body).await;
+        assert_eq!(b["model"]["used"], false);
+        for w in b["scores"].as_array().expect("scores") {
+            assert_eq!(w["final_score"], w["rule_score"], "rule-only score");
+        }
+        reasons.push(
+            b["model"]["fallback_reason"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        );
+    }
+    assert_eq!(
+        reasons,
+        [
+            "budget_exceeded",
+            "budget_exceeded",
+            "budget_exceeded",
+            "breaker_open",
+            "breaker_open"
+        ]
+    );
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["primary"]["breaker"], "open");
+    assert_eq!(m["stats"]["inferences"], 3);
+    // After the open period the breaker is half-open: one more try, still over budget.
+    app.clock.advance(5_000);
+    let (_, b) = app.post("/v1/score", body).await;
+    assert_eq!(b["model"]["fallback_reason"], "budget_exceeded");
+    let (_, b) = app.post("/v1/score", body).await;
+    assert_eq!(b["model"]["fallback_reason"], "breaker_open");
+}
+
+#[test]
+fn the_breaker_closes_again_after_an_inference_inside_budget() {
+    let fx = fixture("close");
+    let mut cfg = config(&fx.dir.join("v1")).model;
+    cfg.breaker_after = 2;
+    cfg.breaker_open_ms = 100;
+    let hub = ModelHub::load(&cfg, Arc::new(SystemClock::new()));
+    let set = hub.current();
+    let m = set.primary.model().expect("loaded");
+    let rows = vec![0.5f32; FEATURE_COUNT * 4];
+    let mut out = Vec::new();
+    assert_eq!(
+        hub.infer(m, &rows, 4, 0, 10, &mut out),
+        Err(FallbackReason::BudgetExceeded)
+    );
+    assert_eq!(
+        hub.infer(m, &rows, 4, 0, 11, &mut out),
+        Err(FallbackReason::BudgetExceeded)
+    );
+    assert_eq!(
+        hub.infer(m, &rows, 4, 1_000_000, 50, &mut out),
+        Err(FallbackReason::BreakerOpen)
+    );
+    assert!(
+        hub.infer(m, &rows, 4, 1_000_000, 111, &mut out).is_ok(),
+        "half-open trial"
+    );
+    assert!(
+        hub.infer(m, &rows, 4, 1_000_000, 112, &mut out).is_ok(),
+        "closed again"
+    );
+    assert_eq!(out.len(), 4);
+    assert_eq!(
+        hub.stats().fallbacks(FallbackReason::BreakerOpen),
+        0,
+        "hub.infer alone counts no fallback"
+    );
+}
+
+#[test]
+fn served_probabilities_match_every_golden_row() {
+    let fx = fixture("parity");
+    let cfg = config(&fx.dir.join("v1")).model;
+    let m = load_model_dir(&cfg.dir, &cfg, WALL).expect("vetted");
+    let golden = read_golden(&cfg.dir, FEATURE_COUNT).expect("golden");
+    let rows: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
+    let mut out = Vec::new();
+    m.runner
+        .predict(&rows, golden.rows.len(), &mut out)
+        .expect("predict");
+    let mut worst = 0.0f64;
+    for (r, p) in golden.rows.iter().zip(&out) {
+        let a_served = 2.0 * f64::from(*p) - 1.0;
+        let a_card = 2.0 * r.probability - 1.0;
+        worst = worst.max((a_served - a_card).abs());
+    }
+    assert!(worst <= 2e-5, "max |Δ action| {worst}");
+    assert_eq!(m.golden_rows, 32);
+    assert!(m.golden_max_abs_diff <= 1e-5);
+}
+
+fn refusal(dir: &Path) -> (String, String) {
+    let cfg = config(dir);
+    let hub = ModelHub::load(&cfg.model, Arc::new(SystemClock::new()));
+    match &hub.current().primary {
+        service::model::Slot::Refused {
+            reason, message, ..
+        } => (reason.as_str().to_owned(), message.clone()),
+        service::model::Slot::Ready(_) => panic!("model in {} was accepted", dir.display()),
+    }
+}
+
+#[tokio::test]
+async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
+    let fx = fixture("broken");
+    let (reason, msg) = refusal(&fx.dir.join("absent"));
+    assert_eq!(reason, "model_missing", "{msg}");
+
+    let corrupt = fx.dir.join("corrupt");
+    write_model_dir(&corrupt, &fx.models[0].1, "c", 5, 1).expect("fixture");
+    std::fs::write(corrupt.join(ONNX_FILE), b"\x08\x07garbage").expect("write");
+    let (reason, msg) = refusal(&corrupt);
+    assert_eq!(reason, "model_error", "{msg}");
+    assert!(msg.contains("model.onnx"), "{msg}");
+
+    let schema = fx.dir.join("schema");
+    write_model_dir(&schema, &fx.models[0].1, "s", 5, 1).expect("fixture");
+    let card = std::fs::read_to_string(schema.join("card.json")).expect("card");
+    let hash = service::features::schema_hash();
+    std::fs::write(
+        schema.join("card.json"),
+        card.replace(hash, "0000000000000000"),
+    )
+    .expect("write");
+    let (reason, msg) = refusal(&schema);
+    assert_eq!(reason, "schema_mismatch", "{msg}");
+
+    let nogolden = fx.dir.join("nogolden");
+    write_model_dir(&nogolden, &fx.models[0].1, "g", 5, 1).expect("fixture");
+    std::fs::remove_file(nogolden.join(GOLDEN_FILE)).expect("rm");
+    let (reason, msg) = refusal(&nogolden);
+    assert_eq!(reason, "model_error", "{msg}");
+    assert!(msg.contains("golden.json"), "{msg}");
+
+    // Golden rows that disagree with the model (another model's outputs).
+    let wrong = fx.dir.join("wrong");
+    write_model_dir(&wrong, &fx.models[0].1, "w", 5, 1).expect("fixture");
+    std::fs::copy(fx.dir.join("v2").join(GOLDEN_FILE), wrong.join(GOLDEN_FILE)).expect("cp");
+    let (reason, msg) = refusal(&wrong);
+    assert_eq!(reason, "model_error", "{msg}");
+    assert!(msg.contains("golden row"), "{msg}");
+
+    let app = app_with(config(&corrupt));
+    report(&app, &[("w1", 5.0)]).await;
+    let (s, b) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(b["model"]["fallback_reason"], "model_error");
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["used"], false);
+    assert_eq!(m["primary"]["status"], "refused");
+    assert_eq!(m["stats"]["fallbacks"][1], json!(["model_error", 1]));
+}
+
+#[test]
+fn non_finite_model_outputs_are_discarded() {
+    // Two trees whose leaves overflow f32 in opposite directions (+inf + -inf
+    // = NaN), exported without the final Sigmoid (tract's sigmoid clamps its
+    // input, which would hide the NaN) and its raw margin named `probability`.
+    let mut m = random_model(2, 1, 3);
+    m.trees[0].leaf_value = vec![1e39, 1e39];
+    m.trees[1].leaf_value = vec![-1e39, -1e39];
+    let mut proto = service::model::export::model_proto(&m, &Default::default()).expect("proto");
+    let graph = proto.graph.as_mut().expect("graph");
+    graph.node.truncate(1);
+    graph.node[0].output = vec!["probability".into()];
+    graph.output.truncate(1);
+    graph.output[0].name = "probability".into();
+    let bytes = prost::Message::encode_to_vec(&proto);
+    let fx = fixture("nan");
+    let dir = fx.dir.join("v1");
+    let loaded = service::model::LoadedModel {
+        dir: dir.clone(),
+        card: service::model::read_card(&dir).expect("card"),
+        onnx_sha256: String::new(),
+        golden_rows: 0,
+        golden_max_abs_diff: 0.0,
+        loaded_at_ms: 0,
+        runner: service::model::Runner::new(
+            service::model::load_model(&bytes).expect("tract loads it"),
+        ),
+        breaker: service::model::Breaker::new(20, 5_000),
+    };
+    let hub = ModelHub::load(&config(&dir).model, Arc::new(SystemClock::new()));
+    let mut out = Vec::new();
+    let rows = vec![1.0f32; FEATURE_COUNT];
+    assert_eq!(
+        hub.infer(&loaded, &rows, 1, TEST_BUDGET_US, 0, &mut out),
+        Err(FallbackReason::NonFiniteOutput)
+    );
+    assert!(out[0].is_nan());
+    // With the Sigmoid, the vetting refuses it: its golden rows (f64 sums) expect 0.5.
+    let sig = fx.dir.join("sig");
+    write_model_dir(&sig, &m, "sig", 3, 1).expect("fixture");
+    let (reason, msg) = refusal(&sig);
+    assert_eq!(reason, "model_error", "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_under_load_never_errors_or_mixes_versions() {
+    let fx = fixture("reload");
+    let which = Arc::new(AtomicUsize::new(0));
+    let cfg = config(&fx.dir.join("v1"));
+    let app = app_with(cfg.clone());
+    let (base, w) = (cfg.clone(), which.clone());
+    let dirs = [fx.dir.join("v1"), fx.dir.join("v2")];
+    let state = app.state.clone().with_config_source(Arc::new(move || {
+        let mut c = base.clone();
+        c.model.dir = dirs[w.load(Ordering::SeqCst) % 2].clone();
+        Ok(c)
+    }));
+    let router = service::app(state);
+    let app = TestApp {
+        router,
+        clock: app.clock.clone(),
+        state: app.state.clone(),
+    };
+    report(&app, &[("w1", 5.0), ("w2", 30.0), ("w3", 8.0)]).await;
+    let app = Arc::new(app);
+    let models: Arc<Vec<(String, LgbModel)>> = Arc::new(fx.models.clone());
+    let seen = Arc::new(Mutex::new(
+        std::collections::BTreeMap::<String, usize>::new(),
+    ));
+    let mut clients = Vec::new();
+    for c in 0..3 {
+        let (app, models, seen) = (app.clone(), models.clone(), seen.clone());
+        clients.push(tokio::spawn(async move {
+            for i in 0..150 {
+                let body = json!({"key": format!("user:{c}:{i}"), "candidates": ["w1", "w2", "w3"],
+                                  "policy": "none", "explain": true});
+                let (s, b) = app.post_json("/v1/score", &body).await;
+                assert_eq!(s, 200, "{b}");
+                assert_eq!(b["model"]["used"], true, "{}", b["model"]);
+                let v = b["model"]["version"].as_str().expect("version").to_owned();
+                let model = &models
+                    .iter()
+                    .find(|(n, _)| *n == v)
+                    .expect("known version")
+                    .1;
+                for w in b["scores"].as_array().expect("scores") {
+                    let f: Vec<f32> = w["features"]
+                        .as_array()
+                        .expect("features")
+                        .iter()
+                        .map(|x| x.as_f64().map_or(f32::NAN, |x| x as f32))
+                        .collect();
+                    let a = w["model_action"].as_f64().expect("action");
+                    assert!(
+                        (a - (2.0 * predict_f64(model, &f) - 1.0)).abs() < 2e-5,
+                        "response labelled {v} carries another model's action"
+                    );
+                }
+                *seen.lock().expect("lock").entry(v).or_default() += 1;
+            }
+        }));
+    }
+    for _ in 0..6 {
+        which.fetch_add(1, Ordering::SeqCst);
+        let (s, b) = app.post("/v1/admin/reload", "").await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["applied"], true);
+        tokio::task::yield_now().await;
+    }
+    for c in clients {
+        c.await.expect("client");
+    }
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["generation"], 6);
+    assert_eq!(m["primary"]["version"], "v1", "six reloads end on v1");
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.values().sum::<usize>(), 450, "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_refused_reload_keeps_the_current_model() {
+    let fx = fixture("keep");
+    let cfg = config(&fx.dir.join("v1"));
+    let app = app_with(cfg.clone());
+    let bad = fx.dir.join("absent");
+    let state = app.state.clone().with_config_source(Arc::new(move || {
+        let mut c = cfg.clone();
+        c.model.dir = bad.clone();
+        Ok(c)
+    }));
+    let (s, b) = TestApp {
+        router: service::app(state),
+        clock: app.clock.clone(),
+        state: app.state.clone(),
+    }
+    .post("/v1/admin/reload", "")
+    .await;
+    assert_eq!(s, 422, "{b}");
+    assert_eq!(b["applied"], false);
+    assert!(
+        b["error"].as_str().unwrap_or("").contains("does not exist"),
+        "{b}"
+    );
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["primary"]["version"], "v1");
+    assert_eq!(m["generation"], 0);
+}
+
+#[tokio::test]
+async fn ab_arms_follow_the_key_and_shadow_is_compared() {
+    let fx = fixture("ab");
+    let mut cfg = config(&fx.dir.join("v1"));
+    cfg.model.ab.dir = Some(fx.dir.join("v2"));
+    cfg.model.ab.fraction = 0.3;
+    cfg.model.shadow.dir = Some(fx.dir.join("v2"));
+    let app = app_with(cfg);
+    report(&app, &[("w1", 5.0), ("w2", 30.0), ("w3", 8.0)]).await;
+    let mut b_count = 0;
+    for i in 0..200 {
+        let key = format!("user:{i}");
+        let body = json!({"key": key, "candidates": ["w1", "w2", "w3"], "policy": "none"});
+        let (_, r1) = app.post_json("/v1/score", &body).await;
+        let (_, r2) = app.post_json("/v1/score", &body).await;
+        let arm = r1["model"]["arm"].as_str().expect("arm").to_owned();
+        assert_eq!(r2["model"]["arm"], arm.as_str(), "stable per key");
+        let expect = service::model::arm_for(&key, 0.3).as_str();
+        assert_eq!(arm, expect);
+        assert_eq!(r1["model"]["version"], if arm == "b" { "v2" } else { "v1" });
+        b_count += usize::from(arm == "b");
+    }
+    assert!(
+        (35..=85).contains(&b_count),
+        "{b_count} of 200 in arm B at 30%"
+    );
+    let (_, sh) = app.get("/v1/shadow").await;
+    let r = &sh["report"];
+    assert_eq!(r["decisions_compared"], 400);
+    let agree = r["top_pick_agreement"].as_f64().expect("agreement");
+    assert!((0.0..=1.0).contains(&agree));
+    // Arm-B decisions compare v2 with itself: zero Δ action there, so the mean is below the A-arm's.
+    assert!(r["mean_abs_delta_action"].as_f64().expect("delta") >= 0.0);
+}
