@@ -105,7 +105,7 @@ impl ModelConfig {
             ("blend_model", self.blend_model),
             ("blend_rule", self.blend_rule),
         ] {
-            if !(v.is_finite() && v >= 0.0 && v <= 1_000.0) {
+            if !(v.is_finite() && (0.0..=1_000.0).contains(&v)) {
                 return Err(format!("{key} must be in [0, 1000], got {v}"));
             }
         }

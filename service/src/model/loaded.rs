@@ -148,7 +148,7 @@ pub fn load_model_dir(
     let mut max_diff = 0.0f64;
     for (i, (row, &p)) in golden.rows.iter().zip(&served).enumerate() {
         let diff = (f64::from(p) - row.probability).abs();
-        if !(diff <= PARITY_TOLERANCE) {
+        if diff.is_nan() || diff > PARITY_TOLERANCE {
             return Err(LoadError::GoldenMismatch {
                 row: i,
                 kind: row.kind.clone(),
