@@ -33,6 +33,9 @@ pub const MODE_LEAF: &str = "LEAF";
 
 /// Number of trees walked in lockstep per row by [`FlatEnsemble::eval_batch`].
 pub const LANES: usize = 8;
+/// Rows at most this wide (a power of two) take the padded fast path of
+/// [`FlatEnsemble::eval_batch`].
+pub const PADDED_WIDTH: usize = 64;
 
 /// Largest accepted depth of a tree (root at depth 0). LightGBM trees grown with
 /// `num_leaves <= 131072` and no `max_depth` can in theory reach `num_leaves - 1`,
@@ -231,6 +234,15 @@ impl FlatNode {
     /// Absolute index of the false (right) child; own index for a leaf.
     pub fn right(&self) -> usize {
         self.right as usize
+    }
+
+    /// [`FlatNode::step`] on a row padded to [`PADDED_WIDTH`]: the masked
+    /// index needs no bounds check.
+    #[inline(always)]
+    fn step_padded(&self, row: &[f32; PADDED_WIDTH]) -> u32 {
+        let x = row[self.feature() & (PADDED_WIDTH - 1)];
+        let go_left = (x <= self.value) | (x.is_nan() & self.missing_goes_left());
+        if go_left { self.left } else { self.right }
     }
 
     /// One step of the walk: the index of the next node (own index for a leaf).
@@ -631,9 +643,53 @@ impl FlatEnsemble {
             out.fill(f32::NAN);
             return;
         }
+        if self.n_features <= PADDED_WIDTH && width <= PADDED_WIDTH {
+            // Rows copied into fixed 64-wide arrays: the feature index is
+            // masked to 0..64, so the compiler drops the bounds check on
+            // every step; two rows are walked together (2 × LANES
+            // independent chains) to hide load latency.
+            let mut a = [0f32; PADDED_WIDTH];
+            let mut b = [0f32; PADDED_WIDTH];
+            let mut pairs = rows.chunks_exact(2 * width).zip(out.chunks_exact_mut(2));
+            for (two, o) in &mut pairs {
+                a[..width].copy_from_slice(&two[..width]);
+                b[..width].copy_from_slice(&two[width..]);
+                let (sa, sb) = self.eval_two_padded(&a, &b);
+                o[0] = sa;
+                o[1] = sb;
+            }
+            if out.len() % 2 == 1
+                && let Some(o) = out.last_mut()
+            {
+                *o = self.eval_row_lockstep(&rows[rows.len() - width..]);
+            }
+            return;
+        }
         for (row, o) in rows.chunks_exact(width).zip(out.iter_mut()) {
             *o = self.eval_row_lockstep(row);
         }
+    }
+
+    #[inline]
+    fn eval_two_padded(&self, a: &[f32; PADDED_WIDTH], b: &[f32; PADDED_WIDTH]) -> (f32, f32) {
+        let (mut sa, mut sb) = (0.0f32, 0.0f32);
+        for g in &self.groups {
+            let mut ia = [0u32; LANES];
+            let roots = &self.roots[g.first..g.first + g.len];
+            ia[..g.len].copy_from_slice(roots);
+            let mut ib = ia;
+            for _ in 0..g.depth {
+                for lane in 0..LANES {
+                    ia[lane] = self.nodes[ia[lane] as usize].step_padded(a);
+                    ib[lane] = self.nodes[ib[lane] as usize].step_padded(b);
+                }
+            }
+            for lane in 0..g.len {
+                sa += self.nodes[ia[lane] as usize].value;
+                sb += self.nodes[ib[lane] as usize].value;
+            }
+        }
+        (sa, sb)
     }
 
     #[inline]

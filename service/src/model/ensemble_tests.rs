@@ -161,3 +161,22 @@ fn batch_with_bad_width_fills_nan() {
     e.eval_batch(&[0.0; 2], &mut out); // width 1 < 2 features
     assert!(out.iter().all(|x| x.is_nan()));
 }
+
+#[test]
+fn padded_pair_path_matches_reference_at_schema_width() {
+    use crate::model::export::{ExportOptions, ensemble_attributes};
+    use crate::model::fixture::{random_model, random_row};
+    use rand::SeedableRng;
+    let m = random_model(37, 6, 5);
+    let e = FlatEnsemble::from_attributes(&ensemble_attributes(&m, &ExportOptions::default()).unwrap())
+        .unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    for n in [1usize, 2, 16, 17] {
+        let rows: Vec<f32> = (0..n).flat_map(|_| random_row(&mut rng)).collect();
+        let mut out = vec![0.0; n];
+        e.eval_batch(&rows, &mut out);
+        for (row, o) in rows.chunks(42).zip(&out) {
+            assert_eq!(o.to_bits(), e.eval_reference(row).to_bits(), "n={n}");
+        }
+    }
+}
