@@ -80,6 +80,8 @@ pub struct Config {
     pub log: LogConfig,
     /// `[model]`: the ONNX model in the scoring path (issue #6).
     pub model: crate::model::ModelConfig,
+    /// `[admin]`: admin endpoint protection (issue #8).
+    pub admin: AdminConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -173,6 +175,20 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// Most candidates in one score request. Default 1024.
     pub max_candidates: usize,
+    /// `POST /v1/score` requests served at once; beyond it requests get 503
+    /// with `Retry-After` at once instead of queueing (load shedding). Default 256.
+    pub max_concurrent_scores: usize,
+    /// Any request taking longer gets 503, ms. Default 2000.
+    pub request_timeout_ms: u64,
+}
+
+/// `[admin]` section (issue #8).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Bearer token required by `/v1/admin/*` (env `SCORER_ADMIN__TOKEN`).
+    /// Unset: admin endpoints answer only to loopback peers.
+    pub token: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -182,6 +198,8 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_batch: DEFAULT_MAX_BATCH,
             max_candidates: DEFAULT_MAX_CANDIDATES,
+            max_concurrent_scores: 256,
+            request_timeout_ms: 2_000,
         }
     }
 }
@@ -411,11 +429,21 @@ impl Config {
             ("server.max_body_bytes", s.max_body_bytes),
             ("server.max_batch", s.max_batch),
             ("server.max_candidates", s.max_candidates),
+            ("server.max_concurrent_scores", s.max_concurrent_scores),
             ("telemetry.max_workers", self.telemetry.max_workers),
         ] {
             if v == 0 {
                 return bad(key, "must be at least 1".to_owned());
             }
+        }
+        if s.request_timeout_ms == 0 {
+            return bad("server.request_timeout_ms", "must be at least 1".to_owned());
+        }
+        if self.admin.token.as_deref().is_some_and(|t| t.len() < 16) {
+            return bad(
+                "admin.token",
+                "must be at least 16 characters when set".to_owned(),
+            );
         }
         let t = &self.telemetry;
         if !(t.ewma_alpha > 0.0 && t.ewma_alpha <= 1.0) {

@@ -3,9 +3,11 @@
 //!
 //! Tests call `app(state).oneshot(request)` with no socket.
 
+mod admin;
 mod error;
 mod extract;
 mod handlers;
+mod limits;
 mod model;
 
 use std::sync::Arc;
@@ -14,8 +16,10 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
+pub use admin::token_matches;
 pub use error::ApiError;
 pub use extract::ApiJson;
+pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 
 use crate::clock::Clock;
 use crate::engine::Engine;
@@ -58,10 +62,20 @@ impl AppState {
 
 /// The service's router with every v1 route and the body limit from config.
 pub fn app(state: AppState) -> Router {
-    let limit = state.engine.config().server.max_body_bytes;
+    let cfg = state.engine.config();
+    let limit = cfg.server.max_body_bytes;
+    let admin = Router::new()
+        .route("/v1/admin/reload", post(model::reload))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admin::require_admin,
+        ));
     Router::new()
         .route("/v1/telemetry", post(handlers::telemetry))
-        .route("/v1/score", post(handlers::score))
+        .route(
+            "/v1/score",
+            post(handlers::score).layer(limits::shed_layer(cfg.server.max_concurrent_scores)),
+        )
         .route("/v1/feedback", post(handlers::feedback))
         .route("/v1/stats", get(handlers::stats))
         .route("/v1/log/stats", get(handlers::log_stats))
@@ -69,11 +83,12 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/features", get(handlers::features))
         .route("/v1/model", get(model::model))
         .route("/v1/shadow", get(model::shadow))
-        .route("/v1/admin/reload", post(model::reload))
+        .merge(admin)
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
         .with_state(state)
 }

@@ -168,8 +168,9 @@ fn padded_pair_path_matches_reference_at_schema_width() {
     use crate::model::fixture::{random_model, random_row};
     use rand::SeedableRng;
     let m = random_model(37, 6, 5);
-    let e = FlatEnsemble::from_attributes(&ensemble_attributes(&m, &ExportOptions::default()).unwrap())
-        .unwrap();
+    let e =
+        FlatEnsemble::from_attributes(&ensemble_attributes(&m, &ExportOptions::default()).unwrap())
+            .unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     for n in [1usize, 2, 16, 17] {
         let rows: Vec<f32> = (0..n).flat_map(|_| random_row(&mut rng)).collect();

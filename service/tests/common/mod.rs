@@ -40,7 +40,13 @@ pub fn no_warmup() -> Config {
 }
 
 impl TestApp {
-    pub async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+    /// Sends `req` as if from a loopback peer (as the binary records it).
+    pub async fn send(&self, mut req: Request<Body>) -> (StatusCode, Value) {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                40000,
+            ))));
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let status = resp.status();
         let bytes = resp.into_body().collect().await.expect("body").to_bytes();
