@@ -187,6 +187,12 @@ fn model_name(out: &Path) -> String {
 pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary> {
     opts.params.validate()?;
     opts.labels.validate()?;
+    if !(opts.valid_fraction > 0.0 && opts.valid_fraction < 1.0) {
+        return Err(TrainerError::InvalidArgument(format!(
+            "--valid-fraction must be in (0, 1), got {}",
+            opts.valid_fraction
+        )));
+    }
     let mut timings = Timings::default();
 
     let t0 = Instant::now();
