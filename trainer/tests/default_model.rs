@@ -51,7 +51,13 @@ fn committed_default_model_passes_parity_on_its_golden_rows() {
 
     let golden = read_golden(&d, 42).unwrap();
     let has = |k: &str| golden.rows.iter().any(|r| r.kind == k);
-    for k in ["all_nan", "all_zero", "all_negative_zero", "all_inf", "all_neg_inf"] {
+    for k in [
+        "all_nan",
+        "all_zero",
+        "all_negative_zero",
+        "all_inf",
+        "all_neg_inf",
+    ] {
         assert!(has(k), "{k}");
     }
     assert!(
