@@ -65,7 +65,8 @@ fn pipeline(rows: usize) {
     let s = run_train(&opts, Progress::hidden()).expect("train");
     let train_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let v = run_validate(&opts.out, &[logs], None, Progress::hidden()).expect("validate");
+    let v =
+        run_validate(&opts.out, &[logs], Default::default(), Progress::hidden()).expect("validate");
     let validate_s = t.elapsed().as_secs_f64();
     let tm = s.timings;
     println!(

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use trainer::cli::{Cli, Command};
-use trainer::dataset::LabelRule;
 use trainer::progress::Progress;
 use trainer::synth::{SynthConfig, write_logs};
 use trainer::{TrainerError, compare, pipeline, validate};
@@ -70,15 +69,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Validate(args) => {
-            let labels = match (args.good_ms, args.bad_ms) {
-                (None, None) => None,
-                (g, b) => {
-                    let d = LabelRule::default();
-                    Some(LabelRule {
-                        good_ms: g.unwrap_or(d.good_ms),
-                        bad_ms: b.unwrap_or(d.bad_ms),
-                    })
-                }
+            let labels = validate::LabelOverride {
+                good_ms: args.good_ms,
+                bad_ms: args.bad_ms,
             };
             let s = validate::run_validate(&args.model, &args.logs, labels, progress)?;
             println!("model_version {}", s.model_version);

@@ -116,15 +116,35 @@ pub struct ValidateSummary {
     pub put_rows: Option<PutRowsAuc>,
 }
 
-/// Runs `trainer validate` (see the module docs). `labels` overrides the
-/// card's thresholds.
+/// Label thresholds given on the command line; each missing one comes
+/// from the card (`details.labels`), else from [`LabelRule::default`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LabelOverride {
+    /// `--good-ms`, ms.
+    pub good_ms: Option<f64>,
+    /// `--bad-ms`, ms.
+    pub bad_ms: Option<f64>,
+}
+
+impl LabelOverride {
+    /// The thresholds to use for a model with `card`.
+    pub fn resolve(&self, card: &ModelCard) -> LabelRule {
+        let base = card_labels(card).unwrap_or_default();
+        LabelRule {
+            good_ms: self.good_ms.unwrap_or(base.good_ms),
+            bad_ms: self.bad_ms.unwrap_or(base.bad_ms),
+        }
+    }
+}
+
+/// Runs `trainer validate` (see the module docs).
 ///
 /// # Errors
 /// [`TrainerError::Parity`] naming the first offending row; load errors.
 pub fn run_validate(
     dir: &Path,
     logs: &[PathBuf],
-    labels: Option<LabelRule>,
+    labels: LabelOverride,
     progress: Progress,
 ) -> Result<ValidateSummary> {
     let m = load_model_dir(dir)?;
@@ -153,7 +173,7 @@ pub fn run_validate(
     if logs.is_empty() {
         return Ok(summary);
     }
-    let rule = labels.or_else(|| card_labels(&m.card)).unwrap_or_default();
+    let rule = labels.resolve(&m.card);
     rule.validate()?;
     let table = load_with_progress(logs, progress)?;
     let set = table.labelled(&rule);
@@ -170,4 +190,48 @@ pub fn run_validate(
     summary.labels = Some(rule);
     summary.counts = Some(set.counts);
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_override_falls_back_to_the_card_then_defaults() {
+        let mut card = ModelCard {
+            model_version: "m".into(),
+            created_at: String::new(),
+            trainer_version: String::new(),
+            feature_schema_version: String::new(),
+            feature_schema_hash: String::new(),
+            n_features: FEATURE_COUNT,
+            num_trees: 1,
+            output: String::new(),
+            details: serde_json::Map::new(),
+        };
+        let none = LabelOverride::default();
+        assert_eq!(none.resolve(&card), LabelRule::default());
+        card.details.insert(
+            "labels".into(),
+            serde_json::json!({"good_ms": 15.0, "bad_ms": 80.0}),
+        );
+        assert_eq!(
+            none.resolve(&card),
+            LabelRule {
+                good_ms: 15.0,
+                bad_ms: 80.0
+            }
+        );
+        let some = LabelOverride {
+            good_ms: None,
+            bad_ms: Some(90.0),
+        };
+        assert_eq!(
+            some.resolve(&card),
+            LabelRule {
+                good_ms: 15.0,
+                bad_ms: 90.0
+            }
+        );
+    }
 }

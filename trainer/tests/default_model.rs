@@ -26,7 +26,7 @@ fn depth(tree: &service::model::LgbTree, node: i32) -> usize {
 #[test]
 fn committed_default_model_passes_parity_on_its_golden_rows() {
     let d = dir();
-    let s = run_validate(&d, &[], None, Progress::hidden()).unwrap();
+    let s = run_validate(&d, &[], Default::default(), Progress::hidden()).unwrap();
     assert_eq!(s.parity.len(), 2);
     for p in &s.parity {
         assert!(p.rows >= 24, "{p:?}");

@@ -132,7 +132,13 @@ fn synth_train_validate_compare_end_to_end() {
     // validate on fresh logs from another seed (later, unseen traffic).
     let logs2 = tmp.join("logs2");
     synth(&logs2, 3_000, 12);
-    let v = run_validate(&dir, &[logs2.clone()], None, Progress::hidden()).unwrap();
+    let v = run_validate(
+        &dir,
+        &[logs2.clone()],
+        Default::default(),
+        Progress::hidden(),
+    )
+    .unwrap();
     assert_eq!(v.parity.len(), 3);
     assert!(v.parity.iter().all(|p| p.max_abs_diff <= PARITY_TOLERANCE));
     let m = v.metrics.unwrap();
@@ -319,8 +325,14 @@ fn bad_inputs_give_clear_errors() {
     ));
 
     // validate: missing model directory, model without card.
-    let err = run_validate(&tmp.join("no-model"), &[], None, Progress::hidden()).unwrap_err();
+    let err = run_validate(
+        &tmp.join("no-model"),
+        &[],
+        Default::default(),
+        Progress::hidden(),
+    )
+    .unwrap_err();
     assert!(matches!(err, TrainerError::MissingDir(_)), "{err}");
-    let err = run_validate(&empty, &[], None, Progress::hidden()).unwrap_err();
+    let err = run_validate(&empty, &[], Default::default(), Progress::hidden()).unwrap_err();
     assert!(err.to_string().contains("card.json"), "{err}");
 }
