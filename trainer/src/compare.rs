@@ -271,7 +271,7 @@ pub fn compare_probabilities(
         else {
             continue;
         };
-        if !(prop > 0.0) {
+        if prop.is_nan() || prop <= 0.0 {
             continue;
         }
         let r = labels.reward(lat, ok);

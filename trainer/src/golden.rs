@@ -53,7 +53,7 @@ fn reaching_row(tree: &service::model::LgbTree, s: usize, base: &[f32]) -> Vec<f
         }
     }
     let mut bounds = vec![(f64::NEG_INFINITY, f64::INFINITY); FEATURE_COUNT];
-    let mut constrained = vec![false; FEATURE_COUNT];
+    let mut constrained = [false; FEATURE_COUNT];
     let mut cur = s;
     while let Some((p, left)) = parent[cur] {
         let f = tree.split_feature[p] as usize;

@@ -112,7 +112,7 @@ pub fn check(
     let mut max = 0f64;
     for (i, (&l, &s)) in p_lightgbm.iter().zip(p_served).enumerate() {
         let d = (f64::from(s) - l).abs();
-        if !(d <= PARITY_TOLERANCE) {
+        if d.is_nan() || d > PARITY_TOLERANCE {
             return Err(ParityFailure {
                 set: set.to_string(),
                 row: i,

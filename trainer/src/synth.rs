@@ -213,7 +213,7 @@ impl SimWorker {
             base,
             compacting: false,
             reports_disk: i % 8 != 3,
-            reports_mem: i % 5 != 0,
+            reports_mem: !i.is_multiple_of(5),
             first_seen_ms: rng.random_range(0..MONO_START_MS / 2),
         }
     }

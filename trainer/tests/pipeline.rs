@@ -134,7 +134,7 @@ fn synth_train_validate_compare_end_to_end() {
     synth(&logs2, 3_000, 12);
     let v = run_validate(
         &dir,
-        &[logs2.clone()],
+        std::slice::from_ref(&logs2),
         Default::default(),
         Progress::hidden(),
     )
