@@ -5,7 +5,9 @@
 //!   `--logs` directory with the service's reader (recursively, in
 //!   chronological file order), refuses files of another log or feature
 //!   schema version, and left-joins outcomes onto decision rows with the
-//!   service's [`join_outcomes`].
+//!   service's [`join_outcomes`]. Shadow rows (`arm = "shadow"`, a shadow
+//!   model's scores of the same candidates, issue #6) are dropped: they
+//!   were not acted on and would duplicate the decision's candidates.
 //! * [`LogTable::labelled`] keeps the picked candidate of each decision
 //!   that has an outcome and labels it with [`LabelRule`]: positive when
 //!   the request succeeded with latency `< good_ms`, negative when it
@@ -25,6 +27,10 @@ use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
 use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 use crate::error::{Result, TrainerError};
+
+/// `arm` of the shadow rows the service logs next to a decision (the value
+/// of the service's `engine::logging::SHADOW_ARM`); the trainer drops them.
+pub const SHADOW_ARM: &str = "shadow";
 
 /// Index of `req_put` in the feature vector.
 pub const REQ_PUT_FEATURE: usize = 29;
@@ -72,6 +78,8 @@ pub struct LogTable {
     pub decision_rows: usize,
     /// Rows read from the outcomes files.
     pub outcome_rows: usize,
+    /// Shadow rows (`arm = "shadow"`) dropped.
+    pub shadow_rows: usize,
 }
 
 impl LogTable {
@@ -211,28 +219,36 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
         .values()
         .as_primitive_opt::<Float32Type>()
         .ok_or_else(|| type_err("features"))?;
-    let start = if n > 0 { feats.value_offset_at(0) } else { 0 };
-    let features = values.values()[start..start + n * FEATURE_COUNT].to_vec();
+    let arm = col(b, "arm")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("arm"))?;
+    let all = values.values();
 
-    let mut t = LogTable {
-        features,
-        ..LogTable::default()
-    };
+    let mut t = LogTable::default();
     t.decision_of.reserve(n);
+    t.features.reserve(n * FEATURE_COUNT);
     for i in 0..n {
+        if arm.is_valid(i) && arm.value(i) == SHADOW_ARM {
+            t.shadow_rows += 1;
+            continue;
+        }
         let id = ids.value(i);
+        let start = feats.value_offset_at(i);
+        t.features
+            .extend_from_slice(&all[start..start + FEATURE_COUNT]);
         // Rows of one decision are written together, so consecutive.
         let same = t.decisions.last().is_some_and(|d| d.id == id);
+        let row = t.eligible.len();
         if same {
             if let Some(d) = t.decisions.last_mut() {
-                d.rows.end = i + 1;
+                d.rows.end = row + 1;
             }
         } else {
             t.decisions.push(Decision {
                 id: id.to_string(),
                 ts_ms: ts.value(i),
                 key_prefix: prefix.value(i).to_string(),
-                rows: i..i + 1,
+                rows: row..row + 1,
             });
         }
         t.decision_of.push(t.decisions.len() - 1);

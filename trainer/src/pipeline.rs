@@ -253,6 +253,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "outcome_files": table.outcome_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "decision_rows": table.decision_rows,
             "outcome_rows": table.outcome_rows,
+            "shadow_rows_dropped": table.shadow_rows,
             "label_counts": labelled.counts,
             "train_rows": train_set.len(),
             "validation_rows": valid.len(),

@@ -336,3 +336,62 @@ fn bad_inputs_give_clear_errors() {
     let err = run_validate(&empty, &[], Default::default(), Progress::hidden()).unwrap_err();
     assert!(err.to_string().contains("card.json"), "{err}");
 }
+
+#[test]
+fn shadow_rows_are_dropped() {
+    // The service logs a shadow model's scores as extra rows of the same
+    // decision with arm = "shadow"; they must not count as candidates.
+    let tmp = TempDir::new("shadow");
+    let mut s = Synth::new(SynthConfig {
+        decisions: 300,
+        seed: 5,
+        ..SynthConfig::default()
+    })
+    .unwrap();
+    let mut decisions = Vec::new();
+    let mut with_shadow = Vec::new();
+    let mut outcomes = Vec::new();
+    while let Some((d, o)) = s.next_decision() {
+        let mut sh = d.clone();
+        sh.arm = Some(trainer::dataset::SHADOW_ARM.to_string());
+        sh.model_version = Some("shadow-1".into());
+        for c in &mut sh.candidates {
+            c.picked = false;
+            c.probability = None;
+            c.model_action = Some(0.5);
+            c.features[8] = 0.99; // would change scores if mixed in
+        }
+        with_shadow.push(d.clone());
+        with_shadow.push(sh);
+        decisions.push(d);
+        outcomes.extend(o);
+    }
+    let write = |dir: &std::path::Path, recs: &[service::decision_log::DecisionRecord]| {
+        let part = dir.join("dt=2026-11-01");
+        std::fs::create_dir_all(&part).unwrap();
+        let b = decisions_batch(recs).unwrap();
+        let f = std::fs::File::create(part.join("decisions-20261101T000000000Z-000001.parquet"))
+            .unwrap();
+        let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let b = service::decision_log::outcomes_batch(&outcomes).unwrap();
+        let f = std::fs::File::create(part.join("outcomes-20261101T000000000Z-000001.parquet"))
+            .unwrap();
+        let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+    };
+    write(&tmp.join("plain"), &decisions);
+    write(&tmp.join("shadow"), &with_shadow);
+    let plain = load_logs(&[tmp.join("plain")], |_, _, _| {}).unwrap();
+    let shadow = load_logs(&[tmp.join("shadow")], |_, _, _| {}).unwrap();
+    assert_eq!(shadow.decision_rows, 2 * plain.decision_rows);
+    assert_eq!(shadow.shadow_rows, plain.decision_rows);
+    assert_eq!(shadow.decisions, plain.decisions);
+    assert_eq!(shadow.features, plain.features);
+    assert_eq!(shadow.picked, plain.picked);
+    assert_eq!(shadow.latency_ms, plain.latency_ms);
+    let rule = LabelRule::default();
+    assert_eq!(shadow.labelled(&rule).counts, plain.labelled(&rule).counts);
+}
