@@ -28,9 +28,9 @@ use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 use crate::error::{Result, TrainerError};
 
-/// `arm` of the shadow rows the service logs next to a decision (the value
-/// of the service's `engine::logging::SHADOW_ARM`); the trainer drops them.
-pub const SHADOW_ARM: &str = "shadow";
+/// `arm` of the shadow rows the service logs next to a decision; the
+/// trainer drops them.
+pub use service::engine::SHADOW_ARM;
 
 /// Index of `req_put` in the feature vector.
 pub const REQ_PUT_FEATURE: usize = 29;

@@ -352,15 +352,16 @@ fn shadow_rows_are_dropped() {
     let mut with_shadow = Vec::new();
     let mut outcomes = Vec::new();
     while let Some((d, o)) = s.next_decision() {
-        let mut sh = d.clone();
-        sh.arm = Some(trainer::dataset::SHADOW_ARM.to_string());
-        sh.model_version = Some("shadow-1".into());
-        for c in &mut sh.candidates {
-            c.picked = false;
-            c.probability = None;
-            c.model_action = Some(0.5);
-            c.features[8] = 0.99; // would change scores if mixed in
-        }
+        // The service's own shadow record: same decision id, arm "shadow".
+        let rows: Vec<Option<(f64, f64)>> =
+            d.candidates.iter().map(|_| Some((0.5, 99.0))).collect();
+        let sh = service::engine::shadow_record(
+            &d,
+            &service::api::ShadowDecision {
+                version: "shadow-1".into(),
+                rows,
+            },
+        );
         with_shadow.push(d.clone());
         with_shadow.push(sh);
         decisions.push(d);
