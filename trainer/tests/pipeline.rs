@@ -78,6 +78,10 @@ fn synth_train_validate_compare_end_to_end() {
     );
     assert!(card.details["dataset_params_note"].is_string());
     assert_eq!(card.details["lightgbm_params"]["deterministic"], true);
+    // `GET /v1/model` shows `details.metrics` and `details.parity`.
+    assert!(card.details["metrics"]["auc"].as_f64().unwrap() > 0.8);
+    assert_eq!(card.details["parity"][0]["set"], "validation");
+    assert_eq!(card.details["training_data"]["shadow_rows_dropped"], 0);
 
     // Parity on validation and golden rows, within the bar.
     assert_eq!(s.parity.len(), 2);
