@@ -99,7 +99,8 @@ pub struct TrainArgs {
     /// validation; a fraction in (0, 1).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
     pub valid_fraction: f64,
-    /// LightGBM threads (deterministic mode gives the same model for any count).
+    /// LightGBM threads. Deterministic mode gives the same trees for any
+    /// count (model.txt then differs only in its `[num_threads: N]` line).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
     /// Label thresholds.

@@ -40,8 +40,9 @@ pub struct TrainParams {
     pub min_data_in_leaf: usize,
     /// Seed of every LightGBM random choice.
     pub seed: u64,
-    /// LightGBM threads (results are identical for any value with
-    /// `deterministic = true`; 1 is the reference).
+    /// LightGBM threads (the trees are identical for any value with
+    /// `deterministic = true`; `model.txt` echoes the value in its
+    /// parameters; 1 is the reference).
     pub threads: usize,
 }
 

@@ -240,6 +240,22 @@ fn training_is_deterministic() {
             "{f} differs between two identical trainings"
         );
     }
+    // Two threads: the same trees (model.onnx identical; model.txt differs
+    // only in its `[num_threads: 2]` parameter line).
+    let t2 = tmp.join("t2");
+    let mut o2 = opts(&logs, t2.clone(), 7);
+    o2.params.threads = 2;
+    run_train(&o2, Progress::hidden()).unwrap();
+    assert_eq!(
+        std::fs::read(a.join(ONNX_FILE)).unwrap(),
+        std::fs::read(t2.join(ONNX_FILE)).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.join(TEXT_FILE))
+            .unwrap()
+            .replace("[num_threads: 1]", "[num_threads: 2]"),
+        std::fs::read_to_string(t2.join(TEXT_FILE)).unwrap()
+    );
     // Another seed of the generator gives another model.
     let c = tmp.join("c");
     run_train(&opts(&logs_again, c.clone(), 8), Progress::hidden()).unwrap();
