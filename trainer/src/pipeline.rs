@@ -103,7 +103,11 @@ pub struct TrainSummary {
 /// As [`load_logs`].
 pub fn load_with_progress(dirs: &[PathBuf], progress: Progress) -> Result<LogTable> {
     let pb = progress.bar(0, "loading", "files");
-    let table = load_logs(dirs, |_, i, n| {
+    let table = load_logs(dirs, |path, i, n| {
+        let outcomes = path
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with("outcomes"));
+        pb.set_message(if outcomes { "outcomes" } else { "decisions" });
         pb.set_length(n as u64);
         pb.set_position(i as u64);
     });
