@@ -25,12 +25,15 @@
 //! base (φ = 0.95), and compaction switches on with probability 0.3 % and
 //! off with 3 % per step. One worker in eight does not report disk IO
 //! await (the service imputes 50 ms); that worker's disk still acts on
-//! latency.
+//! latency. One worker in five does not report available memory. Report
+//! ages are 0–3 s (never dead), every worker is past its warm-up, network
+//! loss (0.1 %), memtable (1 GB) and free disk (60 %) are constant.
 //!
 //! A request has a type (GET 50 %, PUT 30 %, DELETE 5 %, MGET 15 %), a key
 //! `prefix:shard:id` over six prefixes (10 % without a numeric shard), a
 //! client deadline (60 % of requests; 30, 50, 100, 200 or 500 ms), a batch
-//! size (MGET 2–64 keys) and a client region (80 %). `candidates`
+//! size (MGET 2–64 keys; otherwise 1 or absent) and a client region (80 %).
+//! `candidates`
 //! (default 4) distinct workers are drawn uniformly from the pool.
 //!
 //! The picked worker's latency, in ms, is `mean · exp(0.6·z − 0.18)`
