@@ -1,10 +1,39 @@
 //! Trainer: LightGBM models from the service's decision logs (issue #5).
 //!
-//! This crate holds the LightGBM side: [`text_model`] parses LightGBM's own
-//! text model (`Booster::save_string`) into [`service::model::export::LgbModel`]
-//! and evaluates it in f64 exactly as LightGBM does; export to ONNX and
-//! serving live in [`service::model`] so the service never links LightGBM.
+//! | module | concept |
+//! | --- | --- |
+//! | [`cli`] | the command line (clap) |
+//! | [`synth`] | synthetic logs from a documented generative model |
+//! | [`dataset`] | logs → candidate table → labelled rows, time split |
+//! | [`train`] | LightGBM parameters and training (deterministic) |
+//! | [`text_model`] | LightGBM's text model → [`service::model::export::LgbModel`], f64 evaluation |
+//! | [`metrics`] | AUC, log loss, Brier score, calibration by decile |
+//! | [`parity`] | served (ONNX in tract) vs LightGBM probabilities, 1e-5 bar |
+//! | [`golden`] | `golden.json` rows (NaN, ±0, ±∞, split boundaries) |
+//! | [`card`] | `card.json` contents and model version |
+//! | [`pipeline`] | `trainer train` |
+//! | [`validate`] | `trainer validate` |
+//! | [`compare`] | `trainer compare` (agreement, Spearman, IPS) |
+//! | [`progress`] | indicatif progress bars |
+//! | [`error`] | [`TrainerError`] |
+//!
+//! Export to ONNX and serving live in [`service::model`] so the service
+//! never links LightGBM.
 
+pub mod card;
+pub mod cli;
+pub mod compare;
+pub mod dataset;
+pub mod error;
+pub mod golden;
+pub mod metrics;
+pub mod parity;
+pub mod pipeline;
+pub mod progress;
+pub mod synth;
 pub mod text_model;
+pub mod train;
+pub mod validate;
 
+pub use error::{Result, TrainerError};
 pub use text_model::{EvaluateF64, TextModelError, parse_model_text};

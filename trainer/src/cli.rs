@@ -1,0 +1,196 @@
+//! The command line (clap): `trainer train | validate | compare | synth`.
+//! Every flag's help states its unit and default.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::compare::DEFAULT_CLIP;
+use crate::dataset::LabelRule;
+use crate::train::TrainParams;
+
+/// Trains the scoring service's model from its decision logs: LightGBM,
+/// exported to ONNX, checked to give the same probabilities when served by
+/// tract (|Δp| ≤ 1e-5 on every row), compared offline against another model.
+///
+/// Exit status: 0 success, 1 error, 2 parity failure (the model must not ship).
+#[derive(Debug, Parser)]
+#[command(name = "trainer", version, about, long_about = None)]
+pub struct Cli {
+    /// Hide progress bars (they are drawn on stderr only when it is a terminal).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a model from decision logs and write models/NAME/ (model.onnx,
+    /// model.txt, card.json, golden.json). Fails, writing nothing, when the
+    /// exported model disagrees with LightGBM by more than 1e-5.
+    Train(TrainArgs),
+    /// Re-check a model directory: golden-row parity, and parity plus AUC,
+    /// log loss, Brier score and calibration on the given logs. Exits 2 on a
+    /// parity failure.
+    Validate(ValidateArgs),
+    /// Offline shadow comparison of two models on logged decisions; prints a
+    /// table and writes compare.json.
+    Compare(CompareArgs),
+    /// Write synthetic decision and outcome logs (the service's Parquet
+    /// schema) from a documented generative model of worker behaviour.
+    Synth(SynthArgs),
+}
+
+/// Label thresholds shared by the commands.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct LabelArgs {
+    /// Positive label: request succeeded with observed latency below this, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    pub good_ms: f64,
+    /// Negative label: request failed or observed latency above this, in
+    /// milliseconds. Rows in between are dropped (and counted).
+    #[arg(long, value_name = "MS", default_value_t = 100.0)]
+    pub bad_ms: f64,
+}
+
+impl From<LabelArgs> for LabelRule {
+    fn from(a: LabelArgs) -> Self {
+        LabelRule {
+            good_ms: a.good_ms,
+            bad_ms: a.bad_ms,
+        }
+    }
+}
+
+/// `trainer train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Log directory holding decisions-*.parquet and outcomes-*.parquet
+    /// files (searched recursively, e.g. the service's `dt=YYYY-MM-DD/`
+    /// partitions). Repeat for several directories.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub logs: Vec<PathBuf>,
+    /// Output model directory, e.g. models/NAME/ (created; files inside are
+    /// overwritten). NAME becomes the prefix of the model version.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Seed of every LightGBM random choice (the output is a pure function of seed, data and flags).
+    #[arg(long, value_name = "N", default_value_t = TrainParams::default().seed)]
+    pub seed: u64,
+    /// Number of boosting rounds = trees.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub num_trees: usize,
+    /// Maximum tree depth, in levels.
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub max_depth: usize,
+    /// Maximum leaves per tree [default: min(31, 2^max-depth)].
+    #[arg(long, value_name = "N")]
+    pub num_leaves: Option<usize>,
+    /// Shrinkage applied to each tree, dimensionless in (0, 1].
+    #[arg(long, value_name = "RATE", default_value_t = 0.1)]
+    pub learning_rate: f64,
+    /// Minimum training rows per leaf.
+    #[arg(long, value_name = "ROWS", default_value_t = 20)]
+    pub min_data_in_leaf: usize,
+    /// Share of labelled rows, the latest by decision time, held out for
+    /// validation; a fraction in (0, 1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
+    pub valid_fraction: f64,
+    /// LightGBM threads. Deterministic mode gives the same trees for any
+    /// count (model.txt then differs only in its `[num_threads: N]` line).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+    /// Label thresholds.
+    #[command(flatten)]
+    pub labels: LabelArgs,
+}
+
+impl TrainArgs {
+    /// The LightGBM parameters of these flags.
+    pub fn params(&self) -> TrainParams {
+        TrainParams {
+            num_trees: self.num_trees,
+            max_depth: self.max_depth,
+            num_leaves: self.num_leaves,
+            learning_rate: self.learning_rate,
+            min_data_in_leaf: self.min_data_in_leaf,
+            seed: self.seed,
+            threads: self.threads,
+        }
+    }
+}
+
+/// `trainer validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Model directory (models/NAME/) with model.onnx, model.txt, card.json, golden.json.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// Log directory to recompute metrics and parity on (repeatable). Without
+    /// it only the golden rows are checked.
+    #[arg(long, value_name = "DIR")]
+    pub logs: Vec<PathBuf>,
+    /// Positive label threshold, in milliseconds [default: the card's].
+    #[arg(long, value_name = "MS")]
+    pub good_ms: Option<f64>,
+    /// Negative label threshold, in milliseconds [default: the card's].
+    #[arg(long, value_name = "MS")]
+    pub bad_ms: Option<f64>,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `trainer compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Model A directory (e.g. the current model).
+    #[arg(long, value_name = "DIR")]
+    pub a: PathBuf,
+    /// Model B directory (e.g. the candidate).
+    #[arg(long, value_name = "DIR")]
+    pub b: PathBuf,
+    /// Log directory with logged decisions and outcomes (repeatable).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub logs: Vec<PathBuf>,
+    /// Cap on inverse-propensity weights (dimensionless, >= 1).
+    #[arg(long, value_name = "WEIGHT", default_value_t = DEFAULT_CLIP)]
+    pub clip: f64,
+    /// Where to write the JSON report.
+    #[arg(long, value_name = "FILE", default_value = "compare.json")]
+    pub out: PathBuf,
+    /// Good-outcome definition for the off-policy estimate.
+    #[command(flatten)]
+    pub labels: LabelArgs,
+}
+
+/// `trainer synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Output log directory (dt=YYYY-MM-DD/ partitions are created inside).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Number of decisions to generate (each has --candidates rows in the
+    /// decisions log and at most one outcome row).
+    #[arg(long, value_name = "N")]
+    pub rows: usize,
+    /// RNG seed; the files' contents are a pure function of the flags.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Workers in the simulated pool.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub workers: usize,
+    /// Candidate workers per decision.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub candidates: usize,
+    /// Temperature of the logging softmax policy over rule scores
+    /// (dimensionless, > 0; higher explores more).
+    #[arg(long, value_name = "T", default_value_t = 0.5)]
+    pub temperature: f64,
+    /// Decisions per Parquet file pair.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub rows_per_file: usize,
+}

@@ -1,0 +1,511 @@
+//! Decision logs → a table of candidate rows → labelled training rows, and
+//! the time-based train/validation split.
+//!
+//! * [`load_logs`] reads every final decisions and outcomes file under each
+//!   `--logs` directory with the service's reader (recursively, in
+//!   chronological file order), refuses files of another log or feature
+//!   schema version, and left-joins outcomes onto decision rows with the
+//!   service's [`join_outcomes`]. Shadow rows (`arm = "shadow"`, a shadow
+//!   model's scores of the same candidates, issue #6) are dropped: they
+//!   were not acted on and would duplicate the decision's candidates.
+//! * [`LogTable::labelled`] keeps the picked candidate of each decision
+//!   that has an outcome and labels it with [`LabelRule`]: positive when
+//!   the request succeeded with latency `< good_ms`, negative when it
+//!   failed or took `> bad_ms`; rows in between are dropped and counted.
+//! * [`Labelled::split_by_time`]: rows sorted by decision time (stable);
+//!   the last `valid_fraction` of them validate, so validation is always
+//!   later traffic than training.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Float32Type, Float64Type, TimestampMillisecondType};
+use serde::Serialize;
+use service::decision_log::reader::list_files;
+use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
+use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
+
+use crate::error::{Result, TrainerError};
+
+/// `arm` of the shadow rows the service logs next to a decision; the
+/// trainer drops them.
+pub use service::engine::SHADOW_ARM;
+
+/// Index of `req_put` in the feature vector.
+pub const REQ_PUT_FEATURE: usize = 29;
+
+/// One logged decision: its candidate rows are `rows` in [`LogTable`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Decision id.
+    pub id: String,
+    /// Decision time, Unix ms.
+    pub ts_ms: i64,
+    /// Routed key prefix.
+    pub key_prefix: String,
+    /// Candidate rows of this decision.
+    pub rows: Range<usize>,
+}
+
+/// Every candidate row of the loaded logs, column by column, with the
+/// joined outcome (present for picked candidates whose feedback arrived).
+#[derive(Debug, Clone, Default)]
+pub struct LogTable {
+    /// Decisions in load order.
+    pub decisions: Vec<Decision>,
+    /// Per row: index into `decisions`.
+    pub decision_of: Vec<usize>,
+    /// Per row: passed eligibility filters.
+    pub eligible: Vec<bool>,
+    /// Per row: logged rule score, 0..=100.
+    pub rule_score: Vec<f64>,
+    /// Per row: logging policy's propensity for this candidate, 0..=1.
+    pub probability: Vec<Option<f64>>,
+    /// Per row: this candidate was picked.
+    pub picked: Vec<bool>,
+    /// Per row: observed latency, ms.
+    pub latency_ms: Vec<Option<f64>>,
+    /// Per row: request succeeded.
+    pub success: Vec<Option<bool>>,
+    /// Row-major features, `FEATURE_COUNT` per row.
+    pub features: Vec<f32>,
+    /// Decisions files loaded.
+    pub decision_files: Vec<PathBuf>,
+    /// Outcomes files loaded.
+    pub outcome_files: Vec<PathBuf>,
+    /// Rows read from the decisions files.
+    pub decision_rows: usize,
+    /// Rows read from the outcomes files.
+    pub outcome_rows: usize,
+    /// Shadow rows (`arm = "shadow"`) dropped.
+    pub shadow_rows: usize,
+}
+
+impl LogTable {
+    /// Number of candidate rows.
+    pub fn len(&self) -> usize {
+        self.eligible.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.eligible.is_empty()
+    }
+
+    /// Features of row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.features[i * FEATURE_COUNT..(i + 1) * FEATURE_COUNT]
+    }
+}
+
+fn load_kind(
+    dirs: &[PathBuf],
+    kind: LogKind,
+    on_file: &mut dyn FnMut(&Path, usize, usize),
+) -> Result<LoadedLog> {
+    let mut files = Vec::new();
+    for d in dirs {
+        if !d.is_dir() {
+            return Err(TrainerError::MissingDir(d.clone()));
+        }
+        files.extend(list_files(d, kind)?);
+    }
+    let mut all = LoadedLog::default();
+    let total = files.len();
+    for (i, f) in files.into_iter().enumerate() {
+        on_file(&f, i + 1, total);
+        let log = read_file(&f, kind)?;
+        if let Some((path, reason)) = log.skipped.into_iter().next() {
+            return Err(TrainerError::SchemaMismatch {
+                path,
+                reason,
+                expected: FEATURE_SCHEMA_VERSION,
+            });
+        }
+        all.rows += log.rows;
+        all.batches.extend(log.batches);
+        all.files.extend(log.files);
+    }
+    Ok(all)
+}
+
+fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
+    b.column_by_name(name)
+        .map(|c| c.as_ref())
+        .ok_or_else(|| TrainerError::NoData(format!("joined log has no column {name}")))
+}
+
+fn type_err(name: &str) -> TrainerError {
+    TrainerError::NoData(format!("column {name} has an unexpected type"))
+}
+
+/// Loads and joins every decisions and outcomes file under `dirs` (see the
+/// module docs). `on_file(path, i, n)` is called before file `i` of `n`
+/// (decisions files first, then outcomes files).
+///
+/// # Errors
+/// [`TrainerError::MissingDir`] for a missing directory,
+/// [`TrainerError::Read`] for an unreadable file,
+/// [`TrainerError::SchemaMismatch`] for a file of another schema version,
+/// [`TrainerError::NoData`] when there is no decision row at all.
+pub fn load_logs(
+    dirs: &[PathBuf],
+    mut on_file: impl FnMut(&Path, usize, usize),
+) -> Result<LogTable> {
+    if dirs.is_empty() {
+        return Err(TrainerError::InvalidArgument(
+            "at least one --logs directory is needed".into(),
+        ));
+    }
+    let decisions = load_kind(dirs, LogKind::Decisions, &mut on_file)?;
+    let outcomes = load_kind(dirs, LogKind::Outcomes, &mut on_file)?;
+    if decisions.rows == 0 {
+        let where_ = dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(TrainerError::NoData(format!(
+            "no decision rows under {where_} ({} decisions files found; expected <dir>/dt=YYYY-MM-DD/decisions-*.parquet)",
+            decisions.files.len()
+        )));
+    }
+    let joined = join_outcomes(&decisions, &outcomes)?;
+    let mut table = table_from_joined(&joined)?;
+    table.decision_files = decisions.files;
+    table.outcome_files = outcomes.files;
+    table.decision_rows = decisions.rows;
+    table.outcome_rows = outcomes.rows;
+    Ok(table)
+}
+
+fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
+    let n = b.num_rows();
+    let ids = col(b, "decision_id")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("decision_id"))?;
+    let ts = col(b, "ts_ms")?
+        .as_primitive_opt::<TimestampMillisecondType>()
+        .ok_or_else(|| type_err("ts_ms"))?;
+    let prefix = col(b, "key_prefix")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("key_prefix"))?;
+    let eligible = col(b, "eligible")?
+        .as_boolean_opt()
+        .ok_or_else(|| type_err("eligible"))?;
+    let rule = col(b, "rule_score")?
+        .as_primitive_opt::<Float64Type>()
+        .ok_or_else(|| type_err("rule_score"))?;
+    let prob = col(b, "probability")?
+        .as_primitive_opt::<Float64Type>()
+        .ok_or_else(|| type_err("probability"))?;
+    let picked = col(b, "picked")?
+        .as_boolean_opt()
+        .ok_or_else(|| type_err("picked"))?;
+    let lat = col(b, "latency_ms")?
+        .as_primitive_opt::<Float64Type>()
+        .ok_or_else(|| type_err("latency_ms"))?;
+    let ok = col(b, "success")?
+        .as_boolean_opt()
+        .ok_or_else(|| type_err("success"))?;
+    let feats = col(b, "features")?
+        .as_fixed_size_list_opt()
+        .ok_or_else(|| type_err("features"))?;
+    if feats.value_length() as usize != FEATURE_COUNT {
+        return Err(type_err("features"));
+    }
+    let values = feats
+        .values()
+        .as_primitive_opt::<Float32Type>()
+        .ok_or_else(|| type_err("features"))?;
+    let arm = col(b, "arm")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("arm"))?;
+    let all = values.values();
+
+    let mut t = LogTable::default();
+    t.decision_of.reserve(n);
+    t.features.reserve(n * FEATURE_COUNT);
+    for i in 0..n {
+        if arm.is_valid(i) && arm.value(i) == SHADOW_ARM {
+            t.shadow_rows += 1;
+            continue;
+        }
+        let id = ids.value(i);
+        let start = feats.value_offset_at(i);
+        t.features
+            .extend_from_slice(&all[start..start + FEATURE_COUNT]);
+        // Rows of one decision are written together, so consecutive.
+        let same = t.decisions.last().is_some_and(|d| d.id == id);
+        let row = t.eligible.len();
+        if same {
+            if let Some(d) = t.decisions.last_mut() {
+                d.rows.end = row + 1;
+            }
+        } else {
+            t.decisions.push(Decision {
+                id: id.to_string(),
+                ts_ms: ts.value(i),
+                key_prefix: prefix.value(i).to_string(),
+                rows: row..row + 1,
+            });
+        }
+        t.decision_of.push(t.decisions.len() - 1);
+        t.eligible.push(eligible.value(i));
+        t.rule_score.push(rule.value(i));
+        t.probability.push(prob.is_valid(i).then(|| prob.value(i)));
+        t.picked.push(picked.value(i));
+        t.latency_ms.push(lat.is_valid(i).then(|| lat.value(i)));
+        t.success.push(ok.is_valid(i).then(|| ok.value(i)));
+    }
+    Ok(t)
+}
+
+/// The label thresholds (`--good-ms`, `--bad-ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct LabelRule {
+    /// Positive: success and latency strictly below this, ms.
+    pub good_ms: f64,
+    /// Negative: failure, or latency strictly above this, ms.
+    pub bad_ms: f64,
+}
+
+impl Default for LabelRule {
+    fn default() -> Self {
+        Self {
+            good_ms: 20.0,
+            bad_ms: 100.0,
+        }
+    }
+}
+
+impl LabelRule {
+    /// Checks `0 < good_ms <= bad_ms`, both finite.
+    ///
+    /// # Errors
+    /// [`TrainerError::InvalidArgument`].
+    pub fn validate(&self) -> Result<()> {
+        if self.good_ms.is_finite()
+            && self.bad_ms.is_finite()
+            && self.good_ms > 0.0
+            && self.good_ms <= self.bad_ms
+        {
+            Ok(())
+        } else {
+            Err(TrainerError::InvalidArgument(format!(
+                "need 0 < --good-ms ({}) <= --bad-ms ({})",
+                self.good_ms, self.bad_ms
+            )))
+        }
+    }
+
+    /// `Some(1.0)` good, `Some(0.0)` bad, `None` in between.
+    pub fn label(&self, latency_ms: f64, success: bool) -> Option<f32> {
+        if !success || latency_ms > self.bad_ms {
+            Some(0.0)
+        } else if latency_ms < self.good_ms {
+            Some(1.0)
+        } else {
+            None
+        }
+    }
+
+    /// 1.0 when the outcome is good (success and latency `< good_ms`),
+    /// else 0.0: the reward of the off-policy estimate.
+    pub fn reward(&self, latency_ms: f64, success: bool) -> f64 {
+        if success && latency_ms < self.good_ms {
+            1.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// How many rows each labelling step kept or dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LabelCounts {
+    /// Decisions loaded.
+    pub decisions: usize,
+    /// Candidate rows loaded.
+    pub candidate_rows: usize,
+    /// Picked candidate rows.
+    pub picked_rows: usize,
+    /// Picked rows without an outcome (dropped).
+    pub missing_outcome: usize,
+    /// Picked rows with `good_ms <= latency <= bad_ms` and success (dropped).
+    pub between_thresholds: usize,
+    /// Positive rows.
+    pub positives: usize,
+    /// Negative rows.
+    pub negatives: usize,
+}
+
+/// Labelled rows (picked candidates with an outcome outside the gap).
+#[derive(Debug, Clone, Default)]
+pub struct Labelled {
+    /// Row-major features, `FEATURE_COUNT` per row.
+    pub features: Vec<f32>,
+    /// 1.0 good / 0.0 bad.
+    pub labels: Vec<f32>,
+    /// Decision time, Unix ms.
+    pub ts_ms: Vec<i64>,
+    /// Logged rule score, 0..=100.
+    pub rule_score: Vec<f64>,
+    /// Counts of the labelling steps.
+    pub counts: LabelCounts,
+}
+
+impl Labelled {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// Features of row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.features[i * FEATURE_COUNT..(i + 1) * FEATURE_COUNT]
+    }
+
+    /// True when row `i` is a PUT request.
+    pub fn is_put(&self, i: usize) -> bool {
+        self.row(i)[REQ_PUT_FEATURE] == 1.0
+    }
+
+    fn push_from(&mut self, other: &Labelled, i: usize) {
+        self.features.extend_from_slice(other.row(i));
+        self.labels.push(other.labels[i]);
+        self.ts_ms.push(other.ts_ms[i]);
+        self.rule_score.push(other.rule_score[i]);
+    }
+
+    /// Rows selected by `keep`, in order (counts are copied unchanged).
+    pub fn filter(&self, keep: impl Fn(usize) -> bool) -> Labelled {
+        let mut out = Labelled {
+            counts: self.counts,
+            ..Labelled::default()
+        };
+        for i in (0..self.len()).filter(|&i| keep(i)) {
+            out.push_from(self, i);
+        }
+        out
+    }
+
+    /// Splits by time: rows sorted by `ts_ms` (stable), the last
+    /// `ceil(valid_fraction · n)` rows validate. Returns `(train, valid)`.
+    ///
+    /// # Errors
+    /// [`TrainerError::InvalidArgument`] unless `0 < valid_fraction < 1`;
+    /// [`TrainerError::NoData`] if either side would be empty.
+    pub fn split_by_time(&self, valid_fraction: f64) -> Result<(Labelled, Labelled)> {
+        if !(valid_fraction > 0.0 && valid_fraction < 1.0) {
+            return Err(TrainerError::InvalidArgument(format!(
+                "--valid-fraction must be in (0, 1), got {valid_fraction}"
+            )));
+        }
+        let n = self.len();
+        let n_valid = ((n as f64) * valid_fraction).ceil() as usize;
+        if n < 2 || n_valid == 0 || n_valid >= n {
+            return Err(TrainerError::NoData(format!(
+                "{n} labelled rows cannot be split into non-empty train and validation sets"
+            )));
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| self.ts_ms[i]);
+        let mut train = Labelled {
+            counts: self.counts,
+            ..Labelled::default()
+        };
+        let mut valid = train.clone();
+        for (k, &i) in order.iter().enumerate() {
+            if k < n - n_valid {
+                train.push_from(self, i);
+            } else {
+                valid.push_from(self, i);
+            }
+        }
+        Ok((train, valid))
+    }
+}
+
+impl LogTable {
+    /// Labels the picked rows with outcomes (see the module docs).
+    pub fn labelled(&self, rule: &LabelRule) -> Labelled {
+        let mut out = Labelled::default();
+        let c = &mut out.counts;
+        c.decisions = self.decisions.len();
+        c.candidate_rows = self.len();
+        for i in 0..self.len() {
+            if !self.picked[i] {
+                continue;
+            }
+            c.picked_rows += 1;
+            let (Some(lat), Some(ok)) = (self.latency_ms[i], self.success[i]) else {
+                c.missing_outcome += 1;
+                continue;
+            };
+            let Some(y) = rule.label(lat, ok) else {
+                c.between_thresholds += 1;
+                continue;
+            };
+            if y > 0.5 {
+                c.positives += 1;
+            } else {
+                c.negatives += 1;
+            }
+            out.features.extend_from_slice(self.row(i));
+            out.labels.push(y);
+            out.ts_ms.push(self.decisions[self.decision_of[i]].ts_ms);
+            out.rule_score.push(self.rule_score[i]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_rule_edges() {
+        let r = LabelRule::default();
+        assert_eq!(r.label(19.9, true), Some(1.0));
+        assert_eq!(r.label(20.0, true), None);
+        assert_eq!(r.label(100.0, true), None);
+        assert_eq!(r.label(100.1, true), Some(0.0));
+        assert_eq!(r.label(1.0, false), Some(0.0));
+        assert_eq!(r.reward(19.0, true), 1.0);
+        assert_eq!(r.reward(50.0, true), 0.0);
+        assert!(
+            LabelRule {
+                good_ms: 50.0,
+                bad_ms: 10.0
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn split_is_by_time() {
+        let mut l = Labelled::default();
+        for (i, ts) in [5i64, 1, 4, 2, 3].iter().enumerate() {
+            l.features
+                .extend(std::iter::repeat_n(i as f32, FEATURE_COUNT));
+            l.labels.push((i % 2) as f32);
+            l.ts_ms.push(*ts);
+            l.rule_score.push(0.0);
+        }
+        let (train, valid) = l.split_by_time(0.4).unwrap();
+        assert_eq!(train.ts_ms, [1, 2, 3]);
+        assert_eq!(valid.ts_ms, [4, 5]);
+        assert_eq!(valid.row(1)[0], 0.0, "row with ts 5 is row 0");
+        assert!(l.split_by_time(1.0).is_err());
+        assert!(l.split_by_time(0.0).is_err());
+    }
+}

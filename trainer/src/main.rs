@@ -1,0 +1,156 @@
+//! `trainer`: see `trainer --help` and the README's "Retraining" section.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use trainer::cli::{Cli, Command};
+use trainer::progress::Progress;
+use trainer::synth::{SynthConfig, write_logs};
+use trainer::{TrainerError, compare, pipeline, validate};
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |v| format!("{v:.4}"))
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let progress = if cli.quiet {
+        Progress::hidden()
+    } else {
+        Progress::stderr()
+    };
+    match cli.command {
+        Command::Train(args) => {
+            let opts = pipeline::TrainOptions {
+                logs: args.logs.clone(),
+                out: args.out.clone(),
+                params: args.params(),
+                labels: args.labels.into(),
+                valid_fraction: args.valid_fraction,
+            };
+            let s = pipeline::run_train(&opts, progress)?;
+            let c = &s.counts;
+            println!(
+                "labels: {} decisions, {} picked, {} without outcome, {} between {} and {} ms (dropped), {} positive, {} negative",
+                c.decisions,
+                c.picked_rows,
+                c.missing_outcome,
+                c.between_thresholds,
+                opts.labels.good_ms,
+                opts.labels.bad_ms,
+                c.positives,
+                c.negatives
+            );
+            println!(
+                "split by time: {} train rows, {} validation rows",
+                s.train_rows, s.valid_rows
+            );
+            println!("validation:\n{}", s.metrics.table());
+            println!(
+                "PUT rows: {}  model AUC {}  rule score AUC {}",
+                s.put_rows.rows,
+                opt(s.put_rows.model_auc),
+                opt(s.put_rows.rule_score_auc)
+            );
+            for p in &s.parity {
+                println!(
+                    "parity {}: {} rows, max |p_served - p_lightgbm| = {:e} (<= {:e})",
+                    p.set, p.rows, p.max_abs_diff, p.tolerance
+                );
+            }
+            let t = &s.timings;
+            println!(
+                "time: load {:.2} s, train {:.2} s, export {:.2} s, validate {:.2} s",
+                t.load_s, t.train_s, t.export_s, t.validate_s
+            );
+            println!("model_version {}", s.card.model_version);
+            for f in &s.files {
+                println!("wrote {}", f.display());
+            }
+        }
+        Command::Validate(args) => {
+            let labels = validate::LabelOverride {
+                good_ms: args.good_ms,
+                bad_ms: args.bad_ms,
+            };
+            let s = validate::run_validate(&args.model, &args.logs, labels, progress)?;
+            println!("model_version {}", s.model_version);
+            for p in &s.parity {
+                println!(
+                    "parity {}: {} rows, max |diff| = {:e} (<= {:e})",
+                    p.set, p.rows, p.max_abs_diff, p.tolerance
+                );
+            }
+            if let (Some(m), Some(c)) = (&s.metrics, &s.counts) {
+                println!(
+                    "labelled rows: {} positive, {} negative ({} dropped between thresholds, {} without outcome)",
+                    c.positives, c.negatives, c.between_thresholds, c.missing_outcome
+                );
+                println!("{}", m.table());
+            }
+            if let Some(p) = &s.put_rows {
+                println!(
+                    "PUT rows: {}  model AUC {}  rule score AUC {}",
+                    p.rows,
+                    opt(p.model_auc),
+                    opt(p.rule_score_auc)
+                );
+            }
+            if let Some(path) = &args.json {
+                let text = serde_json::to_string_pretty(&s)?;
+                std::fs::write(path, text + "\n")
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            println!("parity OK");
+        }
+        Command::Compare(args) => {
+            let r = compare::run_compare(
+                &args.a,
+                &args.b,
+                &args.logs,
+                &args.labels.into(),
+                args.clip,
+                &args.out,
+                progress,
+            )?;
+            print!("{}", r.table());
+            println!("wrote {}", args.out.display());
+        }
+        Command::Synth(args) => {
+            let cfg = SynthConfig {
+                decisions: args.rows,
+                seed: args.seed,
+                workers: args.workers,
+                candidates: args.candidates,
+                temperature: args.temperature,
+                decisions_per_file: args.rows_per_file,
+            };
+            let pb = progress.bar(args.rows as u64, "synth", "decisions");
+            let r = write_logs(&cfg, &args.out, |d| pb.set_position(d as u64))?;
+            pb.finish_and_clear();
+            println!(
+                "wrote {} decisions ({} decision rows, {} outcome rows) in {} files under {}",
+                r.decisions,
+                r.decision_rows,
+                r.outcome_rows,
+                r.files.len(),
+                args.out.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let code = e
+                .downcast_ref::<TrainerError>()
+                .map_or(1, TrainerError::exit_code);
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+    }
+}

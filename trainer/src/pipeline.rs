@@ -1,0 +1,321 @@
+//! `trainer train`: logs → labelled rows → time split → LightGBM →
+//! ONNX → parity (validation split and golden rows, through the service's
+//! ONNX path) → `models/NAME/` (`model.onnx`, `model.txt`, `card.json`,
+//! `golden.json`). Nothing is written when parity fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::json;
+use service::model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
+use service::model::{GoldenFile, ModelCard, export_onnx, load_model};
+
+use crate::card::{build_card, sha256_hex};
+use crate::dataset::{LabelCounts, LabelRule, Labelled, LogTable, load_logs};
+use crate::error::{Result, TrainerError, io_err};
+use crate::golden::build_golden;
+use crate::metrics::{Metrics, auc};
+use crate::parity::{ParityReport, check, served_probabilities};
+use crate::progress::Progress;
+use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train};
+
+/// Everything `trainer train` needs.
+#[derive(Debug, Clone)]
+pub struct TrainOptions {
+    /// Log directories (decisions and outcomes files, searched recursively).
+    pub logs: Vec<PathBuf>,
+    /// Output model directory (`models/NAME/`); created if missing.
+    pub out: PathBuf,
+    /// LightGBM parameters.
+    pub params: TrainParams,
+    /// Label thresholds.
+    pub labels: LabelRule,
+    /// Share of the (latest) labelled rows used for validation, in (0, 1).
+    pub valid_fraction: f64,
+}
+
+/// AUC of the model and of the logged rule score on PUT rows only.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct PutRowsAuc {
+    /// PUT rows in the set.
+    pub rows: usize,
+    /// Model AUC on those rows.
+    pub model_auc: Option<f64>,
+    /// Rule-score AUC on those rows.
+    pub rule_score_auc: Option<f64>,
+}
+
+impl PutRowsAuc {
+    /// Computes the PUT-row AUCs of `p` on `set`.
+    pub fn compute(set: &Labelled, p: &[f64]) -> Self {
+        let idx: Vec<usize> = (0..set.len()).filter(|&i| set.is_put(i)).collect();
+        let y: Vec<f32> = idx.iter().map(|&i| set.labels[i]).collect();
+        let pm: Vec<f64> = idx.iter().map(|&i| p[i]).collect();
+        let pr: Vec<f64> = idx.iter().map(|&i| set.rule_score[i]).collect();
+        PutRowsAuc {
+            rows: idx.len(),
+            model_auc: auc(&pm, &y),
+            rule_score_auc: auc(&pr, &y),
+        }
+    }
+}
+
+/// Wall time of each step, seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Timings {
+    /// Reading and joining the logs.
+    pub load_s: f64,
+    /// LightGBM training.
+    pub train_s: f64,
+    /// Parsing the text model, ONNX export and loading it in tract.
+    pub export_s: f64,
+    /// Predictions, parity checks, golden rows and metrics.
+    pub validate_s: f64,
+}
+
+/// What `trainer train` did.
+#[derive(Debug, Clone)]
+pub struct TrainSummary {
+    /// The card written.
+    pub card: ModelCard,
+    /// Label counts.
+    pub counts: LabelCounts,
+    /// Training rows.
+    pub train_rows: usize,
+    /// Validation rows.
+    pub valid_rows: usize,
+    /// Validation metrics.
+    pub metrics: Metrics,
+    /// PUT-row AUCs on the validation split.
+    pub put_rows: PutRowsAuc,
+    /// Parity on the validation split and on the golden rows.
+    pub parity: Vec<ParityReport>,
+    /// Step timings.
+    pub timings: Timings,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Loads `dirs` with a progress bar over files.
+///
+/// # Errors
+/// As [`load_logs`].
+pub fn load_with_progress(dirs: &[PathBuf], progress: Progress) -> Result<LogTable> {
+    let pb = progress.bar(0, "loading", "files");
+    let table = load_logs(dirs, |path, i, n| {
+        let outcomes = path
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with("outcomes"));
+        pb.set_message(if outcomes { "outcomes" } else { "decisions" });
+        pb.set_length(n as u64);
+        pb.set_position(i as u64);
+    });
+    pb.finish_and_clear();
+    table
+}
+
+/// Probabilities of `features` from LightGBM and from the service's ONNX
+/// path, and the parity report of the two.
+///
+/// # Errors
+/// [`TrainerError::Parity`] for the first row off by more than 1e-5;
+/// LightGBM or tract failures.
+pub fn parity_on(
+    set: &str,
+    booster: &lightgbm3::Booster,
+    plan: &service::model::RunnablePlan,
+    features: &[f32],
+    progress: Progress,
+) -> Result<(Vec<f64>, ParityReport)> {
+    let n = features.len() / service::features::FEATURE_COUNT;
+    let pb = progress.bar(n as u64, &format!("parity {set}"), "rows");
+    let p_lgb = predict(booster, features)?;
+    let p_served = served_probabilities(plan, features, |done| pb.set_position(done as u64))?;
+    pb.finish_and_clear();
+    let report = check(set, features, &p_lgb, &p_served, None)?;
+    Ok((p_lgb, report))
+}
+
+/// Golden parity: the service's ONNX path against each row's stored
+/// LightGBM probability.
+///
+/// # Errors
+/// [`TrainerError::Parity`] naming the row and its kind.
+pub fn golden_parity(
+    plan: &service::model::RunnablePlan,
+    golden: &GoldenFile,
+) -> Result<ParityReport> {
+    let flat: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
+    let kinds: Vec<String> = golden.rows.iter().map(|r| r.kind.clone()).collect();
+    let stored: Vec<f64> = golden.rows.iter().map(|r| r.probability).collect();
+    let served = served_probabilities(plan, &flat, |_| {})?;
+    Ok(check("golden", &flat, &stored, &served, Some(&kinds))?)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(io_err(path))
+}
+
+/// `golden.json` bytes: one row per line, so diffs stay readable.
+///
+/// # Errors
+/// [`TrainerError::Json`] (not expected: every value is serialisable).
+pub fn golden_json(golden: &GoldenFile) -> Result<Vec<u8>> {
+    let mut out = b"{\"rows\": [\n".to_vec();
+    for (i, r) in golden.rows.iter().enumerate() {
+        out.extend_from_slice(b"  ");
+        out.extend(serde_json::to_vec(r)?);
+        out.extend_from_slice(if i + 1 < golden.rows.len() {
+            b",\n"
+        } else {
+            b"\n"
+        });
+    }
+    out.extend_from_slice(b"]}\n");
+    Ok(out)
+}
+
+fn model_name(out: &Path) -> String {
+    out.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "model".to_string())
+}
+
+/// Runs `trainer train` (see the module docs).
+///
+/// # Errors
+/// Any [`TrainerError`]; [`TrainerError::Parity`] when the exported model
+/// disagrees with LightGBM (then nothing is written).
+pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary> {
+    opts.params.validate()?;
+    opts.labels.validate()?;
+    if !(opts.valid_fraction > 0.0 && opts.valid_fraction < 1.0) {
+        return Err(TrainerError::InvalidArgument(format!(
+            "--valid-fraction must be in (0, 1), got {}",
+            opts.valid_fraction
+        )));
+    }
+    let mut timings = Timings::default();
+
+    let t0 = Instant::now();
+    let table = load_with_progress(&opts.logs, progress)?;
+    let labelled = table.labelled(&opts.labels);
+    if labelled.len() < 10 {
+        return Err(TrainerError::NoData(format!(
+            "only {} labelled rows ({:?})",
+            labelled.len(),
+            labelled.counts
+        )));
+    }
+    let (train_set, valid) = labelled.split_by_time(opts.valid_fraction)?;
+    timings.load_s = t0.elapsed().as_secs_f64();
+
+    let t1 = Instant::now();
+    let sp = progress.spinner(&format!(
+        "training {} trees on {} rows",
+        opts.params.num_trees,
+        train_set.len()
+    ));
+    let trained = train(&train_set.features, &train_set.labels, &opts.params);
+    sp.finish_and_clear();
+    let Trained {
+        booster,
+        text,
+        model,
+    } = trained?;
+    timings.train_s = t1.elapsed().as_secs_f64();
+
+    let t2 = Instant::now();
+    let onnx = export_onnx(&model)?;
+    let plan = load_model(&onnx)?;
+    timings.export_s = t2.elapsed().as_secs_f64();
+
+    let t3 = Instant::now();
+    let (p_valid, valid_parity) =
+        parity_on("validation", &booster, &plan, &valid.features, progress)?;
+    let golden = build_golden(&booster, &model, &valid.features)?;
+    let golden_report = golden_parity(&plan, &golden)?;
+    let metrics = Metrics::compute(&p_valid, &valid.labels, &valid.rule_score);
+    let put_rows = PutRowsAuc::compute(&valid, &p_valid);
+    let p_train = predict(&booster, &train_set.features)?;
+    let train_auc = auc(&p_train, &train_set.labels);
+    timings.validate_s = t3.elapsed().as_secs_f64();
+
+    let ts_range = |s: &Labelled| {
+        json!([
+            s.ts_ms.first().copied().unwrap_or_default(),
+            s.ts_ms.last().copied().unwrap_or_default()
+        ])
+    };
+    let parity = vec![valid_parity, golden_report];
+    let details = json!({
+        "training_data": {
+            "log_dirs": opts.logs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "decision_files": table.decision_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "outcome_files": table.outcome_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "decision_rows": table.decision_rows,
+            "outcome_rows": table.outcome_rows,
+            "shadow_rows_dropped": table.shadow_rows,
+            "label_counts": labelled.counts,
+            "train_rows": train_set.len(),
+            "validation_rows": valid.len(),
+            "split": "by decision time: the latest rows validate",
+            "valid_fraction": opts.valid_fraction,
+            "train_ts_ms": ts_range(&train_set),
+            "validation_ts_ms": ts_range(&valid),
+        },
+        "labels": {
+            "good_ms": opts.labels.good_ms,
+            "bad_ms": opts.labels.bad_ms,
+            "positive": format!("success and latency_ms < {}", opts.labels.good_ms),
+            "negative": format!("failure or latency_ms > {}", opts.labels.bad_ms),
+            "dropped": "picked rows without outcome, and successes with good_ms <= latency_ms <= bad_ms",
+        },
+        "seed": opts.params.seed,
+        "train_params": opts.params,
+        "lightgbm_params": opts.params.lightgbm_params(),
+        "lightgbm": "LightGBM 4.7 via lightgbm3 1.0 (binary objective)",
+        "dataset_params_note": DATASET_PARAMS_NOTE,
+        "metrics": metrics,
+        "metrics_rows": "validation split (the latest rows by decision time)",
+        "validation_put_rows": put_rows,
+        "train_auc": train_auc,
+        "parity": parity,
+        "onnx_sha256": sha256_hex(&onnx),
+        "onnx_bytes": onnx.len(),
+        "model_txt_sha256": sha256_hex(text.as_bytes()),
+    });
+    let serde_json::Value::Object(details) = details else {
+        unreachable!("json! of an object literal is an object")
+    };
+    let name = model_name(&opts.out);
+    let card = build_card(&name, &onnx, model.trees.len(), details);
+
+    std::fs::create_dir_all(&opts.out).map_err(io_err(&opts.out))?;
+    let files = vec![
+        opts.out.join(ONNX_FILE),
+        opts.out.join(TEXT_FILE),
+        opts.out.join(GOLDEN_FILE),
+        opts.out.join(CARD_FILE),
+    ];
+    write(&files[0], &onnx)?;
+    write(&files[1], text.as_bytes())?;
+    write(&files[2], &golden_json(&golden)?)?;
+    let mut card_json = serde_json::to_vec_pretty(&card)?;
+    card_json.push(b'\n');
+    write(&files[3], &card_json)?;
+
+    Ok(TrainSummary {
+        card,
+        counts: labelled.counts,
+        train_rows: train_set.len(),
+        valid_rows: valid.len(),
+        metrics,
+        put_rows,
+        parity,
+        timings,
+        files,
+    })
+}

@@ -1,0 +1,674 @@
+//! `trainer synth`: synthetic decision and outcome logs from a documented
+//! generative model of worker behaviour, in the service's exact log schema.
+//!
+//! # How the rows are built
+//!
+//! Everything the service would compute is computed by the service's own
+//! code: each candidate is a real [`WorkerView`] (smoothed telemetry,
+//! flags, history), scored by [`service::scoring::rule_score`] with the
+//! default [`ScoringConfig`], turned into the 42-feature vector by
+//! [`service::features::observation`] (same imputation and clamping as the
+//! service), picked by the service's [`Softmax`] policy over the rule scores
+//! (the logged `probability` is that policy's propensity), and written as
+//! [`DecisionRecord`] / [`OutcomeRecord`] through the log's own
+//! [`decisions_batch`] / [`outcomes_batch`] and Parquet writer properties,
+//! under the log's own file names. So `read_dir` reads these files exactly
+//! like the service's.
+//!
+//! # The generative model
+//!
+//! A pool of `workers` (default 16) in three regions. Each worker has fixed
+//! base levels drawn from the seed (CPU 0.2–0.85, queue 0–30 requests,
+//! disk IO await 1–45 ms with one worker in eight at 45–90 ms, cache hit
+//! rate 0.5–0.99, RTT p99 3–20 ms, error rate 0–1 %, memory 5–60 %); every
+//! [`STEP_DECISIONS`] decisions each signal moves by an AR(1) step around its
+//! base (φ = 0.95), and compaction switches on with probability 0.3 % and
+//! off with 3 % per step. One worker in eight does not report disk IO
+//! await (the service imputes 50 ms); that worker's disk still acts on
+//! latency. One worker in five does not report available memory. Report
+//! ages are 0–3 s (never dead), every worker is past its warm-up, network
+//! loss (0.1 %), memtable (1 GB) and free disk (60 %) are constant.
+//!
+//! A request has a type (GET 50 %, PUT 30 %, DELETE 5 %, MGET 15 %), a key
+//! `prefix:shard:id` over six prefixes (10 % without a numeric shard), a
+//! client deadline (60 % of requests; 30, 50, 100, 200 or 500 ms), a batch
+//! size (MGET 2–64 keys; otherwise 1 or absent) and a client region (80 %).
+//! `candidates`
+//! (default 4) distinct workers are drawn uniformly from the pool.
+//!
+//! The picked worker's latency, in ms, is `mean · exp(0.6·z − 0.18)`
+//! (`z` standard normal), with
+//!
+//! ```text
+//! mean = 2
+//!      + 60 · max(0, cpu − 0.55)             CPU saturation
+//!      + 0.3 · queue_depth                   queueing
+//!      + 25 · compacting                     compaction stalls
+//!      + 30 · (1 − cache_hit_rate)           misses (GET and MGET only)
+//!      + 0.3 · rtt_p99_ms
+//!      + 0.5 · batch_size                    (MGET only)
+//!      + 2.0 · disk_io_await_ms              PUT only: the hidden effect
+//! ```
+//!
+//! The last term is the interaction the rule scorer does not know: the rule
+//! scorer deducts for disk IO await only above 50 ms, and for every request
+//! type (doubled for writes), while here any disk latency hurts PUTs and
+//! never hurts reads. A model trained on the logs can learn it (features
+//! `req_put` × `disk_io_await_ms`); the rule score cannot rank PUT
+//! candidates by it.
+//!
+//! A request fails with probability `error_rate + 0.2 %`, or when its
+//! latency exceeds its deadline (the outcome then records the deadline as
+//! latency and `success = false`). 2 % of outcomes are never reported (no
+//! outcome row), as with lost feedback.
+//!
+//! Decisions are 1–40 ms apart (uniform), starting at
+//! [`SYNTH_START_MS`] (2026-11-01T00:00:00Z), so a time split is meaningful.
+//! Everything is a pure function of the seed and the configuration.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::arrow::ArrowWriter;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use service::config::ScoringConfig;
+use service::decision_log::naming::final_path;
+use service::decision_log::rolling::writer_properties;
+use service::decision_log::{
+    CandidateRow, DecisionRecord, LogConfig, LogKind, OutcomeRecord, decisions_batch,
+    outcomes_batch,
+};
+use service::dynamics::PenaltyTracker;
+use service::features::{ObservationInputs, observation};
+use service::key::{KeyFingerprint, SecondSegmentSharding};
+use service::scoring::{RequestContext, RequestType, RuleInputs, rule_score};
+use service::selection::{Candidate, Softmax};
+use service::state::{HistoryStats, Smoothed, WorkerView};
+
+use crate::error::{Result, TrainerError, io_err};
+
+/// Unix ms of the first synthetic decision (2026-11-01T00:00:00Z).
+pub const SYNTH_START_MS: i64 = 1_793_491_200_000;
+/// Worker signals take one AR(1) step every this many decisions.
+pub const STEP_DECISIONS: usize = 10;
+/// Policy name written in the `policy` column.
+pub const SYNTH_POLICY: &str = "softmax";
+
+const PREFIXES: [&str; 6] = ["user", "order", "session", "cart", "catalog", "orders_v2"];
+const REGIONS: [&str; 3] = ["shanghai", "beijing", "shenzhen"];
+const DEADLINES_MS: [u64; 5] = [30, 50, 100, 200, 500];
+/// Server monotonic ms at the first decision: workers registered long before.
+const MONO_START_MS: u64 = 3_600_000;
+
+/// What `trainer synth` generates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SynthConfig {
+    /// Number of decisions (each has `candidates` rows in the decisions log
+    /// and at most one outcome).
+    pub decisions: usize,
+    /// RNG seed; the output is a pure function of the configuration.
+    pub seed: u64,
+    /// Workers in the pool, >= `candidates`.
+    pub workers: usize,
+    /// Candidates per decision, >= 1.
+    pub candidates: usize,
+    /// Softmax temperature of the logging policy (dimensionless, > 0;
+    /// higher explores more).
+    pub temperature: f64,
+    /// Decisions per Parquet file (a decisions and an outcomes file each).
+    pub decisions_per_file: usize,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        Self {
+            decisions: 10_000,
+            seed: 1,
+            workers: 16,
+            candidates: 4,
+            temperature: 0.5,
+            decisions_per_file: 50_000,
+        }
+    }
+}
+
+impl SynthConfig {
+    /// Checks the ranges documented on the fields.
+    ///
+    /// # Errors
+    /// [`TrainerError::InvalidArgument`] naming the offending value.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(TrainerError::InvalidArgument(m));
+        if self.decisions == 0 {
+            return bad("--rows must be >= 1".into());
+        }
+        if self.candidates == 0 || self.workers < self.candidates {
+            return bad(format!(
+                "need 1 <= --candidates ({}) <= --workers ({})",
+                self.candidates, self.workers
+            ));
+        }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return bad(format!(
+                "--temperature must be > 0, got {}",
+                self.temperature
+            ));
+        }
+        if self.decisions_per_file == 0 {
+            return bad("--rows-per-file must be >= 1".into());
+        }
+        Ok(())
+    }
+}
+
+fn normal(rng: &mut ChaCha8Rng) -> f64 {
+    // Box–Muller; 1 - u keeps the log argument in (0, 1].
+    let u: f64 = rng.random();
+    let v: f64 = rng.random();
+    (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+#[derive(Debug, Clone)]
+struct Base {
+    cpu: f64,
+    queue: f64,
+    disk: f64,
+    cache: f64,
+    p99: f64,
+    err: f64,
+    mem: f64,
+}
+
+#[derive(Debug, Clone)]
+struct SimWorker {
+    id: Arc<str>,
+    region: Arc<str>,
+    base: Base,
+    now: Base,
+    compacting: bool,
+    reports_disk: bool,
+    reports_mem: bool,
+    first_seen_ms: u64,
+}
+
+impl SimWorker {
+    fn new(i: usize, rng: &mut ChaCha8Rng) -> Self {
+        let disk = if i % 8 == 5 {
+            rng.random_range(45.0..90.0)
+        } else {
+            rng.random_range(1.0..45.0)
+        };
+        let base = Base {
+            cpu: rng.random_range(0.2..0.85),
+            queue: rng.random_range(0.0..30.0),
+            disk,
+            cache: rng.random_range(0.5..0.99),
+            p99: rng.random_range(3.0..20.0),
+            err: rng.random_range(0.0..0.01),
+            mem: rng.random_range(0.05..0.6),
+        };
+        SimWorker {
+            id: Arc::from(format!("w{i:02}")),
+            region: Arc::from(REGIONS[i % REGIONS.len()]),
+            now: base.clone(),
+            base,
+            compacting: false,
+            reports_disk: i % 8 != 3,
+            reports_mem: !i.is_multiple_of(5),
+            first_seen_ms: rng.random_range(0..MONO_START_MS / 2),
+        }
+    }
+
+    fn step(&mut self, rng: &mut ChaCha8Rng) {
+        const PHI: f64 = 0.95;
+        let mut ar = |x: f64, base: f64, sigma: f64, lo: f64, hi: f64| {
+            (base + PHI * (x - base) + sigma * normal(rng)).clamp(lo, hi)
+        };
+        let (b, n) = (&self.base, &mut self.now);
+        n.cpu = ar(n.cpu, b.cpu, 0.03, 0.01, 1.0);
+        n.queue = ar(n.queue, b.queue, 2.0, 0.0, 200.0);
+        n.disk = ar(n.disk, b.disk, 2.0, 0.2, 500.0);
+        n.cache = ar(n.cache, b.cache, 0.02, 0.0, 1.0);
+        n.p99 = ar(n.p99, b.p99, 1.0, 0.5, 500.0);
+        n.err = ar(n.err, b.err, 0.001, 0.0, 1.0);
+        n.mem = ar(n.mem, b.mem, 0.01, 0.0, 1.0);
+        self.compacting = if self.compacting {
+            !rng.random_bool(0.03)
+        } else {
+            rng.random_bool(0.003)
+        };
+    }
+
+    fn view(&self, now_ms: u64, rng: &mut ChaCha8Rng) -> WorkerView {
+        let n = &self.now;
+        let age = rng.random_range(0..3_000u64);
+        WorkerView {
+            worker_id: self.id.clone(),
+            first_seen_ms: self.first_seen_ms,
+            last_receive_ms: now_ms.saturating_sub(age),
+            last_timestamp_ms: now_ms.saturating_sub(age),
+            reports: (now_ms - self.first_seen_ms) / 1_000,
+            smoothed: Smoothed {
+                cpu_usage: n.cpu,
+                queue_depth: n.queue,
+                rtt_ms_avg: n.p99 * 0.4,
+                rtt_ms_p99: n.p99,
+                error_rate: n.err,
+                mem_available_ratio: self.reports_mem.then_some(n.mem),
+                disk_io_await_ms: self.reports_disk.then_some(n.disk),
+                net_loss_rate: Some(0.001),
+                cache_hit_rate: Some(n.cache),
+                memtable_bytes: Some(1.0e9),
+                disk_free_ratio: Some(0.6),
+            },
+            compacting: self.compacting,
+            under_repair: false,
+            version_lag: 0,
+            region: Some(self.region.clone()),
+            capacity: 1.0,
+            cpu_clamped: false,
+            history: HistoryStats {
+                p99_slope_ms_per_s: (n.p99 - self.base.p99) * 0.01,
+                error_rate_stddev: n.err * 0.3,
+                cache_hit_slope_per_s: Some((n.cache - self.base.cache) * 0.001),
+                samples: 60,
+            },
+            penalty: PenaltyTracker::new(),
+        }
+    }
+}
+
+/// Mean latency (ms) of a request of type `rt` with `batch` keys on a
+/// worker in state `s` (see the module docs; the PUT × disk term is the
+/// hidden effect).
+fn mean_latency_ms(s: &Base, compacting: bool, rt: RequestType, batch: u32) -> f64 {
+    let mut m = 2.0
+        + 60.0 * (s.cpu - 0.55).max(0.0)
+        + 0.3 * s.queue
+        + if compacting { 25.0 } else { 0.0 }
+        + 0.3 * s.p99;
+    if matches!(rt, RequestType::Get | RequestType::Mget) {
+        m += 30.0 * (1.0 - s.cache);
+    }
+    if rt == RequestType::Mget {
+        m += 0.5 * f64::from(batch);
+    }
+    if rt == RequestType::Put {
+        m += 2.0 * s.disk;
+    }
+    m
+}
+
+/// Streaming generator of synthetic decisions (see the module docs).
+#[derive(Debug)]
+pub struct Synth {
+    cfg: SynthConfig,
+    rng: ChaCha8Rng,
+    workers: Vec<SimWorker>,
+    scoring: ScoringConfig,
+    policy: Softmax,
+    index: usize,
+    ts_ms: i64,
+}
+
+impl Synth {
+    /// A generator for `cfg`.
+    ///
+    /// # Errors
+    /// [`TrainerError::InvalidArgument`] if `cfg` is out of range.
+    pub fn new(cfg: SynthConfig) -> Result<Self> {
+        cfg.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let workers = (0..cfg.workers)
+            .map(|i| SimWorker::new(i, &mut rng))
+            .collect();
+        let policy = Softmax::new(cfg.temperature)
+            .map_err(|e| TrainerError::InvalidArgument(e.to_string()))?;
+        Ok(Synth {
+            cfg,
+            rng,
+            workers,
+            scoring: ScoringConfig::default(),
+            policy,
+            index: 0,
+            ts_ms: SYNTH_START_MS,
+        })
+    }
+
+    /// The next decision and its outcome (`None` when the outcome is lost),
+    /// or `None` after `cfg.decisions` decisions.
+    pub fn next_decision(&mut self) -> Option<(DecisionRecord, Option<OutcomeRecord>)> {
+        if self.index >= self.cfg.decisions {
+            return None;
+        }
+        if self.index.is_multiple_of(STEP_DECISIONS) {
+            for w in &mut self.workers {
+                w.step(&mut self.rng);
+            }
+        }
+        let i = self.index;
+        self.index += 1;
+        if i > 0 {
+            self.ts_ms += self.rng.random_range(1..=40);
+        }
+        let rng = &mut self.rng;
+        let now_ms = MONO_START_MS + u64::try_from(self.ts_ms - SYNTH_START_MS).unwrap_or(0);
+
+        // Request.
+        let rt = match rng.random_range(0..100) {
+            0..50 => RequestType::Get,
+            50..80 => RequestType::Put,
+            80..85 => RequestType::Delete,
+            _ => RequestType::Mget,
+        };
+        let prefix_i = rng.random_range(0..PREFIXES.len());
+        let prefix = PREFIXES[prefix_i];
+        let key = if rng.random_bool(0.1) {
+            format!("{prefix}:profile:{}", rng.random_range(0..100_000))
+        } else {
+            format!(
+                "{prefix}:{}:{}",
+                rng.random_range(0..4096),
+                rng.random_range(0..100_000)
+            )
+        };
+        let timeout_ms = rng
+            .random_bool(0.6)
+            .then(|| DEADLINES_MS[rng.random_range(0..DEADLINES_MS.len())]);
+        let batch_size = match rt {
+            RequestType::Mget => Some(rng.random_range(2..=64)),
+            _ => rng.random_bool(0.5).then_some(1),
+        };
+        let client_region = rng
+            .random_bool(0.8)
+            .then(|| REGIONS[rng.random_range(0..REGIONS.len())].to_string());
+        let ctx = RequestContext {
+            request_type: Some(rt),
+            client_region: client_region.clone(),
+            timeout_ms,
+            batch_size,
+        };
+        let fp = KeyFingerprint::parse(&key, &SecondSegmentSharding);
+        let hotness_level = rng.random_range(0..=5u8);
+        let value_size_bytes = 256u64 << prefix_i;
+
+        // Candidates: distinct workers, uniformly.
+        let mut ids: Vec<usize> = (0..self.workers.len()).collect();
+        for j in 0..self.cfg.candidates {
+            let k = rng.random_range(j..ids.len());
+            ids.swap(j, k);
+        }
+        ids.truncate(self.cfg.candidates);
+        let views: Vec<WorkerView> = ids
+            .iter()
+            .map(|&w| self.workers[w].view(now_ms, rng))
+            .collect();
+        let inputs = RuleInputs {
+            cfg: &self.scoring,
+            dead_after_ms: service::config::DEFAULT_DEAD_AFTER_MS,
+            request_type: Some(rt),
+            now_ms,
+            warmup: true,
+        };
+        let scores: Vec<f64> = views
+            .iter()
+            .map(|v| rule_score(v, &inputs).0.score)
+            .collect();
+        let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let cands: Vec<Candidate<'_>> = views
+            .iter()
+            .zip(&scores)
+            .map(|(v, s)| Candidate::new(&v.worker_id, *s))
+            .collect();
+        let probs = self
+            .policy
+            .probabilities(&cands)
+            .unwrap_or_else(|_| vec![1.0 / cands.len() as f64; cands.len()]);
+        let u: f64 = rng.random();
+        let mut acc = 0.0;
+        let mut pick = probs.len() - 1;
+        for (j, p) in probs.iter().enumerate() {
+            acc += p;
+            if u < acc {
+                pick = j;
+                break;
+            }
+        }
+
+        let candidates: Vec<CandidateRow> = views
+            .iter()
+            .enumerate()
+            .map(|(j, v)| {
+                let rank = scores
+                    .iter()
+                    .enumerate()
+                    .filter(|&(o, s)| *s > scores[j] || (*s == scores[j] && o < j))
+                    .count();
+                let features = observation(&ObservationInputs {
+                    key: &fp,
+                    value_size_bytes,
+                    prefix_in_size_table: prefix_i < 4,
+                    hotness_level,
+                    ctx: &ctx,
+                    worker: Some(v),
+                    rule_score: scores[j],
+                    candidate_count: views.len(),
+                    rule_rank: rank,
+                    best_rule_score: best,
+                    warmup_ms: self.scoring.warmup_ms,
+                    now_ms,
+                });
+                CandidateRow {
+                    worker_id: v.worker_id.to_string(),
+                    eligible: true,
+                    rule_score: scores[j],
+                    model_action: None,
+                    final_score: scores[j],
+                    probability: Some(probs[j]),
+                    picked: j == pick,
+                    penalty_state: "healthy",
+                    fallback_reason: None,
+                    features,
+                }
+            })
+            .collect();
+
+        // Outcome of the picked worker.
+        let w = &self.workers[ids[pick]];
+        let mean = mean_latency_ms(&w.now, w.compacting, rt, batch_size.unwrap_or(1));
+        let mut latency = mean * (0.6 * normal(rng) - 0.18).exp();
+        let mut success = !rng.random_bool((w.now.err + 0.002).min(1.0));
+        if let Some(t) = timeout_ms
+            && latency > t as f64
+        {
+            latency = t as f64;
+            success = false;
+        }
+        let decision_id = format!("syn{:x}-{i:09}", self.cfg.seed);
+        let outcome = (!rng.random_bool(0.02)).then(|| OutcomeRecord {
+            decision_id: decision_id.clone(),
+            worker_id: w.id.to_string(),
+            ts_ms: self.ts_ms + latency.ceil() as i64,
+            latency_ms: (latency * 1000.0).round() / 1000.0,
+            success,
+        });
+        let rec = DecisionRecord {
+            decision_id,
+            ts_ms: self.ts_ms,
+            key_prefix: fp.prefix.to_string(),
+            shard_id: fp.shard_id,
+            request_type: Some(rt.as_str()),
+            client_region,
+            timeout_ms,
+            batch_size,
+            policy: SYNTH_POLICY,
+            panic: false,
+            model_version: None,
+            arm: None,
+            config_hash: "synthetic".to_string(),
+            candidates,
+        };
+        Some((rec, outcome))
+    }
+}
+
+/// What [`write_logs`] wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SynthReport {
+    /// Decisions generated.
+    pub decisions: usize,
+    /// Rows in the decisions files (decisions × candidates).
+    pub decision_rows: usize,
+    /// Rows in the outcomes files.
+    pub outcome_rows: usize,
+    /// Files written, decisions then outcomes per chunk, in order.
+    pub files: Vec<PathBuf>,
+}
+
+/// Decisions per record batch within a file.
+const BATCH_DECISIONS: usize = 8_192;
+
+fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()> {
+    let Some(first) = batches.first() else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    }
+    let file = File::create(path).map_err(io_err(path))?;
+    let props = writer_properties(&LogConfig::default());
+    let mut w = ArrowWriter::try_new(file, first.schema(), Some(props))?;
+    for b in &batches {
+        w.write(b)?;
+    }
+    w.close()?;
+    Ok(())
+}
+
+/// Generates `cfg.decisions` decisions and writes them under `out` as the
+/// service's log would: `out/dt=YYYY-MM-DD/decisions-…-NNNNNN.parquet` and
+/// `out/dt=…/outcomes-….parquet`, one pair per `cfg.decisions_per_file`
+/// decisions. `on_progress` is called with the number of decisions done.
+///
+/// # Errors
+/// [`TrainerError::InvalidArgument`] for a bad configuration,
+/// [`TrainerError::Io`] / [`TrainerError::Parquet`] when writing fails.
+pub fn write_logs(
+    cfg: &SynthConfig,
+    out: &Path,
+    mut on_progress: impl FnMut(usize),
+) -> Result<SynthReport> {
+    let mut synth = Synth::new(cfg.clone())?;
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let mut report = SynthReport::default();
+    let mut seq = 0u64;
+    loop {
+        let mut dec_batches = Vec::new();
+        let mut out_batches = Vec::new();
+        let mut first_ts = None;
+        let mut in_file = 0;
+        while in_file < cfg.decisions_per_file {
+            let mut decisions = Vec::with_capacity(BATCH_DECISIONS);
+            let mut outcomes = Vec::with_capacity(BATCH_DECISIONS);
+            while decisions.len() < BATCH_DECISIONS.min(cfg.decisions_per_file - in_file) {
+                let Some((d, o)) = synth.next_decision() else {
+                    break;
+                };
+                first_ts.get_or_insert(d.ts_ms);
+                decisions.push(d);
+                outcomes.extend(o);
+            }
+            if decisions.is_empty() {
+                break;
+            }
+            in_file += decisions.len();
+            report.decisions += decisions.len();
+            report.decision_rows += service::decision_log::schema::decision_rows(&decisions);
+            report.outcome_rows += outcomes.len();
+            dec_batches.push(decisions_batch(&decisions)?);
+            out_batches.push(outcomes_batch(&outcomes)?);
+            on_progress(report.decisions);
+        }
+        let Some(ts) = first_ts else { break };
+        seq += 1;
+        let opened = u64::try_from(ts).unwrap_or(0);
+        let dpath = final_path(out, LogKind::Decisions, opened, seq);
+        let opath = final_path(out, LogKind::Outcomes, opened, seq);
+        write_file(&dpath, dec_batches)?;
+        write_file(&opath, out_batches)?;
+        report.files.push(dpath);
+        report.files.push(opath);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_plausible() {
+        let cfg = SynthConfig {
+            decisions: 300,
+            seed: 9,
+            ..SynthConfig::default()
+        };
+        let run = || {
+            let mut s = Synth::new(cfg.clone()).unwrap();
+            std::iter::from_fn(|| s.next_decision()).collect::<Vec<_>>()
+        };
+        let a = run();
+        assert_eq!(a, run());
+        assert_eq!(a.len(), 300);
+        let mut puts = 0;
+        for (d, o) in &a {
+            assert_eq!(d.candidates.len(), 4);
+            assert_eq!(d.candidates.iter().filter(|c| c.picked).count(), 1);
+            let total: f64 = d.candidates.iter().filter_map(|c| c.probability).sum();
+            assert!((total - 1.0).abs() < 1e-9);
+            for c in &d.candidates {
+                assert!(c.features.iter().all(|x| x.is_finite()));
+                for (x, spec) in c.features.iter().zip(service::features::FEATURES.iter()) {
+                    assert!((spec.min..=spec.max).contains(x), "{} = {x}", spec.name);
+                }
+                assert_eq!(c.features[25], 1.0, "known worker");
+                assert!((c.features[26] - (c.rule_score / 100.0) as f32).abs() < 1e-6);
+            }
+            if d.request_type == Some("PUT") {
+                puts += 1;
+                assert_eq!(d.candidates[0].features[29], 1.0);
+            }
+            if let Some(o) = o {
+                assert!(o.latency_ms > 0.0);
+                let picked = d.candidates.iter().find(|c| c.picked).unwrap();
+                assert_eq!(o.worker_id, picked.worker_id);
+            }
+        }
+        assert!((60..=120).contains(&puts), "{puts} PUTs of 300");
+    }
+
+    #[test]
+    fn rejects_bad_config() {
+        for cfg in [
+            SynthConfig {
+                decisions: 0,
+                ..SynthConfig::default()
+            },
+            SynthConfig {
+                candidates: 17,
+                ..SynthConfig::default()
+            },
+            SynthConfig {
+                temperature: 0.0,
+                ..SynthConfig::default()
+            },
+        ] {
+            assert!(matches!(
+                Synth::new(cfg),
+                Err(TrainerError::InvalidArgument(_))
+            ));
+        }
+    }
+}

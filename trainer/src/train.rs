@@ -1,0 +1,184 @@
+//! LightGBM training: parameters, the binary classifier, its text model,
+//! and the ONNX export of that text model.
+//!
+//! Determinism: LightGBM runs with `deterministic = true`,
+//! `force_row_wise = true`, `num_threads` as given (1 by default) and every
+//! seed (`seed`, `bagging_seed`, `feature_fraction_seed`,
+//! `data_random_seed`, …) derived from [`TrainParams::seed`], so the same
+//! rows and parameters give a byte-identical `model.txt`.
+//!
+//! Dataset parameters: `lightgbm3`'s `Dataset::from_slice` builds the
+//! dataset without parameters, so dataset-level settings (`max_bin`,
+//! `min_data_in_bin`, `use_missing`, `zero_as_missing`,
+//! `feature_pre_filter`, …) would be silently ignored if passed here. The
+//! trainer passes none and LightGBM's defaults apply ([`DATASET_PARAMS_NOTE`],
+//! recorded in every card).
+
+use lightgbm3::{Booster, Dataset};
+use serde::{Deserialize, Serialize};
+use service::features::FEATURE_COUNT;
+use service::model::LgbModel;
+
+use crate::error::{Result, TrainerError};
+use crate::text_model::parse_model_text;
+
+/// Recorded in `card.json`: why dataset parameters are absent.
+pub const DATASET_PARAMS_NOTE: &str = "lightgbm3's Dataset::from_slice builds the dataset with no parameters, so dataset-level settings (max_bin, use_missing, zero_as_missing, ...) are LightGBM's defaults; none are passed";
+
+/// Training parameters (the `train` flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainParams {
+    /// Boosting rounds = trees (binary objective: one tree per round).
+    pub num_trees: usize,
+    /// Maximum tree depth (>= 1).
+    pub max_depth: usize,
+    /// Maximum leaves per tree; `None` means `min(31, 2^max_depth)`.
+    pub num_leaves: Option<usize>,
+    /// Shrinkage per round (0 < lr <= 1).
+    pub learning_rate: f64,
+    /// Minimum rows per leaf.
+    pub min_data_in_leaf: usize,
+    /// Seed of every LightGBM random choice.
+    pub seed: u64,
+    /// LightGBM threads (the trees are identical for any value with
+    /// `deterministic = true`; `model.txt` echoes the value in its
+    /// parameters; 1 is the reference).
+    pub threads: usize,
+}
+
+impl Default for TrainParams {
+    fn default() -> Self {
+        Self {
+            num_trees: 50,
+            max_depth: 6,
+            num_leaves: None,
+            learning_rate: 0.1,
+            min_data_in_leaf: 20,
+            seed: 42,
+            threads: 1,
+        }
+    }
+}
+
+impl TrainParams {
+    /// Leaves per tree actually used.
+    pub fn leaves(&self) -> usize {
+        self.num_leaves
+            .unwrap_or_else(|| (1usize << self.max_depth.min(20)).min(31))
+            .max(2)
+    }
+
+    /// Checks ranges.
+    ///
+    /// # Errors
+    /// [`TrainerError::InvalidArgument`] naming the flag.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(TrainerError::InvalidArgument(m.to_string()));
+        if self.num_trees == 0 || self.num_trees > 10_000 {
+            return bad("--num-trees must be in 1..=10000");
+        }
+        if self.max_depth == 0 || self.max_depth > 30 {
+            return bad("--max-depth must be in 1..=30");
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
+            return bad("--learning-rate must be in (0, 1]");
+        }
+        if self.threads == 0 {
+            return bad("--threads must be >= 1");
+        }
+        if self.num_leaves.is_some_and(|l| l < 2) {
+            return bad("--num-leaves must be >= 2");
+        }
+        Ok(())
+    }
+
+    /// The LightGBM parameter object passed to `Booster::train`.
+    pub fn lightgbm_params(&self) -> serde_json::Value {
+        let s = self.seed;
+        serde_json::json!({
+            "objective": "binary",
+            "boosting": "gbdt",
+            "num_iterations": self.num_trees,
+            "learning_rate": self.learning_rate,
+            "max_depth": self.max_depth,
+            "num_leaves": self.leaves(),
+            "min_data_in_leaf": self.min_data_in_leaf,
+            "seed": s,
+            "bagging_seed": s.wrapping_add(1),
+            "feature_fraction_seed": s.wrapping_add(2),
+            "data_random_seed": s.wrapping_add(3),
+            "extra_seed": s.wrapping_add(4),
+            "drop_seed": s.wrapping_add(5),
+            "objective_seed": s.wrapping_add(6),
+            "deterministic": true,
+            "force_row_wise": true,
+            "num_threads": self.threads,
+            "verbosity": -1,
+        })
+    }
+}
+
+/// A trained model: LightGBM's booster, its text and the parsed trees.
+pub struct Trained {
+    /// The booster (for `predict`).
+    pub booster: Booster,
+    /// `Booster::save_string` (the `model.txt` contents).
+    pub text: String,
+    /// Parsed trees, for export.
+    pub model: LgbModel,
+}
+
+impl std::fmt::Debug for Trained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trained")
+            .field("trees", &self.model.trees.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Trains a binary classifier on row-major `features` (`FEATURE_COUNT` f32
+/// per row) and 0/1 `labels`.
+///
+/// # Errors
+/// [`TrainerError::InvalidArgument`] for bad parameters or mismatched
+/// lengths, [`TrainerError::NoData`] when a class is missing,
+/// [`TrainerError::LightGbm`] if LightGBM refuses,
+/// [`TrainerError::TextModel`] if its text model cannot be parsed.
+pub fn train(features: &[f32], labels: &[f32], params: &TrainParams) -> Result<Trained> {
+    params.validate()?;
+    if features.len() != labels.len() * FEATURE_COUNT {
+        return Err(TrainerError::InvalidArgument(format!(
+            "{} feature values for {} labels",
+            features.len(),
+            labels.len()
+        )));
+    }
+    let pos = labels.iter().filter(|&&y| y > 0.5).count();
+    if pos == 0 || pos == labels.len() {
+        return Err(TrainerError::NoData(format!(
+            "the training rows have a single class ({pos} positive of {})",
+            labels.len()
+        )));
+    }
+    let ds = Dataset::from_slice(features, labels, FEATURE_COUNT as i32, true)?;
+    let booster = Booster::train(ds, &params.lightgbm_params())?;
+    let text = booster.save_string()?;
+    let model = parse_model_text(&text)?;
+    Ok(Trained {
+        booster,
+        text,
+        model,
+    })
+}
+
+/// LightGBM's probability on f32 rows (`Booster::predict` on the f32
+/// values, which LightGBM widens to f64 exactly).
+///
+/// # Errors
+/// [`TrainerError::LightGbm`].
+pub fn predict(booster: &Booster, features: &[f32]) -> Result<Vec<f64>> {
+    if features.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(booster.predict(features, FEATURE_COUNT as i32, true)?)
+}

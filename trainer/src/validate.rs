@@ -1,0 +1,237 @@
+//! `trainer validate`: re-checks a model directory.
+//!
+//! 1. `card.json` must be for this build's feature schema (version and hash).
+//! 2. Golden parity: every `golden.json` row through the service's ONNX path
+//!    (tract) and through LightGBM (`model.txt`) must match the stored
+//!    probability within 1e-5 (a changed `model.onnx`, `model.txt` or
+//!    `golden.json` fails here).
+//! 3. With logs: the labelled rows (thresholds from the card unless
+//!    overridden) are scored by LightGBM and by the ONNX path; parity on
+//!    every row, then AUC, log loss, Brier score and calibration by decile.
+
+use std::path::{Path, PathBuf};
+
+use lightgbm3::Booster;
+use serde::Serialize;
+use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
+use service::model::card::{ONNX_FILE, TEXT_FILE};
+use service::model::{ModelCard, load_model, read_card, read_golden};
+
+use crate::dataset::{LabelCounts, LabelRule};
+use crate::error::{Result, TrainerError, io_err};
+use crate::metrics::Metrics;
+use crate::parity::{ParityReport, check};
+use crate::pipeline::{PutRowsAuc, golden_parity, load_with_progress, parity_on};
+use crate::progress::Progress;
+use crate::train::predict;
+
+/// A loaded model directory: card, LightGBM booster and the served plan.
+pub struct ModelDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// `card.json`.
+    pub card: ModelCard,
+    /// `model.txt` loaded in LightGBM.
+    pub booster: Booster,
+    /// `model.onnx` loaded through the service's ONNX path.
+    pub plan: service::model::RunnablePlan,
+}
+
+impl std::fmt::Debug for ModelDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelDir")
+            .field("dir", &self.dir)
+            .field("model_version", &self.card.model_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads `card.json` and checks it is for this build's feature schema.
+///
+/// # Errors
+/// [`TrainerError::Card`] for a missing or malformed card,
+/// [`TrainerError::FeatureSchema`] for another schema.
+pub fn read_checked_card(dir: &Path) -> Result<ModelCard> {
+    let card = read_card(dir)?;
+    if card.feature_schema_version != FEATURE_SCHEMA_VERSION
+        || card.feature_schema_hash != schema_hash()
+        || card.n_features != FEATURE_COUNT
+    {
+        return Err(TrainerError::FeatureSchema {
+            model: dir.to_path_buf(),
+            found_version: card.feature_schema_version,
+            found_hash: card.feature_schema_hash,
+            expected_version: FEATURE_SCHEMA_VERSION,
+            expected_hash: schema_hash(),
+        });
+    }
+    Ok(card)
+}
+
+/// Loads the card, `model.txt` (LightGBM) and `model.onnx` (service path).
+///
+/// # Errors
+/// [`TrainerError::MissingDir`], card errors, [`TrainerError::Io`] for a
+/// missing `model.txt`, LightGBM and tract errors.
+pub fn load_model_dir(dir: &Path) -> Result<ModelDir> {
+    if !dir.is_dir() {
+        return Err(TrainerError::MissingDir(dir.to_path_buf()));
+    }
+    let card = read_checked_card(dir)?;
+    let text_path = dir.join(TEXT_FILE);
+    let text = std::fs::read_to_string(&text_path).map_err(io_err(&text_path))?;
+    let booster = Booster::from_string(&text)?;
+    let plan = load_model(dir.join(ONNX_FILE).as_path())?;
+    Ok(ModelDir {
+        dir: dir.to_path_buf(),
+        card,
+        booster,
+        plan,
+    })
+}
+
+/// The label thresholds recorded in a card (`details.labels`), if any.
+pub fn card_labels(card: &ModelCard) -> Option<LabelRule> {
+    let l = card.details.get("labels")?;
+    Some(LabelRule {
+        good_ms: l.get("good_ms")?.as_f64()?,
+        bad_ms: l.get("bad_ms")?.as_f64()?,
+    })
+}
+
+/// What `trainer validate` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidateSummary {
+    /// Model version from the card.
+    pub model_version: String,
+    /// Parity reports: golden (served and LightGBM vs stored), and logs.
+    pub parity: Vec<ParityReport>,
+    /// Label thresholds used on the logs.
+    pub labels: Option<LabelRule>,
+    /// Label counts on the logs.
+    pub counts: Option<LabelCounts>,
+    /// Metrics on the logs.
+    pub metrics: Option<Metrics>,
+    /// PUT-row AUCs on the logs.
+    pub put_rows: Option<PutRowsAuc>,
+}
+
+/// Label thresholds given on the command line; each missing one comes
+/// from the card (`details.labels`), else from [`LabelRule::default`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LabelOverride {
+    /// `--good-ms`, ms.
+    pub good_ms: Option<f64>,
+    /// `--bad-ms`, ms.
+    pub bad_ms: Option<f64>,
+}
+
+impl LabelOverride {
+    /// The thresholds to use for a model with `card`.
+    pub fn resolve(&self, card: &ModelCard) -> LabelRule {
+        let base = card_labels(card).unwrap_or_default();
+        LabelRule {
+            good_ms: self.good_ms.unwrap_or(base.good_ms),
+            bad_ms: self.bad_ms.unwrap_or(base.bad_ms),
+        }
+    }
+}
+
+/// Runs `trainer validate` (see the module docs).
+///
+/// # Errors
+/// [`TrainerError::Parity`] naming the first offending row; load errors.
+pub fn run_validate(
+    dir: &Path,
+    logs: &[PathBuf],
+    labels: LabelOverride,
+    progress: Progress,
+) -> Result<ValidateSummary> {
+    let m = load_model_dir(dir)?;
+    let golden = read_golden(dir, FEATURE_COUNT)?;
+    let mut parity = vec![golden_parity(&m.plan, &golden)?];
+    // LightGBM itself must still give the stored probabilities.
+    let flat: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
+    let kinds: Vec<String> = golden.rows.iter().map(|r| r.kind.clone()).collect();
+    let stored: Vec<f64> = golden.rows.iter().map(|r| r.probability).collect();
+    let lgb: Vec<f32> = predict(&m.booster, &flat)?
+        .into_iter()
+        .map(|p| p as f32)
+        .collect();
+    let mut r = check("golden (model.txt)", &flat, &stored, &lgb, Some(&kinds))?;
+    r.set = "golden (LightGBM model.txt vs stored)".into();
+    parity.push(r);
+
+    let mut summary = ValidateSummary {
+        model_version: m.card.model_version.clone(),
+        parity,
+        labels: None,
+        counts: None,
+        metrics: None,
+        put_rows: None,
+    };
+    if logs.is_empty() {
+        return Ok(summary);
+    }
+    let rule = labels.resolve(&m.card);
+    rule.validate()?;
+    let table = load_with_progress(logs, progress)?;
+    let set = table.labelled(&rule);
+    if set.is_empty() {
+        return Err(TrainerError::NoData(format!(
+            "no labelled rows in the logs ({:?})",
+            set.counts
+        )));
+    }
+    let (p, report) = parity_on("logs", &m.booster, &m.plan, &set.features, progress)?;
+    summary.parity.push(report);
+    summary.metrics = Some(Metrics::compute(&p, &set.labels, &set.rule_score));
+    summary.put_rows = Some(PutRowsAuc::compute(&set, &p));
+    summary.labels = Some(rule);
+    summary.counts = Some(set.counts);
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_override_falls_back_to_the_card_then_defaults() {
+        let mut card = ModelCard {
+            model_version: "m".into(),
+            created_at: String::new(),
+            trainer_version: String::new(),
+            feature_schema_version: String::new(),
+            feature_schema_hash: String::new(),
+            n_features: FEATURE_COUNT,
+            num_trees: 1,
+            output: String::new(),
+            details: serde_json::Map::new(),
+        };
+        let none = LabelOverride::default();
+        assert_eq!(none.resolve(&card), LabelRule::default());
+        card.details.insert(
+            "labels".into(),
+            serde_json::json!({"good_ms": 15.0, "bad_ms": 80.0}),
+        );
+        assert_eq!(
+            none.resolve(&card),
+            LabelRule {
+                good_ms: 15.0,
+                bad_ms: 80.0
+            }
+        );
+        let some = LabelOverride {
+            good_ms: None,
+            bad_ms: Some(90.0),
+        };
+        assert_eq!(
+            some.resolve(&card),
+            LabelRule {
+                good_ms: 15.0,
+                bad_ms: 90.0
+            }
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! The `trainer` binary: help text, the four subcommands end to end, exit
+//! codes (2 on a parity failure), and error messages for bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::TempDir;
+
+fn trainer(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run trainer")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn help_documents_every_subcommand_and_unit() {
+    let tmp = TempDir::new("help");
+    let o = trainer(&["--help"], tmp.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for sub in ["train", "validate", "compare", "synth"] {
+        assert!(s.contains(sub), "{s}");
+    }
+    let o = trainer(&["train", "--help"], tmp.path());
+    let s = String::from_utf8_lossy(&o.stdout).to_string();
+    for flag in [
+        "--logs",
+        "--out",
+        "--seed",
+        "--num-trees",
+        "--max-depth",
+        "--learning-rate",
+        "--valid-fraction",
+        "--good-ms",
+        "--bad-ms",
+        "milliseconds",
+        "[default: 50]",
+        "[default: 0.2]",
+        "[default: 20]",
+        "[default: 100]",
+    ] {
+        assert!(s.contains(flag), "train --help lacks {flag}:\n{s}");
+    }
+    let o = trainer(&["compare", "--help"], tmp.path());
+    let s = String::from_utf8_lossy(&o.stdout).to_string();
+    for flag in ["--a", "--b", "--logs", "--clip", "compare.json"] {
+        assert!(s.contains(flag), "compare --help lacks {flag}:\n{s}");
+    }
+    let o = trainer(&["synth", "--help"], tmp.path());
+    let s = String::from_utf8_lossy(&o.stdout).to_string();
+    for flag in ["--rows", "--seed", "--out", "--temperature"] {
+        assert!(s.contains(flag), "synth --help lacks {flag}:\n{s}");
+    }
+}
+
+#[test]
+fn cli_end_to_end_and_parity_failures_exit_non_zero() {
+    let tmp = TempDir::new("cli");
+    let d = tmp.path();
+    let o = trainer(
+        &["synth", "--out", "logs", "--rows", "3000", "--seed", "4"],
+        d,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("wrote 3000 decisions"));
+
+    let o = trainer(
+        &[
+            "train",
+            "--logs",
+            "logs",
+            "--out",
+            "models/m1",
+            "--num-trees",
+            "15",
+            "--seed",
+            "3",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    for s in [
+        "positive",
+        "negative",
+        "between 20 and 100 ms (dropped)",
+        "parity validation",
+        "parity golden",
+        "AUC",
+        "model_version m1-",
+    ] {
+        assert!(out.contains(s), "train output lacks {s}:\n{out}");
+    }
+    let o = trainer(
+        &[
+            "train",
+            "--logs",
+            "logs",
+            "--out",
+            "models/m2",
+            "--num-trees",
+            "5",
+            "--max-depth",
+            "3",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = trainer(
+        &[
+            "validate",
+            "--model",
+            "models/m1",
+            "--logs",
+            "logs",
+            "--json",
+            "v.json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains("parity OK") && out.contains("decile"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("v.json")).unwrap()).unwrap();
+    assert!(v["metrics"]["auc"].as_f64().unwrap() > 0.8);
+
+    let o = trainer(
+        &[
+            "compare",
+            "--a",
+            "models/m1",
+            "--b",
+            "models/m2",
+            "--logs",
+            "logs",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    for s in [
+        "top-pick agreement",
+        "Spearman",
+        "IPS",
+        "ESS",
+        "compare.json",
+    ] {
+        assert!(out.contains(s), "compare output lacks {s}:\n{out}");
+    }
+    assert!(d.join("compare.json").is_file());
+
+    // Tampered golden probability: exit 2, the row is printed.
+    let g = d.join("models/m1/golden.json");
+    let original = std::fs::read_to_string(&g).unwrap();
+    let mut golden: service::model::GoldenFile = serde_json::from_str(&original).unwrap();
+    golden.rows[3].probability += 0.01;
+    std::fs::write(&g, serde_json::to_string(&golden).unwrap()).unwrap();
+    let o = trainer(&["validate", "--model", "models/m1"], d);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains("parity check failed on golden row 3") && err.contains("cpu_usage ="),
+        "{err}"
+    );
+    std::fs::write(&g, &original).unwrap();
+    let o = trainer(&["validate", "--model", "models/m1"], d);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Tampered model: another model's ONNX under m1's card and golden rows.
+    std::fs::copy(
+        d.join("models/m2/model.onnx"),
+        d.join("models/m1/model.onnx"),
+    )
+    .unwrap();
+    let o = trainer(&["validate", "--model", "models/m1", "--logs", "logs"], d);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("parity check failed"));
+
+    // Card of another feature schema: refused, exit 1.
+    let card_path = d.join("models/m2/card.json");
+    let card = std::fs::read_to_string(&card_path).unwrap();
+    let hash = service::features::schema_hash();
+    std::fs::write(&card_path, card.replace(hash, "0000000000000000")).unwrap();
+    let o = trainer(&["validate", "--model", "models/m2"], d);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("feature schema"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn cli_bad_inputs_are_errors_not_panics() {
+    let tmp = TempDir::new("clibad");
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("empty")).unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["train", "--logs", "missing", "--out", "m"],
+            "does not exist",
+        ),
+        (
+            &["train", "--logs", "empty", "--out", "m"],
+            "no decision rows",
+        ),
+        (&["validate", "--model", "missing"], "does not exist"),
+        (
+            &["compare", "--a", "x", "--b", "y", "--logs", "empty"],
+            "does not exist",
+        ),
+        (&["synth", "--out", "s", "--rows", "0"], "--rows"),
+        (
+            &["synth", "--out", "s", "--rows", "5", "--candidates", "40"],
+            "--candidates",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = trainer(args, d);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // clap rejects a missing required flag with its usage (exit 2 is clap's).
+    let o = trainer(&["train", "--out", "m"], d);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--logs"));
+}
