@@ -519,3 +519,26 @@ async fn ab_arms_follow_the_key_and_shadow_is_compared() {
     // Arm-B decisions compare v2 with itself: zero Δ action there, so the mean is below the A-arm's.
     assert!(r["mean_abs_delta_action"].as_f64().expect("delta") >= 0.0);
 }
+
+#[test]
+fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/default");
+    let cfg = config(&dir).model;
+    let m = load_model_dir(&dir, &cfg, WALL).expect("models/default is vetted by the service");
+    assert_eq!(m.card.feature_schema_hash, service::features::schema_hash());
+    let golden = read_golden(&dir, FEATURE_COUNT).expect("golden");
+    assert!(golden.rows.len() >= 24, "a few dozen golden rows");
+    let rows: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
+    let mut out = Vec::new();
+    m.runner
+        .predict(&rows, golden.rows.len(), &mut out)
+        .expect("predict");
+    for (r, p) in golden.rows.iter().zip(&out) {
+        let (served, card) = (2.0 * f64::from(*p) - 1.0, 2.0 * r.probability - 1.0);
+        assert!(
+            (served - card).abs() <= 1e-5,
+            "{}: action {served} vs {card}",
+            r.kind
+        );
+    }
+}

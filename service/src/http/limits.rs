@@ -14,6 +14,7 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tower::ServiceBuilder;
+use tower::layer::util::{Identity, Stack};
 use tower::limit::ConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
 use tower::timeout::TimeoutLayer;
@@ -52,21 +53,15 @@ async fn overloaded(err: BoxError) -> Response {
     }
 }
 
+type Handle = HandleErrorLayer<fn(BoxError) -> OverloadedFuture, ()>;
+type Base = Stack<Handle, Identity>;
+/// The layers [`shed_layer`] returns.
+pub type ShedLayers = ServiceBuilder<Stack<ConcurrencyLimitLayer, Stack<LoadShedLayer, Base>>>;
+/// The layers [`timeout_layer`] returns.
+pub type TimeoutLayers = ServiceBuilder<Stack<TimeoutLayer, Base>>;
+
 /// Shedding stack for one route: 503 + `Retry-After` beyond `max_concurrent`.
-pub fn shed_layer(
-    max_concurrent: usize,
-) -> ServiceBuilder<
-    tower::layer::util::Stack<
-        ConcurrencyLimitLayer,
-        tower::layer::util::Stack<
-            LoadShedLayer,
-            tower::layer::util::Stack<
-                HandleErrorLayer<fn(BoxError) -> OverloadedFuture, ()>,
-                tower::layer::util::Identity,
-            >,
-        >,
-    >,
-> {
+pub fn shed_layer(max_concurrent: usize) -> ShedLayers {
     ServiceBuilder::new()
         .layer(HandleErrorLayer::new(
             overloaded_boxed as fn(BoxError) -> OverloadedFuture,
@@ -83,17 +78,7 @@ fn overloaded_boxed(err: BoxError) -> OverloadedFuture {
 }
 
 /// Timeout stack for the whole router: 503 after `timeout_ms`.
-pub fn timeout_layer(
-    timeout_ms: u64,
-) -> ServiceBuilder<
-    tower::layer::util::Stack<
-        TimeoutLayer,
-        tower::layer::util::Stack<
-            HandleErrorLayer<fn(BoxError) -> OverloadedFuture, ()>,
-            tower::layer::util::Identity,
-        >,
-    >,
-> {
+pub fn timeout_layer(timeout_ms: u64) -> TimeoutLayers {
     ServiceBuilder::new()
         .layer(HandleErrorLayer::new(
             overloaded_boxed as fn(BoxError) -> OverloadedFuture,
