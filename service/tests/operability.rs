@@ -163,3 +163,68 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     assert_eq!(b["error"]["code"], "timeout");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+async fn metrics_text(app: &TestApp) -> String {
+    use http_body_util::BodyExt;
+    let resp = app
+        .router
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).expect("req"))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap_or("")
+            .starts_with("application/openmetrics-text")
+    );
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    String::from_utf8(bytes.to_vec()).expect("utf-8")
+}
+
+#[tokio::test]
+async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
+    let app = test_app(common::no_warmup());
+    let snaps = serde_json::json!({"snapshots": [
+        {"worker_id": "w1", "timestamp_ms": common::WALL, "cpu_usage": 0.9, "queue_depth": 1,
+         "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0, "error_rate": 0.0}]});
+    app.post_json("/v1/telemetry", &snaps).await;
+    let (s, _) = app
+        .post("/v1/telemetry", r#"{"snapshots":[{"worker_id":""}]}"#)
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, _) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let text = metrics_text(&app).await;
+    for line in [
+        r#"http_requests_total{route="/v1/score",method="POST",status="200"} 1"#,
+        r#"http_requests_total{route="/v1/telemetry",method="POST",status="422"} 1"#,
+        "scorer_decisions_total 1",
+        "scorer_telemetry_snapshots_accepted_total 1",
+        "scorer_score_duration_seconds_count 1",
+        r#"scorer_model_fallbacks_total{reason="model_missing"} 1"#,
+        r#"scorer_worker_penalty_state{worker="w1",state="healthy"} 1"#,
+        r#"scorer_worker_freshness{worker="w1"} 1.0"#,
+    ] {
+        assert!(text.contains(line), "missing `{line}` in\n{text}");
+    }
+    // CPU 90% is 4 steps of 5% over 70%: 100 − 8 = 92 points.
+    assert!(
+        text.contains(r#"scorer_worker_rule_score{worker="w1"} 92.0"#),
+        "{text}"
+    );
+    // A forgotten worker stops exporting.
+    let forget = app.state.engine.config().telemetry.forget_after_ms;
+    app.clock.advance(forget + 1);
+    assert_eq!(
+        app.state
+            .engine
+            .forget_silent(service::clock::Clock::monotonic_ms(app.clock.as_ref())),
+        1
+    );
+    let text = metrics_text(&app).await;
+    assert!(!text.contains(r#"worker="w1""#), "{text}");
+}

@@ -31,11 +31,19 @@ pub(super) async fn telemetry(
     State(st): State<AppState>,
     ApiJson(batch): ApiJson<TelemetryBatch>,
 ) -> Result<Json<Accepted>, ApiError> {
-    let out = st.engine.ingest(
-        &batch.snapshots,
-        st.clock.monotonic_ms(),
-        st.clock.wall_ms(),
-    )?;
+    let out = st
+        .engine
+        .ingest(
+            &batch.snapshots,
+            st.clock.monotonic_ms(),
+            st.clock.wall_ms(),
+        )
+        .map_err(|e| {
+            let e = ApiError::from(e);
+            st.metrics.telemetry_rejected(e.code);
+            e
+        })?;
+    st.metrics.snapshots_accepted(out.accepted);
     if out.registered > 0 {
         tracing::info!(registered = out.registered, "new workers registered");
     }
@@ -119,6 +127,7 @@ pub(super) async fn score(
     let ctx = merged_context(req.context.clone(), &headers)?;
     let id = uuid::Uuid::now_v7().to_string();
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
+    let start = std::time::Instant::now();
     let resp = match req.seed {
         Some(seed) => {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -129,6 +138,7 @@ pub(super) async fn score(
             .engine
             .score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
     }?;
+    st.metrics.observe_score(start.elapsed().as_secs_f64());
     Ok(Json(resp))
 }
 

@@ -8,6 +8,7 @@ mod error;
 mod extract;
 mod handlers;
 mod limits;
+mod metrics;
 mod model;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub use admin::token_matches;
 pub use error::ApiError;
 pub use extract::ApiJson;
 pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
+pub use metrics::HttpMetrics;
 
 use crate::clock::Clock;
 use crate::engine::Engine;
@@ -35,6 +37,8 @@ pub struct AppState {
     /// Defaults to the engine's current configuration (reloading re-reads the
     /// same model directories); the binary re-reads its file and environment.
     pub config_source: ConfigSource,
+    /// Request and scoring metrics behind `GET /metrics`.
+    pub metrics: Arc<metrics::HttpMetrics>,
 }
 
 /// A function producing the configuration to reload to.
@@ -50,6 +54,7 @@ impl AppState {
             engine,
             clock,
             config_source: Arc::new(move || Ok((*current.config()).clone())),
+            metrics: Arc::default(),
         }
     }
 
@@ -84,11 +89,16 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/model", get(model::model))
         .route("/v1/shadow", get(model::shadow))
         .merge(admin)
+        .route("/metrics", get(metrics::metrics))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
         .with_state(state)
 }

@@ -1,0 +1,394 @@
+//! `GET /metrics`: Prometheus text exposition (issue #8) through the
+//! `prometheus-client` crate (the Prometheus project's Rust client).
+//!
+//! Request counters and latency histograms live for the process; everything
+//! read from the engine (decision, model, decision-log and per-worker
+//! values) is encoded from a registry built at scrape time, so a worker
+//! forgotten after `telemetry.forget_after_ms` stops exporting at once and
+//! per-worker series stay bounded by the tracked workers. Names follow the
+//! Prometheus conventions: base units (`_seconds`), `_total` for counters.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::AppState;
+use crate::dynamics::{FreshnessConfig, freshness_factor};
+use crate::model::{BreakerState, FallbackReason, Slot};
+use crate::scoring::{RuleInputs, rule_score};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerStateLabels {
+    worker: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SlotLabels {
+    slot: String,
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuantileLabels {
+    quantile: String,
+}
+
+type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 10 µs .. ~5 s in ×2 steps.
+    Histogram::new(exponential_buckets(1e-5, 2.0, 20))
+}
+
+/// Process-lifetime HTTP metrics, shared by the middleware and the scrape.
+#[derive(Clone)]
+pub struct HttpMetrics {
+    requests: Family<RequestLabels, Counter>,
+    duration: HistFamily<RouteLabels>,
+    score_duration: Histogram,
+    snapshots_accepted: Counter,
+    telemetry_rejected: Family<ReasonLabels, Counter>,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(latency_histogram),
+            score_duration: latency_histogram(),
+            snapshots_accepted: Counter::default(),
+            telemetry_rejected: Family::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpMetrics").finish_non_exhaustive()
+    }
+}
+
+impl HttpMetrics {
+    /// Records one in-process scoring call, seconds.
+    pub fn observe_score(&self, seconds: f64) {
+        self.score_duration.observe(seconds);
+    }
+
+    /// Counts accepted telemetry snapshots.
+    pub fn snapshots_accepted(&self, n: usize) {
+        self.snapshots_accepted.inc_by(n as u64);
+    }
+
+    /// Counts a rejected telemetry batch by its error code.
+    pub fn telemetry_rejected(&self, code: &str) {
+        self.telemetry_rejected
+            .get_or_create(&ReasonLabels {
+                reason: code.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Middleware: counts every request by route template, method and status,
+/// and times it by route.
+pub(super) async fn track(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let m = &st.metrics;
+    m.duration
+        .get_or_create(&RouteLabels {
+            route: route.clone(),
+        })
+        .observe(start.elapsed().as_secs_f64());
+    m.requests
+        .get_or_create(&RequestLabels {
+            route,
+            method,
+            status: resp.status().as_u16().to_string(),
+        })
+        .inc();
+    resp
+}
+
+fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+    r.register(name, help, ConstCounter::new(v));
+}
+
+/// Builds the scrape registry from the live state.
+fn registry(st: &AppState) -> Registry {
+    let mut r = Registry::default();
+    let m = &st.metrics;
+    r.register(
+        "http_requests",
+        "HTTP requests by route template, method and status",
+        m.requests.clone(),
+    );
+    r.register(
+        "http_request_duration_seconds",
+        "HTTP request latency by route template",
+        m.duration.clone(),
+    );
+    r.register(
+        "scorer_score_duration_seconds",
+        "In-process scoring time of POST /v1/score (rules, dynamics, features, model, pick)",
+        m.score_duration.clone(),
+    );
+    r.register(
+        "scorer_telemetry_snapshots_accepted",
+        "Telemetry snapshots accepted",
+        m.snapshots_accepted.clone(),
+    );
+    r.register(
+        "scorer_telemetry_batches_rejected",
+        "Telemetry batches rejected, by error code",
+        m.telemetry_rejected.clone(),
+    );
+
+    let e = &st.engine;
+    let c = e.counters();
+    counter(
+        &mut r,
+        "scorer_decisions",
+        "Score requests answered",
+        c.decisions,
+    );
+    counter(
+        &mut r,
+        "scorer_panic_decisions",
+        "Decisions made in panic mode",
+        c.panic_decisions,
+    );
+    counter(
+        &mut r,
+        "scorer_no_eligible",
+        "Score requests refused: no eligible worker",
+        c.no_eligible,
+    );
+    counter(
+        &mut r,
+        "scorer_feedback",
+        "Feedback calls accepted",
+        c.feedback,
+    );
+
+    let hub = e.models();
+    let s = hub.stats().snapshot();
+    counter(
+        &mut r,
+        "scorer_model_calls",
+        "Decisions that reached the model stage",
+        s.calls,
+    );
+    counter(
+        &mut r,
+        "scorer_model_used",
+        "Decisions whose final scores used the model",
+        s.used,
+    );
+    let fb: Family<ReasonLabels, Counter> = Family::default();
+    for reason in FallbackReason::ALL {
+        fb.get_or_create(&ReasonLabels {
+            reason: reason.as_str().to_owned(),
+        })
+        .inc_by(hub.stats().fallbacks(reason));
+    }
+    r.register(
+        "scorer_model_fallbacks",
+        "Decisions scored on rules alone, by reason",
+        fb,
+    );
+    let q: Family<QuantileLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    for (label, v) in [
+        ("0.5", s.latency_us.p50),
+        ("0.9", s.latency_us.p90),
+        ("0.99", s.latency_us.p99),
+        ("0.999", s.latency_us.p999),
+    ] {
+        q.get_or_create(&QuantileLabels {
+            quantile: label.to_owned(),
+        })
+        .set(v / 1e6);
+    }
+    r.register(
+        "scorer_model_inference_seconds",
+        "Model inference latency quantiles since start (HdrHistogram)",
+        q,
+    );
+    let now = st.clock.monotonic_ms();
+    let set = hub.current();
+    let open: Family<SlotLabels, Gauge> = Family::default();
+    for (slot, s) in [
+        ("primary", Some(&set.primary)),
+        ("ab", set.ab.as_ref()),
+        ("shadow", set.shadow.as_ref()),
+    ] {
+        if let Some(Slot::Ready(m)) = s {
+            open.get_or_create(&SlotLabels {
+                slot: slot.to_owned(),
+                version: m.card.model_version.clone(),
+            })
+            .set(i64::from(m.breaker.state(now) != BreakerState::Closed));
+        }
+    }
+    r.register(
+        "scorer_model_breaker_open",
+        "1 while a loaded model's budget breaker is open or half-open",
+        open,
+    );
+
+    if let Some(log) = e.decision_log() {
+        let l = log.stats();
+        counter(
+            &mut r,
+            "scorer_log_rows_written",
+            "Decision-log rows in closed files",
+            l.written_rows,
+        );
+        counter(
+            &mut r,
+            "scorer_log_records_dropped",
+            "Decision-log records dropped (channel full)",
+            l.dropped,
+        );
+        counter(
+            &mut r,
+            "scorer_log_files",
+            "Decision-log files closed",
+            l.files,
+        );
+        counter(
+            &mut r,
+            "scorer_log_bytes",
+            "Decision-log bytes in closed files",
+            l.bytes,
+        );
+        counter(
+            &mut r,
+            "scorer_log_write_errors",
+            "Decision-log write errors",
+            l.write_errors,
+        );
+    }
+
+    let cfg = e.config();
+    let inputs = RuleInputs {
+        cfg: &cfg.scoring,
+        dead_after_ms: cfg.telemetry.dead_after_ms,
+        request_type: None,
+        now_ms: now,
+        warmup: false,
+    };
+    let fresh_cfg = FreshnessConfig {
+        fresh_ms: cfg.freshness.fresh_ms,
+        dead_after_ms: cfg.telemetry.dead_after_ms,
+    };
+    let rule: Family<WorkerLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let fresh: Family<WorkerLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let state: Family<WorkerStateLabels, Gauge> = Family::default();
+    for slot in e.registry().slots() {
+        let v = slot.view();
+        let worker = v.worker_id.to_string();
+        let labels = WorkerLabels {
+            worker: worker.clone(),
+        };
+        rule.get_or_create(&labels)
+            .set(rule_score(&v, &inputs).0.score);
+        fresh
+            .get_or_create(&labels)
+            .set(freshness_factor(v.age_ms(now), &fresh_cfg));
+        state
+            .get_or_create(&WorkerStateLabels {
+                worker,
+                state: v
+                    .penalty
+                    .state_at(now, &cfg.penalty)
+                    .state
+                    .as_str()
+                    .to_owned(),
+            })
+            .set(1);
+    }
+    r.register(
+        "scorer_worker_rule_score",
+        "Request-independent rule score, points 0..=100",
+        rule,
+    );
+    r.register(
+        "scorer_worker_freshness",
+        "Trust in the worker's last report, 0..=1",
+        fresh,
+    );
+    r.register(
+        "scorer_worker_penalty_state",
+        "1 for the worker's current penalty state",
+        state,
+    );
+    r
+}
+
+/// `GET /metrics`.
+pub(super) async fn metrics(State(st): State<AppState>) -> Response {
+    let st2 = st.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        let mut out = String::new();
+        encode(&mut out, &registry(&st2)).map(|()| out)
+    })
+    .await;
+    match body {
+        Ok(Ok(text)) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        _ => {
+            tracing::error!("metrics encoding failed");
+            super::ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "metrics encoding failed",
+            )
+            .into_response()
+        }
+    }
+}
