@@ -43,6 +43,10 @@ enum Cmd {
         /// Write the service arms' decision logs (Parquet) under this directory.
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// Diagnostic only: a service configuration file (TOML, as the
+        /// service's `--config`) for the service arms instead of the defaults.
+        #[arg(long)]
+        service_config: Option<PathBuf>,
     },
     /// Run one scenario on real redis-server workers.
     Testbed(evaluation::testbed::TestbedArgs),
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
             duration_s,
             out,
             log_dir,
+            service_config,
         } => {
             let mut opts = SimOptions::new(&scenario);
             if let Some(p) = policies {
@@ -94,6 +99,15 @@ fn main() -> ExitCode {
             opts.workers = workers;
             opts.duration_s = duration_s;
             opts.log_dir = log_dir;
+            if let Some(path) = service_config {
+                match service::config::Config::load(Some(&path)) {
+                    Ok(c) => opts.service_config = c,
+                    Err(e) => {
+                        eprintln!("error: {}: {e}", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             run_sim(&opts).and_then(|r| {
                 let w = report::write_scenario(&out, &r, &command_line())?;
                 print!("{}", report::table(&r.policies));

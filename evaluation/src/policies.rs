@@ -75,19 +75,22 @@ pub fn worker_id(i: usize) -> String {
 }
 
 /// A router for policy `name` over `n` workers; `log` is attached to the
-/// service arms' engine. `None` for an unknown or skipped name.
+/// service arms' engine. `None` for an unknown or skipped name. The service
+/// arms run with `service_config` (the shipped defaults unless a diagnostic
+/// run passes `--service-config`).
 pub fn build(
     name: &str,
     n: usize,
     log: Option<Arc<DecisionLog>>,
+    service_config: &Config,
 ) -> Option<Box<dyn Router + Send>> {
     Some(match name {
         "round-robin" => Box::new(RoundRobin::new(n)),
         "random" => Box::new(Random::new(n)),
         "p2c-least-request" => Box::new(P2cLeastRequest::new(n)),
         "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
-        "rules-max" => Box::new(ServiceRouter::new(n, "max", log)),
-        "rules-softmax" => Box::new(ServiceRouter::new(n, "softmax", log)),
+        "rules-max" => Box::new(ServiceRouter::new(n, "max", log, service_config.clone())),
+        "rules-softmax" => Box::new(ServiceRouter::new(n, "softmax", log, service_config.clone())),
         _ => return None,
     })
 }
@@ -118,10 +121,10 @@ fn wall(now_ms: f64) -> u64 {
 }
 
 impl ServiceRouter {
-    /// An engine with the default configuration over workers `w0..w{n-1}`,
-    /// picking with service policy `policy` (`max`, `softmax`, …).
-    pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>) -> Self {
-        let mut engine = Engine::new(Config::default());
+    /// An engine with configuration `config` (validated) over workers
+    /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
+    pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
+        let mut engine = Engine::new(config);
         let logging = log.is_some();
         if let Some(log) = log {
             engine = engine.with_log(log);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use service::clock::SystemClock;
+use service::config::Config;
 use service::decision_log::{DecisionLog, LogConfig};
 
 use crate::metrics::PolicyResult;
@@ -30,6 +31,9 @@ pub struct SimOptions {
     /// Where the service arms write decision logs (one subdirectory per
     /// scenario and policy), if anywhere.
     pub log_dir: Option<PathBuf>,
+    /// Configuration of the service arms: the shipped defaults unless a
+    /// diagnostic run loads another (`--service-config`).
+    pub service_config: Config,
 }
 
 impl SimOptions {
@@ -42,6 +46,7 @@ impl SimOptions {
             workers: crate::scenario::DEFAULT_WORKERS,
             duration_s: crate::scenario::DEFAULT_DURATION_S,
             log_dir: None,
+            service_config: Config::default(),
         }
     }
 }
@@ -68,6 +73,9 @@ pub struct ScenarioResults {
     /// The full scenario parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Scenario>,
+    /// Whether the service arms ran with the shipped default configuration
+    /// (`false` only for diagnostic runs with `--service-config`).
+    pub service_config_default: bool,
     /// One entry per requested policy, in request order.
     pub policies: Vec<PolicyResult>,
     /// Per policy (same order, skipped ones excluded): per-window shares
@@ -104,6 +112,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         load: sc.load,
         impaired_worker: sc.faults.first().map(crate::scenario::Fault::worker),
         parameters: Some(sc.clone()),
+        service_config_default: opts.service_config == Config::default(),
         policies: Vec::new(),
         runs: Vec::new(),
     };
@@ -116,7 +125,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
             Some(dir) if name.starts_with("rules-") => Some(start_log(dir, &sc.name, name)?),
             _ => None,
         };
-        let Some(mut router) = policies::build(name, sc.workers.len(), log.clone()) else {
+        let Some(mut router) = policies::build(name, sc.workers.len(), log.clone(), &opts.service_config) else {
             out.policies
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;

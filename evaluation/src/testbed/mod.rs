@@ -155,6 +155,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         load: 0.0,
         impaired_worker: Some(0),
         parameters: None,
+        service_config_default: true,
         policies: Vec::new(),
         runs: Vec::new(),
     };
@@ -264,7 +265,7 @@ async fn run_policy(
                 policy: policy.to_owned(),
             }
         } else {
-            let router = policies::build(name, n, None).ok_or_else(|| format!("policy {name}"))?;
+            let router = policies::build(name, n, None, &Config::default()).ok_or_else(|| format!("policy {name}"))?;
             Picker::Baseline(Mutex::new((
                 router,
                 ChaCha8Rng::seed_from_u64(args.seed ^ 0x0b0c),
