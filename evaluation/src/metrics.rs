@@ -211,8 +211,7 @@ pub fn oscillations(window_picks: &[Vec<u32>]) -> u64 {
         if ta < min_total || tb < min_total {
             continue;
         }
-        for i in 0..n {
-            let (a, b) = (sh[w - 1][i], sh[w][i]);
+        for (&a, &b) in sh[w - 1].iter().zip(&sh[w]) {
             let (lo, hi) = if a < b { (a, b) } else { (b, a) };
             if hi >= 0.5 * fair && hi > 2.0 * lo {
                 count += 1;

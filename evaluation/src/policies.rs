@@ -35,13 +35,14 @@ use crate::baselines::{
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Every policy name, in report order.
-pub const POLICIES: [&str; 8] = [
+pub const POLICIES: [&str; 9] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
     "rules-max",
     "rules-softmax",
+    "rules-p2c",
     "model",
     "model-retrained",
 ];
@@ -90,7 +91,13 @@ pub fn build(
         "p2c-least-request" => Box::new(P2cLeastRequest::new(n)),
         "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
         "rules-max" => Box::new(ServiceRouter::new(n, "max", log, service_config.clone())),
-        "rules-softmax" => Box::new(ServiceRouter::new(n, "softmax", log, service_config.clone())),
+        "rules-softmax" => Box::new(ServiceRouter::new(
+            n,
+            "softmax",
+            log,
+            service_config.clone(),
+        )),
+        "rules-p2c" => Box::new(ServiceRouter::new(n, "p2c", log, service_config.clone())),
         _ => return None,
     })
 }

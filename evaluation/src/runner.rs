@@ -125,7 +125,9 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
             Some(dir) if name.starts_with("rules-") => Some(start_log(dir, &sc.name, name)?),
             _ => None,
         };
-        let Some(mut router) = policies::build(name, sc.workers.len(), log.clone(), &opts.service_config) else {
+        let Some(mut router) =
+            policies::build(name, sc.workers.len(), log.clone(), &opts.service_config)
+        else {
             out.policies
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;

@@ -30,7 +30,7 @@ pub enum Picker {
         policy: String,
     },
     /// A baseline in-process.
-    Baseline(Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>),
+    Baseline(Box<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>),
 }
 
 /// One finished request.

@@ -265,11 +265,12 @@ async fn run_policy(
                 policy: policy.to_owned(),
             }
         } else {
-            let router = policies::build(name, n, None, &Config::default()).ok_or_else(|| format!("policy {name}"))?;
-            Picker::Baseline(Mutex::new((
+            let router = policies::build(name, n, None, &Config::default())
+                .ok_or_else(|| format!("policy {name}"))?;
+            Picker::Baseline(Box::new(Mutex::new((
                 router,
                 ChaCha8Rng::seed_from_u64(args.seed ^ 0x0b0c),
-            )))
+            ))))
         };
         let conns = Arc::new(Conns::new(workers.iter().map(|w| w.port).collect()));
         let load = Load {
