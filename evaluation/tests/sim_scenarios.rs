@@ -7,8 +7,8 @@ use evaluation::scenario::SCENARIOS;
 
 fn short(scenario: &str, policies: &[&str]) -> SimOptions {
     let mut o = SimOptions::new(scenario);
-    o.workers = 6;
-    o.duration_s = 6.0;
+    o.workers = 4;
+    o.duration_s = 3.0;
     o.policies = policies.iter().map(|s| (*s).to_owned()).collect();
     o
 }
@@ -31,7 +31,7 @@ fn same_seed_gives_the_same_results_json() {
     o2.seed = 2;
     let a = run_sim(&o).expect("run");
     let b = run_sim(&o2).expect("run");
-    assert_ne!(a.policies[0].p99_ms, b.policies[0].p99_ms);
+    assert_ne!(a.policies[0].p50_ms, b.policies[0].p50_ms);
 }
 
 #[test]
@@ -91,6 +91,8 @@ fn results_json_has_the_documented_fields() {
 
 #[test]
 fn crash_is_drained_by_the_service_and_round_robin_keeps_sending() {
+    // Long enough that the 15 s outage (scaled from 30 s of 120 s) outlasts
+    // the service's 10 s `dead_after_ms`.
     let mut o = short("crash-recovery", &["round-robin", "rules-softmax"]);
     o.duration_s = 60.0;
     let r = run_sim(&o).expect("run");
