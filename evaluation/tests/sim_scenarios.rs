@@ -112,3 +112,32 @@ fn unknown_names_are_refused() {
     assert!(run_sim(&short("nope", &["random"])).is_err());
     assert!(run_sim(&short("homogeneous", &["nope"])).is_err());
 }
+
+#[test]
+fn log_dir_writes_the_service_decision_log_for_the_service_arms() {
+    use service::decision_log::{LogKind, read_dir};
+    let dir = std::env::temp_dir().join(format!("eval-log-{}", std::process::id()));
+    let mut o = short("slow-worker", &["round-robin", "rules-softmax"]);
+    o.log_dir = Some(dir.clone());
+    let r = run_sim(&o).expect("run");
+    let requests = r.policies[1].requests.unwrap_or(0) as usize;
+    let root = dir.join("slow-worker").join("rules-softmax");
+    let decisions = read_dir(&root.join("decisions"), LogKind::Decisions).expect("decisions");
+    let outcomes = read_dir(&root.join("outcomes"), LogKind::Outcomes).expect("outcomes");
+    // One row per candidate (4 workers) per decision; one outcome per attempt.
+    assert!(
+        decisions.rows >= 4 * requests,
+        "{} rows for {requests} requests",
+        decisions.rows
+    );
+    assert!(
+        outcomes.rows >= requests,
+        "{} outcomes for {requests} requests",
+        outcomes.rows
+    );
+    assert!(
+        !dir.join("slow-worker").join("round-robin").exists(),
+        "baselines do not log"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
