@@ -4,7 +4,9 @@
 //! `p2c-least-request`, `p2c-peak-ewma` (baselines, see [`crate::baselines`]),
 //! `rules-max` and `rules-softmax` (the service's rule scorer with its
 //! dynamics, selection policy `max` or `softmax` at the configured
-//! temperature), and `model`, `model-retrained` (rules + a learned model,
+//! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
+//! scorer with the service's own `p2c` selection, one of its shipped
+//! policies), and `model`, `model-retrained` (rules + a learned model,
 //! issue #6). The model arms are listed so that results always say what
 //! happened to them: until the service exposes a model in its scoring path
 //! they are reported as skipped with [`MODEL_SKIP_REASON`].

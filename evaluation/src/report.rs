@@ -52,6 +52,9 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
         "# {} ({})\n\n{}\n\nCommand: `{command}`\n\n",
         r.scenario, r.mode, r.description
     );
+    if !r.service_config_default {
+        md.push_str("**Diagnostic run: the service arms use a non-default configuration (`--service-config`); not comparable with the default-configuration results.**\n\n");
+    }
     md.push_str(&table(&r.policies));
     for p in &plots {
         if let Some(name) = p.file_name() {

@@ -17,16 +17,17 @@ use super::procs::RedisProc;
 /// Testbed fault kinds.
 pub const FAULTS: [&str; 4] = ["pause", "debug-sleep", "bgsave", "kill-restart"];
 
+/// A connection whose commands may take up to 60 s (DEBUG POPULATE, DEBUG SLEEP).
 async fn conn(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
     let client =
         redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(|e| e.to_string())?;
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .map_err(|_| "connect timed out".to_owned())?
-    .map_err(|e| e.to_string())
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(60)));
+    client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Prepare worker `p` for fault `kind` before the load starts (bgsave: fill it).
