@@ -1,0 +1,28 @@
+//! Evaluation harness for the worker scoring service (issue #7): does
+//! scoring cut tail latency compared with what routers use today?
+//!
+//! - [`sim`]: a deterministic discrete-event simulator of a KV cluster that
+//!   drives each policy in-process on the same workload ([`scenario`]
+//!   presets);
+//! - [`baselines`]: round robin, random, P2C least-request (Envoy's
+//!   default), P2C peak-EWMA (Finagle/Linkerd), from their published
+//!   descriptions;
+//! - [`policies`]: the policy names and the service arms (`rules-max`,
+//!   `rules-softmax`) that call [`service::Engine`] in-process;
+//! - [`metrics`], [`report`], [`plot`]: what is measured and how it is written;
+//! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
+//!   service over HTTP, with injected faults.
+//!
+//! The `evaluate` binary runs them; see the repository README, "Evaluation".
+
+pub mod all;
+pub mod baselines;
+pub mod metrics;
+pub mod plot;
+pub mod policies;
+pub mod report;
+pub mod router;
+pub mod runner;
+pub mod scenario;
+pub mod sim;
+pub mod testbed;

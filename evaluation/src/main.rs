@@ -1,0 +1,143 @@
+//! `evaluate`: compare routing policies in the simulator or on a real Redis
+//! testbed and write results.json, a Markdown report and plots.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use evaluation::report;
+use evaluation::runner::{SimOptions, run_sim};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "evaluate",
+    about = "Policy-against-policy evaluation of the scoring service"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run one scenario in the discrete-event simulator.
+    Sim {
+        /// Scenario preset name.
+        #[arg(long)]
+        scenario: String,
+        /// Comma-separated policy names (default: all).
+        #[arg(long, value_delimiter = ',')]
+        policies: Option<Vec<String>>,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Number of workers.
+        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_WORKERS)]
+        workers: usize,
+        /// Simulated duration, s.
+        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_DURATION_S)]
+        duration_s: f64,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Write the service arms' decision logs (Parquet) under this directory.
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+        /// Diagnostic only: a service configuration file (TOML, as the
+        /// service's `--config`) for the service arms instead of the defaults.
+        #[arg(long)]
+        service_config: Option<PathBuf>,
+    },
+    /// Run one scenario on real redis-server workers.
+    Testbed(evaluation::testbed::TestbedArgs),
+    /// Run every simulator scenario and the testbed pause scenario; write EVALUATION.md.
+    All {
+        /// Output directory for per-scenario results and plots.
+        #[arg(long, default_value = "evaluation/results")]
+        out: PathBuf,
+        /// Where to write EVALUATION.md.
+        #[arg(long, default_value = "EVALUATION.md")]
+        evaluation_md: PathBuf,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Simulated duration per scenario, s.
+        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_DURATION_S)]
+        duration_s: f64,
+        /// Skip the real-Redis testbed.
+        #[arg(long)]
+        skip_testbed: bool,
+        /// Write the service arms' decision logs (Parquet) under this directory.
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+    },
+}
+
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("evaluate {}", args.join(" "))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Sim {
+            scenario,
+            policies,
+            seed,
+            workers,
+            duration_s,
+            out,
+            log_dir,
+            service_config,
+        } => {
+            let mut opts = SimOptions::new(&scenario);
+            if let Some(p) = policies {
+                opts.policies = p;
+            }
+            opts.seed = seed;
+            opts.workers = workers;
+            opts.duration_s = duration_s;
+            opts.log_dir = log_dir;
+            if let Some(path) = service_config {
+                match service::config::Config::load(Some(&path)) {
+                    Ok(c) => opts.service_config = c,
+                    Err(e) => {
+                        eprintln!("error: {}: {e}", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            run_sim(&opts).and_then(|r| {
+                let w = report::write_scenario(&out, &r, &command_line())?;
+                print!("{}", report::table(&r.policies));
+                println!("wrote {} and {}", w.json.display(), w.markdown.display());
+                Ok(())
+            })
+        }
+        Cmd::Testbed(args) => evaluation::testbed::run_cli(&args, &command_line()),
+        Cmd::All {
+            out,
+            evaluation_md,
+            seed,
+            duration_s,
+            skip_testbed,
+            log_dir,
+        } => evaluation::all::run_all(
+            &out,
+            &evaluation_md,
+            seed,
+            duration_s,
+            skip_testbed,
+            log_dir.as_deref(),
+            &command_line(),
+        ),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The compared policies by name, and the service arms.
+//!
+//! Names (used in results.json): `round-robin`, `random`,
+//! `p2c-least-request`, `p2c-peak-ewma` (baselines, see [`crate::baselines`]),
+//! `rules-max` and `rules-softmax` (the service's rule scorer with its
+//! dynamics, selection policy `max` or `softmax` at the configured
+//! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
+//! scorer with the service's own `p2c` selection, one of its shipped
+//! policies), and `model`, `model-retrained` (rules + a learned model,
+//! issue #6). The model arms are listed so that results always say what
+//! happened to them: until the service exposes a model in its scoring path
+//! they are reported as skipped with [`MODEL_SKIP_REASON`].
+//!
+//! The service arms call [`service::Engine`] in-process, exactly as the HTTP
+//! handlers do: telemetry batches go to [`Engine::ingest`], each request to
+//! [`Engine::score`] with all workers as candidates, each outcome to
+//! [`Engine::feedback`]. The engine runs with the shipped default
+//! configuration ([`Config::default`]); simulated time is its monotonic
+//! clock and `WALL_EPOCH_MS + now` its wall clock.
+
+use std::sync::Arc;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use service::Engine;
+use service::api::ScoreRequest;
+use service::config::Config;
+use service::decision_log::DecisionLog;
+use service::engine::Feedback;
+use service::scoring::{RequestContext, RequestType};
+use service::telemetry::Snapshot;
+
+use crate::baselines::{
+    p2c_least_request::P2cLeastRequest, p2c_peak_ewma::P2cPeakEwma, random::Random,
+    round_robin::RoundRobin,
+};
+use crate::router::{Op, Outcome, Pick, PickRequest, Router};
+
+/// Every policy name, in report order.
+pub const POLICIES: [&str; 9] = [
+    "round-robin",
+    "random",
+    "p2c-least-request",
+    "p2c-peak-ewma",
+    "rules-max",
+    "rules-softmax",
+    "rules-p2c",
+    "model",
+    "model-retrained",
+];
+
+/// Why the model arms are not run yet.
+pub const MODEL_SKIP_REASON: &str = "skipped: the service has no model in its scoring path yet \
+     (issue #6 in progress); the arm is kept by name and runs once `Engine` exposes it";
+
+/// Simulated wall clock origin, Unix ms (2025-06-15).
+pub const WALL_EPOCH_MS: u64 = 1_750_000_000_000;
+
+/// Monotonic origin offset, ms, so simulated time 0 is not monotonic 0.
+const MONO_OFFSET_MS: u64 = 1_000;
+
+/// Whether `name` is a known policy.
+pub fn is_known(name: &str) -> bool {
+    POLICIES.contains(&name)
+}
+
+/// Why `name` cannot run now, or `None` when it can.
+pub fn skip_reason(name: &str) -> Option<&'static str> {
+    match name {
+        "model" | "model-retrained" => Some(MODEL_SKIP_REASON),
+        _ => None,
+    }
+}
+
+/// Worker id of index `i` as the service sees it.
+pub fn worker_id(i: usize) -> String {
+    format!("w{i}")
+}
+
+/// A router for policy `name` over `n` workers; `log` is attached to the
+/// service arms' engine. `None` for an unknown or skipped name. The service
+/// arms run with `service_config` (the shipped defaults unless a diagnostic
+/// run passes `--service-config`).
+pub fn build(
+    name: &str,
+    n: usize,
+    log: Option<Arc<DecisionLog>>,
+    service_config: &Config,
+) -> Option<Box<dyn Router + Send>> {
+    Some(match name {
+        "round-robin" => Box::new(RoundRobin::new(n)),
+        "random" => Box::new(Random::new(n)),
+        "p2c-least-request" => Box::new(P2cLeastRequest::new(n)),
+        "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
+        "rules-max" => Box::new(ServiceRouter::new(n, "max", log, service_config.clone())),
+        "rules-softmax" => Box::new(ServiceRouter::new(
+            n,
+            "softmax",
+            log,
+            service_config.clone(),
+        )),
+        "rules-p2c" => Box::new(ServiceRouter::new(n, "p2c", log, service_config.clone())),
+        _ => return None,
+    })
+}
+
+/// A service arm: the in-process [`Engine`] with one selection policy.
+pub struct ServiceRouter {
+    engine: Engine,
+    req: ScoreRequest,
+    next_id: u64,
+    fallbacks: u64,
+    logging: bool,
+}
+
+impl std::fmt::Debug for ServiceRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceRouter")
+            .field("policy", &self.req.policy)
+            .finish()
+    }
+}
+
+fn mono(now_ms: f64) -> u64 {
+    MONO_OFFSET_MS + now_ms.max(0.0) as u64
+}
+
+fn wall(now_ms: f64) -> u64 {
+    WALL_EPOCH_MS + now_ms.max(0.0) as u64
+}
+
+impl ServiceRouter {
+    /// An engine with configuration `config` (validated) over workers
+    /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
+    pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
+        let mut engine = Engine::new(config);
+        let logging = log.is_some();
+        if let Some(log) = log {
+            engine = engine.with_log(log);
+        }
+        let mut req = ScoreRequest::new("k", (0..n).map(worker_id).collect());
+        req.policy = Some(policy.to_owned());
+        Self {
+            engine,
+            req,
+            next_id: 0,
+            fallbacks: 0,
+            logging,
+        }
+    }
+
+    /// The engine (for inspection in tests).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+fn parse_worker(id: &str) -> Option<usize> {
+    id.strip_prefix('w')?.parse().ok()
+}
+
+impl Router for ServiceRouter {
+    fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
+        self.next_id += 1;
+        let id = format!("d{}", self.next_id);
+        req.key.clone_into(&mut self.req.key);
+        let ctx = RequestContext {
+            request_type: Some(match req.op {
+                Op::Get => RequestType::Get,
+                Op::Put => RequestType::Put,
+            }),
+            timeout_ms: Some(req.timeout_ms as u64),
+            ..RequestContext::default()
+        };
+        let answer = if self.logging {
+            self.engine
+                .score_and_log(&self.req, &ctx, mono(req.now_ms), wall(req.now_ms), id, rng)
+        } else {
+            self.engine
+                .score(&self.req, &ctx, mono(req.now_ms), id, rng)
+        };
+        match answer {
+            Ok(resp) => match resp.pick.as_deref().and_then(parse_worker) {
+                Some(worker) => Pick {
+                    worker,
+                    decision_id: Some(resp.decision_id),
+                },
+                None => self.fallback(rng),
+            },
+            Err(_) => self.fallback(rng),
+        }
+    }
+
+    fn outcome(&mut self, o: &Outcome<'_>) {
+        let Some(id) = o.decision_id else { return };
+        let f = Feedback {
+            decision_id: id.to_owned(),
+            worker_id: worker_id(o.worker),
+            latency_ms: o.latency_ms,
+            success: o.success,
+        };
+        let _ = if self.logging {
+            self.engine
+                .feedback_and_log(&f, mono(o.now_ms), wall(o.now_ms))
+        } else {
+            self.engine.feedback(&f, mono(o.now_ms))
+        };
+    }
+
+    fn telemetry(&mut self, batch: &[Snapshot], now_ms: f64) {
+        // A rejected batch (never expected: the simulator builds valid
+        // snapshots) leaves the state as it was, as over HTTP.
+        let _ = self.engine.ingest(batch, mono(now_ms), wall(now_ms));
+    }
+
+    fn fallbacks(&self) -> u64 {
+        self.fallbacks
+    }
+}
+
+impl ServiceRouter {
+    /// No pick from the service (no eligible worker): a router would fall
+    /// back to a uniform choice; counted.
+    fn fallback(&mut self, rng: &mut ChaCha8Rng) -> Pick {
+        self.fallbacks += 1;
+        Pick {
+            worker: rng.random_range(0..self.req.candidates.len()),
+            decision_id: None,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The interface every compared policy implements, in the simulator and in
+//! the testbed: pick a worker for a request, learn from outcomes, and (for
+//! the service arms) take telemetry.
+
+use rand_chacha::ChaCha8Rng;
+use service::telemetry::Snapshot;
+
+/// Kind of a KV request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Point read.
+    Get,
+    /// Write.
+    Put,
+}
+
+/// What the router knows when it picks.
+#[derive(Debug, Clone, Copy)]
+pub struct PickRequest<'a> {
+    /// Now, ms (simulated or since the testbed start).
+    pub now_ms: f64,
+    /// The request's key.
+    pub key: &'a str,
+    /// Operation.
+    pub op: Op,
+    /// The client's timeout for this attempt, ms.
+    pub timeout_ms: f64,
+}
+
+/// A router's choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pick {
+    /// Index of the picked worker.
+    pub worker: usize,
+    /// The service's decision id, to send back with the outcome.
+    pub decision_id: Option<String>,
+}
+
+/// The outcome of one attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome<'a> {
+    /// The worker the attempt went to.
+    pub worker: usize,
+    /// The pick's decision id, if the router made one.
+    pub decision_id: Option<&'a str>,
+    /// Observed latency of the attempt, ms (the timeout when it timed out).
+    pub latency_ms: f64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Now, ms.
+    pub now_ms: f64,
+}
+
+/// A load-balancing policy.
+pub trait Router {
+    /// Pick a worker among `0..n` (n fixed at construction).
+    fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick;
+    /// Learn from the outcome of a pick (release in-flight, update estimates).
+    fn outcome(&mut self, o: &Outcome<'_>);
+    /// Take a telemetry batch taken at `now_ms` (only the service arms use it).
+    fn telemetry(&mut self, _batch: &[Snapshot], _now_ms: f64) {}
+    /// Picks that fell back to a uniform choice because the router could not
+    /// decide (the service answered no eligible worker).
+    fn fallbacks(&self) -> u64 {
+        0
+    }
+}

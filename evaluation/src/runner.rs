@@ -1,0 +1,160 @@
+//! Run one scenario over a list of policies (simulator) and collect the
+//! results; with a log directory the service arms write the service's
+//! decision log (Parquet, the trainer's input).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use service::clock::SystemClock;
+use service::config::Config;
+use service::decision_log::{DecisionLog, LogConfig};
+
+use crate::metrics::PolicyResult;
+use crate::policies::{self, POLICIES};
+use crate::scenario::Scenario;
+use crate::sim::{RunRecord, simulate};
+
+/// Options of `evaluate sim`.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Scenario preset name.
+    pub scenario: String,
+    /// Policies to compare, by name.
+    pub policies: Vec<String>,
+    /// Seed.
+    pub seed: u64,
+    /// Workers.
+    pub workers: usize,
+    /// Simulated duration, s.
+    pub duration_s: f64,
+    /// Where the service arms write decision logs (one subdirectory per
+    /// scenario and policy), if anywhere.
+    pub log_dir: Option<PathBuf>,
+    /// Configuration of the service arms: the shipped defaults unless a
+    /// diagnostic run loads another (`--service-config`).
+    pub service_config: Config,
+}
+
+impl SimOptions {
+    /// Defaults for `scenario`: every policy, seed 1, 12 workers, 120 s.
+    pub fn new(scenario: &str) -> Self {
+        Self {
+            scenario: scenario.to_owned(),
+            policies: POLICIES.iter().map(|s| (*s).to_owned()).collect(),
+            seed: 1,
+            workers: crate::scenario::DEFAULT_WORKERS,
+            duration_s: crate::scenario::DEFAULT_DURATION_S,
+            log_dir: None,
+            service_config: Config::default(),
+        }
+    }
+}
+
+/// A scenario's results: what results.json holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResults {
+    /// `sim` or `testbed`.
+    pub mode: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// What it models.
+    pub description: String,
+    /// Seed.
+    pub seed: u64,
+    /// Workers.
+    pub workers: usize,
+    /// Run length, s.
+    pub duration_s: f64,
+    /// Offered load, fraction of healthy capacity.
+    pub load: f64,
+    /// Index of the impaired worker, if the scenario has one.
+    pub impaired_worker: Option<usize>,
+    /// The full scenario parameters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Scenario>,
+    /// Whether the service arms ran with the shipped default configuration
+    /// (`false` only for diagnostic runs with `--service-config`).
+    pub service_config_default: bool,
+    /// One entry per requested policy, in request order.
+    pub policies: Vec<PolicyResult>,
+    /// Per policy (same order, skipped ones excluded): per-window shares
+    /// for the plots; not serialised.
+    #[serde(skip)]
+    pub runs: Vec<(String, RunRecord)>,
+}
+
+/// Run `opts`.
+///
+/// # Errors
+/// Unknown scenario or policy names, or a decision log that cannot start.
+pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
+    let sc = Scenario::preset(&opts.scenario, opts.workers, opts.duration_s)?;
+    for p in &opts.policies {
+        if !policies::is_known(p) {
+            return Err(format!(
+                "unknown policy `{p}`: expected one of {}",
+                POLICIES.join(", ")
+            ));
+        }
+    }
+    let fault = sc
+        .faults
+        .iter()
+        .find_map(|f| f.window_ms().map(|(a, b)| (f.worker(), a, b)));
+    let mut out = ScenarioResults {
+        mode: "sim".to_owned(),
+        scenario: sc.name.clone(),
+        description: sc.description.clone(),
+        seed: opts.seed,
+        workers: sc.workers.len(),
+        duration_s: sc.duration_ms / 1000.0,
+        load: sc.load,
+        impaired_worker: sc.faults.first().map(crate::scenario::Fault::worker),
+        parameters: Some(sc.clone()),
+        service_config_default: opts.service_config == Config::default(),
+        policies: Vec::new(),
+        runs: Vec::new(),
+    };
+    for name in &opts.policies {
+        if let Some(reason) = policies::skip_reason(name) {
+            out.policies.push(PolicyResult::skipped(name, reason));
+            continue;
+        }
+        let log = match &opts.log_dir {
+            Some(dir) if name.starts_with("rules-") => Some(start_log(dir, &sc.name, name)?),
+            _ => None,
+        };
+        let Some(mut router) =
+            policies::build(name, sc.workers.len(), log.clone(), &opts.service_config)
+        else {
+            out.policies
+                .push(PolicyResult::skipped(name, "not runnable"));
+            continue;
+        };
+        let rec = simulate(&sc, router.as_mut(), opts.seed);
+        drop(router);
+        if let Some(log) = log {
+            log.shutdown().map_err(|e| format!("decision log: {e}"))?;
+        }
+        out.policies
+            .push(PolicyResult::from_record(name, &rec, fault));
+        out.runs.push((name.clone(), rec));
+    }
+    Ok(out)
+}
+
+fn start_log(dir: &Path, scenario: &str, policy: &str) -> Result<Arc<DecisionLog>, String> {
+    let root = dir.join(scenario).join(policy);
+    let cfg = LogConfig {
+        dir: root.join("decisions"),
+        outcomes_dir: Some(root.join("outcomes")),
+        // The simulator produces decisions far faster than real time: a
+        // deep channel keeps the writer from dropping them.
+        channel_capacity: 1 << 20,
+        ..LogConfig::default()
+    };
+    DecisionLog::start(cfg, Arc::new(SystemClock::new()))
+        .map(Arc::new)
+        .map_err(|e| format!("decision log in {}: {e}", root.display()))
+}

@@ -1,0 +1,381 @@
+//! Named scenario presets for the simulator.
+//!
+//! Each preset is a classic load-balancing situation from the literature and
+//! field reports:
+//!
+//! | name | what happens | why it matters |
+//! |---|---|---|
+//! | `homogeneous` | identical workers, steady Poisson load | the baseline: a policy must not hurt when nothing is wrong |
+//! | `heterogeneous` | worker speeds spread 4× (0.5 … 2.0) | capacity-blind policies overload the slow half (Envoy/NGINX weighted LB docs) |
+//! | `mixed-sizes` | 5% of requests cost 10× | head-of-line blocking behind large values (Dean & Barroso, "The Tail at Scale") |
+//! | `slow-worker` | worker 0 is 5× slower for 60 s | a "limping" node / gray failure (Huang et al., "Gray Failure", HotOS 2017) |
+//! | `compaction` | worker 0 compacts 10 s of every 30 s: PUTs 4× slower, GETs 1.5× | LSM compaction stalls (RocksDB/Cassandra operations guides) |
+//! | `crash-recovery` | worker 0 down for 30 s (connections refused), then back | recovery without flooding the cold node (Envoy slow start) |
+//! | `zombie` | worker 0 accepts requests and never answers while its telemetry looks healthy | the black hole that health checks miss (gray failure) |
+//! | `stale-burst` | 10 s report interval; a burst of unrouted load saturates worker 0 for 15 s | stale metrics make a busy worker look idle (Mitzenmacher, "How Useful Is Old Information?", 2000) |
+//!
+//! Units: times in ms, speeds and factors are multipliers, load is a fraction
+//! of the healthy cluster's capacity.
+
+use serde::Serialize;
+
+/// One worker's static description.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerSpec {
+    /// Relative speed; service times are divided by it (1.0 = nominal).
+    pub speed: f64,
+    /// Requests served at once; more wait in a FIFO queue.
+    pub concurrency: usize,
+}
+
+/// A fault or disturbance injected into one worker.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Fault {
+    /// Service times × `factor` in `[from_ms, to_ms)`.
+    Slow {
+        /// Worker index.
+        worker: usize,
+        /// Start, ms.
+        from_ms: f64,
+        /// End, ms.
+        to_ms: f64,
+        /// Service-time multiplier (5.0 = five times slower).
+        factor: f64,
+    },
+    /// Periodic compaction: every `period_ms`, for `duration_ms`, PUTs cost
+    /// × `put_factor` and GETs × `get_factor`; the `compacting` flag is reported.
+    Compaction {
+        /// Worker index.
+        worker: usize,
+        /// First compaction start, ms.
+        first_ms: f64,
+        /// Period, ms.
+        period_ms: f64,
+        /// Length of one compaction, ms.
+        duration_ms: f64,
+        /// PUT service-time multiplier while compacting.
+        put_factor: f64,
+        /// GET service-time multiplier while compacting.
+        get_factor: f64,
+    },
+    /// The worker is down (connections refused, no telemetry) in `[from_ms, to_ms)`;
+    /// queued work is lost. It comes back empty.
+    Crash {
+        /// Worker index.
+        worker: usize,
+        /// Crash time, ms.
+        from_ms: f64,
+        /// Restart time, ms.
+        to_ms: f64,
+    },
+    /// The worker accepts requests and never answers in `[from_ms, to_ms)`;
+    /// its telemetry stays healthy-looking (heartbeats fine).
+    Zombie {
+        /// Worker index.
+        worker: usize,
+        /// Start, ms.
+        from_ms: f64,
+        /// End, ms.
+        to_ms: f64,
+    },
+    /// Unrouted background load arrives at the worker (Poisson) in `[from_ms, to_ms)`.
+    Burst {
+        /// Worker index.
+        worker: usize,
+        /// Start, ms.
+        from_ms: f64,
+        /// End, ms.
+        to_ms: f64,
+        /// Background load as a fraction of the worker's capacity (1.2 saturates it).
+        load: f64,
+    },
+}
+
+impl Fault {
+    /// The affected worker.
+    pub fn worker(&self) -> usize {
+        match self {
+            Fault::Slow { worker, .. }
+            | Fault::Compaction { worker, .. }
+            | Fault::Crash { worker, .. }
+            | Fault::Zombie { worker, .. }
+            | Fault::Burst { worker, .. } => *worker,
+        }
+    }
+
+    /// The window in which the worker is impaired, ms, for drain/recovery
+    /// metrics; `None` for periodic disturbances.
+    pub fn window_ms(&self) -> Option<(f64, f64)> {
+        match self {
+            Fault::Slow { from_ms, to_ms, .. }
+            | Fault::Crash { from_ms, to_ms, .. }
+            | Fault::Zombie { from_ms, to_ms, .. }
+            | Fault::Burst { from_ms, to_ms, .. } => Some((*from_ms, *to_ms)),
+            Fault::Compaction { .. } => None,
+        }
+    }
+}
+
+/// A complete simulator set-up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Preset name.
+    pub name: String,
+    /// One sentence on what it models.
+    pub description: String,
+    /// The workers.
+    pub workers: Vec<WorkerSpec>,
+    /// Offered load as a fraction of the healthy cluster's capacity.
+    pub load: f64,
+    /// Simulated run length, ms.
+    pub duration_ms: f64,
+    /// Telemetry report interval, ms.
+    pub report_interval_ms: f64,
+    /// Mean GET service time at speed 1, ms.
+    pub get_cost_ms: f64,
+    /// Mean PUT service time at speed 1, ms.
+    pub put_cost_ms: f64,
+    /// Fraction of requests that are PUTs.
+    pub put_fraction: f64,
+    /// Fraction of requests that are large.
+    pub large_fraction: f64,
+    /// Cost multiplier of a large request.
+    pub large_factor: f64,
+    /// Log-normal shape of the per-request service-time factor.
+    pub sigma: f64,
+    /// Client timeout per attempt, ms.
+    pub timeout_ms: f64,
+    /// Retries after a timeout or a refused connection (attempts = 1 + retries).
+    pub max_retries: u32,
+    /// Distinct keys.
+    pub keys: usize,
+    /// Zipf exponent of key popularity.
+    pub zipf_s: f64,
+    /// Injected faults.
+    pub faults: Vec<Fault>,
+    /// Window for shares, oscillation and plots, ms.
+    pub window_ms: f64,
+}
+
+/// Every preset name, in report order.
+pub const SCENARIOS: [&str; 8] = [
+    "homogeneous",
+    "heterogeneous",
+    "mixed-sizes",
+    "slow-worker",
+    "compaction",
+    "crash-recovery",
+    "zombie",
+    "stale-burst",
+];
+
+/// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
+pub const DEFAULT_WORKERS: usize = 12;
+/// Default run length, s.
+pub const DEFAULT_DURATION_S: f64 = 120.0;
+
+impl Scenario {
+    fn base(name: &str, description: &str, n: usize, duration_ms: f64) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            workers: vec![
+                WorkerSpec {
+                    speed: 1.0,
+                    concurrency: 1,
+                };
+                n
+            ],
+            load: 0.7,
+            duration_ms,
+            report_interval_ms: 2_000.0,
+            get_cost_ms: 2.0,
+            put_cost_ms: 4.0,
+            put_fraction: 0.1,
+            large_fraction: 0.0,
+            large_factor: 1.0,
+            sigma: 0.5,
+            timeout_ms: 100.0,
+            max_retries: 2,
+            keys: 100_000,
+            zipf_s: 0.99,
+            faults: Vec::new(),
+            window_ms: 1_000.0,
+        }
+    }
+
+    /// The preset `name` for `workers` workers (≥ 2) over `duration_s`
+    /// seconds; fault times scale with the duration (the nominal layout is for 120 s).
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn preset(name: &str, workers: usize, duration_s: f64) -> Result<Self, String> {
+        let n = workers.max(2);
+        let d = duration_s.max(1.0) * 1000.0;
+        // Fault times are laid out on a 120 s run and scaled.
+        let at = |ms: f64| ms * d / 120_000.0;
+        let mut s = match name {
+            "homogeneous" => Self::base(
+                name,
+                "Identical workers under steady Poisson load at 70% of capacity.",
+                n,
+                d,
+            ),
+            "heterogeneous" => {
+                let mut s = Self::base(
+                    name,
+                    "Worker speeds spread 4x (0.5 to 2.0), 70% of total capacity.",
+                    n,
+                    d,
+                );
+                for (i, w) in s.workers.iter_mut().enumerate() {
+                    w.speed = 0.5 * 4f64.powf(i as f64 / (n - 1) as f64);
+                }
+                s
+            }
+            "mixed-sizes" => {
+                let mut s = Self::base(
+                    name,
+                    "5% of requests are large values costing 10x; 70% load.",
+                    n,
+                    d,
+                );
+                s.large_fraction = 0.05;
+                s.large_factor = 10.0;
+                s
+            }
+            "slow-worker" => {
+                let mut s = Self::base(
+                    name,
+                    "Worker 0 is 5x slower for 60 s (of 120 s) at 70% load.",
+                    n,
+                    d,
+                );
+                s.faults.push(Fault::Slow {
+                    worker: 0,
+                    from_ms: at(30_000.0),
+                    to_ms: at(90_000.0),
+                    factor: 5.0,
+                });
+                s
+            }
+            "compaction" => {
+                let mut s = Self::base(
+                    name,
+                    "Worker 0 compacts 10 s of every 30 s: PUTs 4x slower, GETs 1.5x; 30% PUTs.",
+                    n,
+                    d,
+                );
+                s.put_fraction = 0.3;
+                s.faults.push(Fault::Compaction {
+                    worker: 0,
+                    first_ms: at(10_000.0),
+                    period_ms: at(30_000.0),
+                    duration_ms: at(10_000.0),
+                    put_factor: 4.0,
+                    get_factor: 1.5,
+                });
+                s
+            }
+            "crash-recovery" => {
+                let mut s = Self::base(
+                    name,
+                    "Worker 0 is down (connections refused, silent) for 30 s, then returns cold and empty.",
+                    n,
+                    d,
+                );
+                s.faults.push(Fault::Crash {
+                    worker: 0,
+                    from_ms: at(40_000.0),
+                    to_ms: at(70_000.0),
+                });
+                s
+            }
+            "zombie" => {
+                let mut s = Self::base(
+                    name,
+                    "Worker 0 accepts requests and never answers for 40 s while its telemetry looks healthy.",
+                    n,
+                    d,
+                );
+                s.faults.push(Fault::Zombie {
+                    worker: 0,
+                    from_ms: at(40_000.0),
+                    to_ms: at(80_000.0),
+                });
+                s
+            }
+            "stale-burst" => {
+                let mut s = Self::base(
+                    name,
+                    "10 s report interval; unrouted background load of 1.2x capacity hits worker 0 for 15 s, starting mid-interval.",
+                    n,
+                    d,
+                );
+                s.report_interval_ms = 10_000.0;
+                s.faults.push(Fault::Burst {
+                    worker: 0,
+                    from_ms: at(45_000.0),
+                    to_ms: at(60_000.0),
+                    load: 1.2,
+                });
+                s
+            }
+            other => {
+                return Err(format!(
+                    "unknown scenario `{other}`: expected one of {}",
+                    SCENARIOS.join(", ")
+                ));
+            }
+        };
+        s.name = name.to_owned();
+        if s.duration_ms < 30_000.0 {
+            s.window_ms = (s.duration_ms / 30.0).max(100.0);
+        }
+        Ok(s)
+    }
+
+    /// Mean service time of one request at speed 1, ms (mix of GET/PUT and sizes).
+    pub fn mean_cost_ms(&self) -> f64 {
+        let kind =
+            (1.0 - self.put_fraction) * self.get_cost_ms + self.put_fraction * self.put_cost_ms;
+        kind * (1.0 - self.large_fraction + self.large_fraction * self.large_factor)
+    }
+
+    /// Healthy capacity of worker `i`, requests/ms.
+    pub fn capacity_per_ms(&self, i: usize) -> f64 {
+        let w = &self.workers[i];
+        w.concurrency as f64 * w.speed / self.mean_cost_ms()
+    }
+
+    /// Client arrival rate, requests/ms: `load` × total healthy capacity.
+    pub fn arrival_rate_per_ms(&self) -> f64 {
+        self.load
+            * (0..self.workers.len())
+                .map(|i| self.capacity_per_ms(i))
+                .sum::<f64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_builds_and_unknown_is_refused() {
+        for name in SCENARIOS {
+            let s = Scenario::preset(name, 12, 120.0).expect(name);
+            assert_eq!(s.workers.len(), 12);
+            assert!(s.arrival_rate_per_ms() > 0.0);
+        }
+        assert!(Scenario::preset("nope", 12, 1.0).is_err());
+    }
+
+    #[test]
+    fn heterogeneous_spread_is_four_times() {
+        let s = Scenario::preset("heterogeneous", 12, 120.0).expect("preset");
+        let (lo, hi) = (s.workers[0].speed, s.workers[11].speed);
+        assert!((hi / lo - 4.0).abs() < 1e-9);
+    }
+}

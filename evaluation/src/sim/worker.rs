@@ -1,0 +1,188 @@
+//! One simulated worker: a FIFO queue in front of `concurrency` servers,
+//! per-request service times `cost × lognormal / speed × impairment`, and
+//! the counters its telemetry snapshot is derived from.
+
+use std::collections::VecDeque;
+
+use service::telemetry::Snapshot;
+
+use crate::router::Op;
+use crate::scenario::WorkerSpec;
+
+/// A job waiting for or in service.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Job {
+    /// Attempt index, or a background job id (≥ [`BACKGROUND_BASE`]).
+    pub id: usize,
+    /// When it reached the worker, ms.
+    pub enqueued_ms: f64,
+    /// Nominal cost at speed 1 before impairments, ms (includes the
+    /// log-normal draw and size).
+    pub base_cost_ms: f64,
+    /// Operation.
+    pub op: Op,
+}
+
+/// Background jobs have ids from here up, so they never match an attempt.
+pub const BACKGROUND_BASE: usize = usize::MAX / 2;
+
+/// Worker state during a run.
+#[derive(Debug, Clone)]
+pub struct SimWorker {
+    /// Static description.
+    pub spec: WorkerSpec,
+    queue: VecDeque<Job>,
+    /// (job id, enqueued at ms) of jobs in service.
+    in_service: Vec<(usize, f64)>,
+    /// Service-time multiplier of a slow-down fault (1 = healthy).
+    pub slow_factor: f64,
+    /// Compaction in progress: (PUT factor, GET factor).
+    pub compaction: Option<(f64, f64)>,
+    /// Crashed: connections refused, no telemetry.
+    pub down: bool,
+    /// Black hole: accepts and never answers; telemetry looks healthy.
+    pub zombie: bool,
+    busy_integral_ms: f64,
+    last_change_ms: f64,
+    interval_start_ms: f64,
+    interval_latencies_ms: Vec<f64>,
+}
+
+impl SimWorker {
+    /// An idle, healthy worker.
+    pub fn new(spec: WorkerSpec) -> Self {
+        Self {
+            spec,
+            queue: VecDeque::new(),
+            in_service: Vec::new(),
+            slow_factor: 1.0,
+            compaction: None,
+            down: false,
+            zombie: false,
+            busy_integral_ms: 0.0,
+            last_change_ms: 0.0,
+            interval_start_ms: 0.0,
+            interval_latencies_ms: Vec::new(),
+        }
+    }
+
+    fn account(&mut self, now_ms: f64) {
+        self.busy_integral_ms += self.in_service.len() as f64 * (now_ms - self.last_change_ms);
+        self.last_change_ms = now_ms;
+    }
+
+    /// Service time of `job` if it starts now, ms.
+    pub fn service_ms(&self, job: &Job) -> f64 {
+        let compaction = match (self.compaction, job.op) {
+            (Some((put, _)), Op::Put) => put,
+            (Some((_, get)), Op::Get) => get,
+            (None, _) => 1.0,
+        };
+        job.base_cost_ms / self.spec.speed * self.slow_factor * compaction
+    }
+
+    /// Accept `job` at `now_ms`. Returns the job to start now (a free server)
+    /// with its service time, if any. A zombie drops it silently.
+    pub fn enqueue(&mut self, job: Job, now_ms: f64) -> Option<(usize, f64)> {
+        if self.zombie || self.down {
+            return None;
+        }
+        self.queue.push_back(job);
+        self.start_next(now_ms)
+    }
+
+    fn start_next(&mut self, now_ms: f64) -> Option<(usize, f64)> {
+        if self.in_service.len() >= self.spec.concurrency {
+            return None;
+        }
+        let job = self.queue.pop_front()?;
+        self.account(now_ms);
+        // Latency as the worker measures it: enqueue to completion.
+        self.in_service.push((job.id, job.enqueued_ms));
+        Some((job.id, self.service_ms(&job)))
+    }
+
+    /// Job `id` finished at `now_ms`. Returns `false` if it was not in
+    /// service (lost in a crash), else `true` and the next job to start.
+    pub fn finish(&mut self, id: usize, now_ms: f64) -> (bool, Option<(usize, f64)>) {
+        let Some(pos) = self.in_service.iter().position(|&(j, _)| j == id) else {
+            return (false, None);
+        };
+        self.account(now_ms);
+        let (_, enqueued_ms) = self.in_service.swap_remove(pos);
+        self.interval_latencies_ms.push(now_ms - enqueued_ms);
+        (true, self.start_next(now_ms))
+    }
+
+    /// Crash at `now_ms`: every queued and in-service job is lost; returns
+    /// their ids (the clients see their connections reset).
+    pub fn crash(&mut self, now_ms: f64) -> Vec<usize> {
+        self.account(now_ms);
+        self.down = true;
+        let mut lost: Vec<usize> = self.in_service.drain(..).map(|(j, _)| j).collect();
+        lost.extend(self.queue.drain(..).map(|j| j.id));
+        lost
+    }
+
+    /// Mean service time of a request of mean cost `mean_cost_ms` now, ms.
+    fn current_mean_ms(&self, mean_cost_ms: f64) -> f64 {
+        let c = self.compaction.map_or(1.0, |(p, g)| (p + g) / 2.0);
+        mean_cost_ms / self.spec.speed * self.slow_factor * c
+    }
+
+    /// The telemetry snapshot at `now_ms` over the interval since the last
+    /// one, then a new interval starts. `None` while down (silent).
+    ///
+    /// Derived from simulated state: `cpu_usage` = busy server-time over the
+    /// interval / (interval × concurrency); `queue_depth` = jobs waiting now;
+    /// `rtt_ms_avg` / `rtt_ms_p99` = enqueue-to-completion times of jobs
+    /// finished in the interval, or, when none finished, what a probe would
+    /// see (the backlog ahead of it plus one mean service time);
+    /// `error_rate` = 0 (the modelled failures are seen by clients, not by
+    /// the worker); `compacting` while a compaction runs. A zombie reports
+    /// an idle, healthy worker.
+    pub fn snapshot(
+        &mut self,
+        id: &str,
+        now_ms: f64,
+        wall_ms: u64,
+        mean_cost_ms: f64,
+    ) -> Option<Snapshot> {
+        self.account(now_ms);
+        let span = (now_ms - self.interval_start_ms).max(1e-9);
+        let cpu = (self.busy_integral_ms / (span * self.spec.concurrency as f64)).clamp(0.0, 1.0);
+        let mut lat = std::mem::take(&mut self.interval_latencies_ms);
+        self.busy_integral_ms = 0.0;
+        self.interval_start_ms = now_ms;
+        if self.down {
+            return None;
+        }
+        let mut s = Snapshot::new(id, wall_ms);
+        let nominal = mean_cost_ms / self.spec.speed;
+        if self.zombie {
+            s.cpu_usage = 0.05;
+            s.rtt_ms_avg = nominal;
+            s.rtt_ms_p99 = nominal * 2.0;
+            return Some(s);
+        }
+        s.cpu_usage = cpu;
+        s.queue_depth = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
+        if lat.is_empty() {
+            let probe = (self.queue.len() as f64 / self.spec.concurrency as f64 + 1.0)
+                * self.current_mean_ms(mean_cost_ms);
+            s.rtt_ms_avg = probe;
+            s.rtt_ms_p99 = probe;
+        } else {
+            lat.sort_by(f64::total_cmp);
+            s.rtt_ms_avg = lat.iter().sum::<f64>() / lat.len() as f64;
+            s.rtt_ms_p99 = crate::metrics::percentile_sorted(&lat, 0.99);
+        }
+        s.compacting = self.compaction.is_some();
+        Some(s)
+    }
+
+    /// Jobs waiting (not in service).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}

@@ -1,0 +1,334 @@
+//! Real testbed: `redis-server` workers on 127.0.0.1, the telemetry agent,
+//! the scoring service over HTTP, and a load generator acting as the router.
+//!
+//! Per policy a fresh service (the `service` crate's axum app with the
+//! default configuration, served in this process on a loopback port) and a
+//! fresh agent (default 1 s interval) are started, so no state leaks from one
+//! policy to the next; the workers are shared. Once every worker has
+//! reported (bounded polling), the load runs for `duration_s`, the fault
+//! ([`faults`]) is injected at `fault_at_s` into worker 0 for `fault_ms`,
+//! and everything stops by itself. Processes are stopped by pid on drop.
+
+pub mod faults;
+pub mod loadgen;
+pub mod procs;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use service::clock::SystemClock;
+use service::config::Config;
+use service::{AppState, Engine};
+
+use crate::metrics::PolicyResult;
+use crate::policies::{self, worker_id};
+use crate::runner::ScenarioResults;
+use crate::sim::RunRecord;
+use loadgen::{Conns, Load, Picker};
+use procs::{RedisProc, Scratch};
+
+/// Options of `evaluate testbed`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TestbedArgs {
+    /// Fault: `pause` (CLIENT PAUSE), `debug-sleep`, `bgsave`, `kill-restart`.
+    #[arg(long, default_value = "pause")]
+    pub scenario: String,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Comma-separated policy names (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub policies: Option<Vec<String>>,
+    /// redis-server workers.
+    #[arg(long, default_value_t = 6)]
+    pub workers: usize,
+    /// Load per policy, s.
+    #[arg(long, default_value_t = 12.0)]
+    pub duration_s: f64,
+    /// Requests per second.
+    #[arg(long, default_value_t = 400.0)]
+    pub rate: f64,
+    /// When the fault starts, s after the load starts.
+    #[arg(long, default_value_t = 4.0)]
+    pub fault_at_s: f64,
+    /// Fault length, ms.
+    #[arg(long, default_value_t = 3000)]
+    pub fault_ms: u64,
+    /// Per-request timeout, ms.
+    #[arg(long, default_value_t = 500)]
+    pub timeout_ms: u64,
+    /// Seed of the request stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl TestbedArgs {
+    /// Defaults for `scenario`, writing to `out`.
+    pub fn defaults(scenario: &str, out: &std::path::Path) -> Self {
+        Self {
+            scenario: scenario.to_owned(),
+            out: out.to_path_buf(),
+            policies: None,
+            workers: 6,
+            duration_s: 12.0,
+            rate: 400.0,
+            fault_at_s: 4.0,
+            fault_ms: 3000,
+            timeout_ms: 500,
+            seed: 1,
+        }
+    }
+}
+
+/// Run `evaluate testbed` and write its results.
+///
+/// # Errors
+/// As [`run`], or output that cannot be written.
+pub fn run_cli(args: &TestbedArgs, command: &str) -> Result<(), String> {
+    let r = run(args)?;
+    let w = crate::report::write_scenario(&args.out, &r, command)?;
+    print!("{}", crate::report::table(&r.policies));
+    println!("wrote {} and {}", w.json.display(), w.markdown.display());
+    Ok(())
+}
+
+/// Run the testbed (its own tokio runtime).
+///
+/// # Errors
+/// redis-server missing, a service or agent that cannot start, unknown names.
+pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
+    if !faults::FAULTS.contains(&args.scenario.as_str()) {
+        return Err(format!(
+            "unknown testbed scenario `{}`: expected one of {}",
+            args.scenario,
+            faults::FAULTS.join(", ")
+        ));
+    }
+    let names: Vec<String> = args
+        .policies
+        .clone()
+        .unwrap_or_else(|| policies::POLICIES.iter().map(|s| (*s).to_owned()).collect());
+    for p in &names {
+        if !policies::is_known(p) {
+            return Err(format!("unknown policy `{p}`"));
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(run_async(args, &names))
+}
+
+async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResults, String> {
+    let n = args.workers.max(2);
+    let scratch = Scratch::new("testbed");
+    let mut workers = Vec::with_capacity(n);
+    for i in 0..n {
+        workers.push(RedisProc::start(&scratch.0.join(format!("w{i}"))).await?);
+    }
+    faults::prepare(&args.scenario, &workers[0]).await?;
+    let fault_from = args.fault_at_s * 1000.0;
+    let fault_to = fault_from + args.fault_ms as f64;
+    let window_ms = 500.0;
+    let mut out = ScenarioResults {
+        mode: "testbed".to_owned(),
+        scenario: args.scenario.clone(),
+        description: format!(
+            "{n} real redis-server workers on 127.0.0.1, agent every 1 s, service over HTTP (default config); \
+             open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET, timeout {} ms, no retries; \
+             fault `{}` on w0 at {:.1} s for {} ms. Latency is the Redis operation's; the pick's own cost is listed separately.",
+            args.rate,
+            args.duration_s,
+            args.timeout_ms,
+            args.scenario,
+            args.fault_at_s,
+            args.fault_ms
+        ),
+        seed: args.seed,
+        workers: n,
+        duration_s: args.duration_s,
+        load: 0.0,
+        impaired_worker: Some(0),
+        parameters: None,
+        service_config_default: true,
+        policies: Vec::new(),
+        runs: Vec::new(),
+    };
+    for name in names {
+        if let Some(reason) = policies::skip_reason(name) {
+            out.policies.push(PolicyResult::skipped(name, reason));
+            continue;
+        }
+        let started = Instant::now();
+        let (samples, dropped, pick_p99) = run_policy(args, name, &mut workers).await?;
+        let rec = record(&samples, n, args.duration_s * 1000.0, window_ms);
+        let mut p = PolicyResult::from_record(name, &rec, Some((0, fault_from, fault_to)));
+        p.fallbacks = Some(dropped);
+        eprintln!(
+            "testbed {} {name}: {} requests, p99 {:?} ms, pick p99 {pick_p99:.2} ms, {:.1} s",
+            args.scenario,
+            samples.len(),
+            p.p99_ms,
+            started.elapsed().as_secs_f64()
+        );
+        out.policies.push(p);
+        out.runs.push((name.clone(), rec));
+    }
+    Ok(out)
+}
+
+/// Window picks and latencies of the samples.
+fn record(samples: &[loadgen::Sample], n: usize, duration_ms: f64, window_ms: f64) -> RunRecord {
+    let windows = (duration_ms / window_ms).ceil().max(1.0) as usize;
+    let mut rec = RunRecord {
+        window_picks: vec![vec![0; n]; windows],
+        window_ms,
+        ..RunRecord::default()
+    };
+    for s in samples {
+        let w = ((s.at_ms / window_ms) as usize).min(windows - 1);
+        rec.window_picks[w][s.worker] += 1;
+        rec.latencies_ms.push(s.latency_ms);
+        rec.attempts += 1;
+        if !s.success {
+            rec.failed += 1;
+        }
+        if s.timed_out {
+            rec.timeouts += 1;
+        }
+    }
+    rec
+}
+
+/// One policy: fresh service and agent, wait for telemetry, load + fault.
+async fn run_policy(
+    args: &TestbedArgs,
+    name: &str,
+    workers: &mut [RedisProc],
+) -> Result<(Vec<loadgen::Sample>, u64, f64), String> {
+    let n = workers.len();
+    // The service and the agent get their own runtime, so the load
+    // generator's tasks cannot starve them (and the other way round).
+    let svc_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("testbed-service")
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| e.to_string())?;
+    let base = format!(
+        "http://{}",
+        std_listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = svc_rt.spawn(async move {
+        let state = AppState::new(Engine::new(Config::default()), Arc::new(SystemClock::new()));
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        axum::serve(listener, service::app(state))
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let specs = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| agent::WorkerSpec {
+            id: worker_id(i),
+            host: "127.0.0.1".to_owned(),
+            port: w.port,
+        })
+        .collect();
+    let agent_cfg = agent::AgentConfig::new(base.clone(), specs);
+    let (agent_stop_tx, agent_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent_task = svc_rt.spawn(agent::run(agent_cfg, async {
+        let _ = agent_stop_rx.await;
+    }));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
+    let result = if ready {
+        let picker = if let Some(policy) = name.strip_prefix("rules-") {
+            Picker::Service {
+                http: http.clone(),
+                base: base.clone(),
+                policy: policy.to_owned(),
+            }
+        } else {
+            let router = policies::build(name, n, None, &Config::default())
+                .ok_or_else(|| format!("policy {name}"))?;
+            Picker::Baseline(Box::new(Mutex::new((
+                router,
+                ChaCha8Rng::seed_from_u64(args.seed ^ 0x0b0c),
+            ))))
+        };
+        let conns = Arc::new(Conns::new(workers.iter().map(|w| w.port).collect()));
+        let load = Load {
+            rate: args.rate,
+            duration: Duration::from_secs_f64(args.duration_s),
+            timeout: Duration::from_millis(args.timeout_ms),
+            put_fraction: 0.1,
+            keys: 1000,
+            seed: args.seed,
+            max_outstanding: 4096,
+        };
+        let load_fut = loadgen::run(Arc::new(picker), conns, n, &load);
+        let fault_fut = async {
+            tokio::time::sleep(Duration::from_secs_f64(args.fault_at_s)).await;
+            faults::inject(
+                &args.scenario,
+                &mut workers[0],
+                Duration::from_millis(args.fault_ms),
+            )
+            .await
+        };
+        let ((samples, dropped), fault) = tokio::join!(load_fut, fault_fut);
+        fault?;
+        let mut picks: Vec<f64> = samples.iter().map(|s| s.pick_ms).collect();
+        picks.sort_by(f64::total_cmp);
+        let pick_p99 = crate::metrics::percentile_sorted(&picks, 0.99);
+        // Let a pause / sleep end before the next policy.
+        tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        Ok((samples, dropped, pick_p99))
+    } else {
+        Err("the agent's telemetry did not reach the service within 10 s".to_owned())
+    };
+    let _ = agent_stop_tx.send(());
+    let _ = agent_task.await;
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    svc_rt.shutdown_background();
+    result
+}
+
+/// Poll `/v1/score` (policy none) until every worker is eligible or `limit` passes.
+async fn wait_all_reported(http: &reqwest::Client, base: &str, n: usize, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let body = serde_json::json!({"key": "k", "candidates": (0..n).map(worker_id).collect::<Vec<_>>(), "policy": "none"});
+    while Instant::now() < deadline {
+        if let Ok(resp) = http
+            .post(format!("{base}/v1/score"))
+            .json(&body)
+            .send()
+            .await
+            && let Ok(v) = resp.json::<serde_json::Value>().await
+            && v["scores"]
+                .as_array()
+                .is_some_and(|a| a.len() == n && a.iter().all(|s| s["eligible"] == true))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
