@@ -110,46 +110,9 @@ pub struct BlendJson {
     pub scale: f64,
 }
 
-/// Average ranks (1-based) of `xs`, ties sharing their mean rank.
-pub fn ranks(xs: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..xs.len()).collect();
-    order.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
-    let mut r = vec![0.0; xs.len()];
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j + 1 < order.len() && xs[order[j + 1]] == xs[order[i]] {
-            j += 1;
-        }
-        let avg = (i + j) as f64 / 2.0 + 1.0;
-        for &k in &order[i..=j] {
-            r[k] = avg;
-        }
-        i = j + 1;
-    }
-    r
-}
-
-/// Spearman rank correlation (Pearson on average ranks); `None` for fewer
-/// than 2 values or a constant side.
-pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
-    if a.len() != b.len() || a.len() < 2 {
-        return None;
-    }
-    let (ra, rb) = (ranks(a), ranks(b));
-    let n = ra.len() as f64;
-    let (ma, mb) = (ra.iter().sum::<f64>() / n, rb.iter().sum::<f64>() / n);
-    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
-    for (x, y) in ra.iter().zip(&rb) {
-        sab += (x - ma) * (y - mb);
-        saa += (x - ma).powi(2);
-        sbb += (y - mb).powi(2);
-    }
-    if saa == 0.0 || sbb == 0.0 {
-        return None;
-    }
-    Some(sab / (saa * sbb).sqrt())
-}
+/// Average ranks and Spearman's ρ: the service's own, so offline and
+/// online (`GET /v1/shadow`) comparisons agree.
+pub use service::model::shadow::{average_ranks as ranks, spearman};
 
 fn argmax(xs: &[f64]) -> usize {
     let mut best = 0;
