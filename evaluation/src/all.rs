@@ -108,9 +108,18 @@ pub fn evaluation_markdown(
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
          (Finagle/Linkerd) are implemented in the harness from their published descriptions with \
          their published defaults; `rules-max` and `rules-softmax` are the service (`service::Engine`, \
-         default configuration) called in-process (simulator) or over HTTP (testbed). \
-         `model` and `model-retrained` are listed and skipped: {}\n",
-        crate::policies::MODEL_SKIP_REASON
+         default configuration) called in-process (simulator) or over HTTP (testbed); `rules-p2c` is \
+         the same with the service's `p2c` selection. `model` is the service with the shipped default \
+         model (`models/default`) in its scoring path and `model-retrained` the service with a model \
+         retrained by the trainer library on this harness's own `{logging}` decision logs \
+         (same scenario, held-out seed = seed + {offset}); both select with `{policy}` (the policy of \
+         the best rules arm) and run in the simulator only, with an inference budget of {budget} µs so \
+         that wall-clock inference time never changes a simulated run (no budget fallback occurs; \
+         see `model.fallbacks` in results.json). The testbed reports them as skipped.\n",
+        logging = crate::model_arms::RETRAIN_LOGGING_ARM,
+        offset = crate::model_arms::RETRAIN_SEED_OFFSET,
+        policy = crate::model_arms::MODEL_POLICY,
+        budget = crate::model_arms::SIM_BUDGET_US,
     );
     s.push_str("## Targets\n\n");
     if let Some((r, _)) = sims.iter().find(|(r, _)| r.scenario == "slow-worker") {

@@ -6,10 +6,10 @@
 //! dynamics, selection policy `max` or `softmax` at the configured
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
 //! scorer with the service's own `p2c` selection, one of its shipped
-//! policies), and `model`, `model-retrained` (rules + a learned model,
-//! issue #6). The model arms are listed so that results always say what
-//! happened to them: until the service exposes a model in its scoring path
-//! they are reported as skipped with [`MODEL_SKIP_REASON`].
+//! policies), and `model`, `model-retrained` (rules + a learned model in
+//! the scoring path, issue #6, with the `p2c` selection; see
+//! [`crate::model_arms`]). The testbed does not run the model arms yet and
+//! reports them as skipped with [`TESTBED_MODEL_SKIP_REASON`].
 //!
 //! The service arms call [`service::Engine`] in-process, exactly as the HTTP
 //! handlers do: telemetry batches go to [`Engine::ingest`], each request to
@@ -27,6 +27,7 @@ use service::api::ScoreRequest;
 use service::config::Config;
 use service::decision_log::DecisionLog;
 use service::engine::Feedback;
+use service::model::ModelHub;
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
@@ -49,9 +50,9 @@ pub const POLICIES: [&str; 9] = [
     "model-retrained",
 ];
 
-/// Why the model arms are not run yet.
-pub const MODEL_SKIP_REASON: &str = "skipped: the service has no model in its scoring path yet \
-     (issue #6 in progress); the arm is kept by name and runs once `Engine` exposes it";
+/// Why the testbed does not run the model arms.
+pub const TESTBED_MODEL_SKIP_REASON: &str = "skipped: the testbed does not run the model arms yet \
+     (the simulator does; see `evaluate sim`)";
 
 /// Simulated wall clock origin, Unix ms (2025-06-15).
 pub const WALL_EPOCH_MS: u64 = 1_750_000_000_000;
@@ -64,12 +65,14 @@ pub fn is_known(name: &str) -> bool {
     POLICIES.contains(&name)
 }
 
-/// Why `name` cannot run now, or `None` when it can.
-pub fn skip_reason(name: &str) -> Option<&'static str> {
-    match name {
-        "model" | "model-retrained" => Some(MODEL_SKIP_REASON),
-        _ => None,
-    }
+/// Whether `name` is a model arm (`model`, `model-retrained`).
+pub fn is_model_arm(name: &str) -> bool {
+    matches!(name, "model" | "model-retrained")
+}
+
+/// Why the testbed cannot run `name`, or `None` when it can.
+pub fn testbed_skip_reason(name: &str) -> Option<&'static str> {
+    is_model_arm(name).then_some(TESTBED_MODEL_SKIP_REASON)
 }
 
 /// Worker id of index `i` as the service sees it.
@@ -78,14 +81,16 @@ pub fn worker_id(i: usize) -> String {
 }
 
 /// A router for policy `name` over `n` workers; `log` is attached to the
-/// service arms' engine. `None` for an unknown or skipped name. The service
-/// arms run with `service_config` (the shipped defaults unless a diagnostic
-/// run passes `--service-config`).
+/// service arms' engine. `None` for an unknown name, or for a model arm
+/// without `models`. The service arms run with `service_config` (the
+/// shipped defaults unless a diagnostic run passes `--service-config`); the
+/// model arms add `models` (see [`crate::model_arms`]).
 pub fn build(
     name: &str,
     n: usize,
     log: Option<Arc<DecisionLog>>,
     service_config: &Config,
+    models: Option<Arc<ModelHub>>,
 ) -> Option<Box<dyn Router + Send>> {
     Some(match name {
         "round-robin" => Box::new(RoundRobin::new(n)),
@@ -100,6 +105,15 @@ pub fn build(
             service_config.clone(),
         )),
         "rules-p2c" => Box::new(ServiceRouter::new(n, "p2c", log, service_config.clone())),
+        "model" | "model-retrained" => Box::new(
+            ServiceRouter::new(
+                n,
+                crate::model_arms::MODEL_POLICY,
+                log,
+                service_config.clone(),
+            )
+            .with_models(models?),
+        ),
         _ => return None,
     })
 }
@@ -147,6 +161,13 @@ impl ServiceRouter {
             fallbacks: 0,
             logging,
         }
+    }
+
+    /// Put `models` in the engine's scoring path ([`Engine::with_models`]).
+    #[must_use]
+    pub fn with_models(mut self, models: Arc<ModelHub>) -> Self {
+        self.engine = self.engine.with_models(models);
+        self
     }
 
     /// The engine (for inspection in tests).
