@@ -152,6 +152,11 @@ pub fn evaluation_markdown(
         );
         s.push_str(&report::table(&r.policies));
         s.push('\n');
+        let notes = report::model_notes(&r.policies);
+        if !notes.is_empty() {
+            s.push_str(&notes);
+            s.push('\n');
+        }
         for p in &w.plots {
             let _ = writeln!(s, "![{}]({})", rel(p, base), rel(p, base));
         }

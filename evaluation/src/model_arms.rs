@@ -95,6 +95,12 @@ pub struct ModelArmInfo {
     pub used: u64,
     /// Decisions that fell back to the rules, by reason (non-zero only).
     pub fallbacks: Vec<(String, u64)>,
+    /// Mean over decisions of max − min of the model's score adjustment
+    /// across the candidates, points (how much the model can reorder them;
+    /// the rule scores of a decision typically differ by several points).
+    pub spread_mean_points: f64,
+    /// Largest such spread, points.
+    pub spread_max_points: f64,
     /// For `model-retrained`: how the model was trained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrain: Option<RetrainInfo>,
@@ -102,7 +108,13 @@ pub struct ModelArmInfo {
 
 impl ModelArmInfo {
     /// Counters of `hub` after a run.
-    pub fn from_hub(hub: &ModelHub, retrain: Option<RetrainInfo>) -> Self {
+    pub fn from_hub(
+        hub: &ModelHub,
+        spread: Option<crate::policies::ModelSpread>,
+        retrain: Option<RetrainInfo>,
+    ) -> Self {
+        let spread = spread.unwrap_or_default();
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         let set = hub.current();
         let s = hub.stats().snapshot();
         Self {
@@ -115,6 +127,8 @@ impl ModelArmInfo {
             decisions: s.calls,
             used: s.used,
             fallbacks: s.fallbacks.into_iter().filter(|(_, n)| *n > 0).collect(),
+            spread_mean_points: r3(spread.mean_points),
+            spread_max_points: r3(spread.max_points),
             retrain,
         }
     }

@@ -125,6 +125,22 @@ pub struct ServiceRouter {
     next_id: u64,
     fallbacks: u64,
     logging: bool,
+    /// Score points per unit of model action (`blend_model × scale`).
+    model_points: f64,
+    spread: ModelSpread,
+}
+
+/// How much the model separates the candidates of one decision: max − min
+/// over the candidates of the model's score adjustment, in score points,
+/// over the decisions that used the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ModelSpread {
+    /// Decisions that used the model.
+    pub decisions: u64,
+    /// Mean spread, points.
+    pub mean_points: f64,
+    /// Largest spread, points.
+    pub max_points: f64,
 }
 
 impl std::fmt::Debug for ServiceRouter {
@@ -147,6 +163,7 @@ impl ServiceRouter {
     /// An engine with configuration `config` (validated) over workers
     /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
     pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
+        let model_points = config.model.blend_model * config.model.scale;
         let mut engine = Engine::new(config);
         let logging = log.is_some();
         if let Some(log) = log {
@@ -160,6 +177,8 @@ impl ServiceRouter {
             next_id: 0,
             fallbacks: 0,
             logging,
+            model_points,
+            spread: ModelSpread::default(),
         }
     }
 
@@ -200,6 +219,22 @@ impl Router for ServiceRouter {
             self.engine
                 .score(&self.req, &ctx, mono(req.now_ms), id, rng)
         };
+        if let Ok(resp) = &answer
+            && resp.model.used
+        {
+            let (lo, hi) = resp
+                .scores
+                .iter()
+                .filter_map(|s| s.model_action)
+                .fold((f64::MAX, f64::MIN), |(lo, hi), a| (lo.min(a), hi.max(a)));
+            if lo <= hi {
+                let pts = (hi - lo) * self.model_points;
+                let sp = &mut self.spread;
+                sp.decisions += 1;
+                sp.mean_points += (pts - sp.mean_points) / sp.decisions as f64;
+                sp.max_points = sp.max_points.max(pts);
+            }
+        }
         match answer {
             Ok(resp) => match resp.pick.as_deref().and_then(parse_worker) {
                 Some(worker) => Pick {
@@ -236,6 +271,10 @@ impl Router for ServiceRouter {
 
     fn fallbacks(&self) -> u64 {
         self.fallbacks
+    }
+
+    fn model_spread(&self) -> Option<ModelSpread> {
+        (self.spread.decisions > 0).then_some(self.spread)
     }
 }
 

@@ -171,6 +171,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
             continue;
         };
         let rec = simulate(&sc, router.as_mut(), opts.seed);
+        let spread = router.model_spread();
         drop(router);
         if let Some(log) = log {
             log.shutdown().map_err(|e| format!("decision log: {e}"))?;
@@ -178,7 +179,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         let mut result = PolicyResult::from_record(name, &rec, fault);
         if let Some(hub) = &hub {
             let info = retrained.as_ref().map(|r| r.info.clone());
-            result.model = Some(model_arms::ModelArmInfo::from_hub(hub, info));
+            result.model = Some(model_arms::ModelArmInfo::from_hub(hub, spread, info));
         }
         out.policies.push(result);
         out.runs.push((name.clone(), rec));
