@@ -237,6 +237,16 @@ in the `homogeneous`, `slow-worker`, `crash-recovery` and `zombie` runs.
    `fresh_ms` (3 s); connections refused in the meantime are retried
    elsewhere (the drain column: 4–8 s).
 
+5. **The model arms (`model`, `model-retrained`, `p2c` selection) inherit
+   the herding.** The model's adjustment is at most `5 × 0.7 = 3.5` points
+   and, in the simulator, nearly the same for every candidate of a decision
+   (see each scenario's `spread` note: its max − min across candidates), so
+   under `p2c` it reorders only candidates whose rule scores are within a
+   point or two. The default model was trained on `trainer synth` logs,
+   whose main signal (disk IO await hurting PUTs) the simulator's snapshots
+   do not carry; the retrained model learns from `rules-p2c` logs with very
+   few bad outcomes (the `retrain` note gives the label counts).
+
 What works: in the real testbed under a 3 s `CLIENT PAUSE`, every stuck
 request keeps an in-flight pick outstanding and the agent's timed-out
 probes raise `errors`, so the paused worker is avoided within one pick and
