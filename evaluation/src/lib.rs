@@ -9,6 +9,8 @@
 //!   descriptions;
 //! - [`policies`]: the policy names and the service arms (`rules-max`,
 //!   `rules-softmax`) that call [`service::Engine`] in-process;
+//! - [`model_arms`]: `model` (rules + the shipped default model) and
+//!   `model-retrained` (run → log → train → run again, in-process);
 //! - [`metrics`], [`report`], [`plot`]: what is measured and how it is written;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.
@@ -18,6 +20,7 @@
 pub mod all;
 pub mod baselines;
 pub mod metrics;
+pub mod model_arms;
 pub mod plot;
 pub mod policies;
 pub mod report;

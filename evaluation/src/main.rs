@@ -47,6 +47,10 @@ enum Cmd {
         /// service's `--config`) for the service arms instead of the defaults.
         #[arg(long)]
         service_config: Option<PathBuf>,
+        /// Model directory of the `model` arm (default: the repository's
+        /// `models/default`, found from any working directory).
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
     },
     /// Run one scenario on real redis-server workers.
     Testbed(evaluation::testbed::TestbedArgs),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
             out,
             log_dir,
             service_config,
+            model_dir,
         } => {
             let mut opts = SimOptions::new(&scenario);
             if let Some(p) = policies {
@@ -99,6 +104,9 @@ fn main() -> ExitCode {
             opts.workers = workers;
             opts.duration_s = duration_s;
             opts.log_dir = log_dir;
+            if let Some(dir) = model_dir {
+                opts.model_dir = dir;
+            }
             if let Some(path) = service_config {
                 match service::config::Config::load(Some(&path)) {
                     Ok(c) => opts.service_config = c,

@@ -79,6 +79,10 @@ pub struct PolicyResult {
     pub fallbacks: Option<u64>,
     /// Picks per worker over the run.
     pub picks_per_worker: Vec<u64>,
+    /// The model arms: model version, selection policy, budget, how many
+    /// decisions used the model, and (for `model-retrained`) its training.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::model_arms::ModelArmInfo>,
 }
 
 impl PolicyResult {
@@ -104,6 +108,7 @@ impl PolicyResult {
             recovery_peak_share: None,
             fallbacks: None,
             picks_per_worker: Vec::new(),
+            model: None,
         }
     }
 
@@ -145,6 +150,7 @@ impl PolicyResult {
             recovery_peak_share: peak.map(round3),
             fallbacks: Some(rec.fallbacks),
             picks_per_worker: per_worker,
+            model: None,
         }
     }
 }

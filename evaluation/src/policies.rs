@@ -6,10 +6,10 @@
 //! dynamics, selection policy `max` or `softmax` at the configured
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
 //! scorer with the service's own `p2c` selection, one of its shipped
-//! policies), and `model`, `model-retrained` (rules + a learned model,
-//! issue #6). The model arms are listed so that results always say what
-//! happened to them: until the service exposes a model in its scoring path
-//! they are reported as skipped with [`MODEL_SKIP_REASON`].
+//! policies), and `model`, `model-retrained` (rules + a learned model in
+//! the scoring path, issue #6, with the `p2c` selection; see
+//! [`crate::model_arms`]). The testbed does not run the model arms yet and
+//! reports them as skipped with [`TESTBED_MODEL_SKIP_REASON`].
 //!
 //! The service arms call [`service::Engine`] in-process, exactly as the HTTP
 //! handlers do: telemetry batches go to [`Engine::ingest`], each request to
@@ -27,6 +27,7 @@ use service::api::ScoreRequest;
 use service::config::Config;
 use service::decision_log::DecisionLog;
 use service::engine::Feedback;
+use service::model::ModelHub;
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
@@ -49,9 +50,9 @@ pub const POLICIES: [&str; 9] = [
     "model-retrained",
 ];
 
-/// Why the model arms are not run yet.
-pub const MODEL_SKIP_REASON: &str = "skipped: the service has no model in its scoring path yet \
-     (issue #6 in progress); the arm is kept by name and runs once `Engine` exposes it";
+/// Why the testbed does not run the model arms.
+pub const TESTBED_MODEL_SKIP_REASON: &str = "skipped: the testbed does not run the model arms yet \
+     (the simulator does; see `evaluate sim`)";
 
 /// Simulated wall clock origin, Unix ms (2025-06-15).
 pub const WALL_EPOCH_MS: u64 = 1_750_000_000_000;
@@ -64,12 +65,14 @@ pub fn is_known(name: &str) -> bool {
     POLICIES.contains(&name)
 }
 
-/// Why `name` cannot run now, or `None` when it can.
-pub fn skip_reason(name: &str) -> Option<&'static str> {
-    match name {
-        "model" | "model-retrained" => Some(MODEL_SKIP_REASON),
-        _ => None,
-    }
+/// Whether `name` is a model arm (`model`, `model-retrained`).
+pub fn is_model_arm(name: &str) -> bool {
+    matches!(name, "model" | "model-retrained")
+}
+
+/// Why the testbed cannot run `name`, or `None` when it can.
+pub fn testbed_skip_reason(name: &str) -> Option<&'static str> {
+    is_model_arm(name).then_some(TESTBED_MODEL_SKIP_REASON)
 }
 
 /// Worker id of index `i` as the service sees it.
@@ -78,14 +81,16 @@ pub fn worker_id(i: usize) -> String {
 }
 
 /// A router for policy `name` over `n` workers; `log` is attached to the
-/// service arms' engine. `None` for an unknown or skipped name. The service
-/// arms run with `service_config` (the shipped defaults unless a diagnostic
-/// run passes `--service-config`).
+/// service arms' engine. `None` for an unknown name, or for a model arm
+/// without `models`. The service arms run with `service_config` (the
+/// shipped defaults unless a diagnostic run passes `--service-config`); the
+/// model arms add `models` (see [`crate::model_arms`]).
 pub fn build(
     name: &str,
     n: usize,
     log: Option<Arc<DecisionLog>>,
     service_config: &Config,
+    models: Option<Arc<ModelHub>>,
 ) -> Option<Box<dyn Router + Send>> {
     Some(match name {
         "round-robin" => Box::new(RoundRobin::new(n)),
@@ -100,6 +105,15 @@ pub fn build(
             service_config.clone(),
         )),
         "rules-p2c" => Box::new(ServiceRouter::new(n, "p2c", log, service_config.clone())),
+        "model" | "model-retrained" => Box::new(
+            ServiceRouter::new(
+                n,
+                crate::model_arms::MODEL_POLICY,
+                log,
+                service_config.clone(),
+            )
+            .with_models(models?),
+        ),
         _ => return None,
     })
 }
@@ -111,6 +125,22 @@ pub struct ServiceRouter {
     next_id: u64,
     fallbacks: u64,
     logging: bool,
+    /// Score points per unit of model action (`blend_model × scale`).
+    model_points: f64,
+    spread: ModelSpread,
+}
+
+/// How much the model separates the candidates of one decision: max − min
+/// over the candidates of the model's score adjustment, in score points,
+/// over the decisions that used the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ModelSpread {
+    /// Decisions that used the model.
+    pub decisions: u64,
+    /// Mean spread, points.
+    pub mean_points: f64,
+    /// Largest spread, points.
+    pub max_points: f64,
 }
 
 impl std::fmt::Debug for ServiceRouter {
@@ -133,6 +163,7 @@ impl ServiceRouter {
     /// An engine with configuration `config` (validated) over workers
     /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
     pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
+        let model_points = config.model.blend_model * config.model.scale;
         let mut engine = Engine::new(config);
         let logging = log.is_some();
         if let Some(log) = log {
@@ -146,7 +177,16 @@ impl ServiceRouter {
             next_id: 0,
             fallbacks: 0,
             logging,
+            model_points,
+            spread: ModelSpread::default(),
         }
+    }
+
+    /// Put `models` in the engine's scoring path ([`Engine::with_models`]).
+    #[must_use]
+    pub fn with_models(mut self, models: Arc<ModelHub>) -> Self {
+        self.engine = self.engine.with_models(models);
+        self
     }
 
     /// The engine (for inspection in tests).
@@ -179,6 +219,22 @@ impl Router for ServiceRouter {
             self.engine
                 .score(&self.req, &ctx, mono(req.now_ms), id, rng)
         };
+        if let Ok(resp) = &answer
+            && resp.model.used
+        {
+            let (lo, hi) = resp
+                .scores
+                .iter()
+                .filter_map(|s| s.model_action)
+                .fold((f64::MAX, f64::MIN), |(lo, hi), a| (lo.min(a), hi.max(a)));
+            if lo <= hi {
+                let pts = (hi - lo) * self.model_points;
+                let sp = &mut self.spread;
+                sp.decisions += 1;
+                sp.mean_points += (pts - sp.mean_points) / sp.decisions as f64;
+                sp.max_points = sp.max_points.max(pts);
+            }
+        }
         match answer {
             Ok(resp) => match resp.pick.as_deref().and_then(parse_worker) {
                 Some(worker) => Pick {
@@ -215,6 +271,10 @@ impl Router for ServiceRouter {
 
     fn fallbacks(&self) -> u64 {
         self.fallbacks
+    }
+
+    fn model_spread(&self) -> Option<ModelSpread> {
+        (self.spread.decisions > 0).then_some(self.spread)
     }
 }
 

@@ -56,6 +56,11 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
         md.push_str("**Diagnostic run: the service arms use a non-default configuration (`--service-config`); not comparable with the default-configuration results.**\n\n");
     }
     md.push_str(&table(&r.policies));
+    let notes = model_notes(&r.policies);
+    if !notes.is_empty() {
+        md.push('\n');
+        md.push_str(&notes);
+    }
     for p in &plots {
         if let Some(name) = p.file_name() {
             let _ = writeln!(
@@ -115,6 +120,51 @@ pub fn table(policies: &[PolicyResult]) -> String {
             ms(p.recovery_ms),
             f(p.recovery_peak_share, 2),
         );
+    }
+    s
+}
+
+/// One line per model arm under a table: the model, how often it was used,
+/// how much it separated candidates, and how a retrained model was trained.
+pub fn model_notes(policies: &[PolicyResult]) -> String {
+    let mut s = String::new();
+    for p in policies {
+        let Some(m) = &p.model else { continue };
+        let fallbacks: u64 = m.fallbacks.iter().map(|(_, n)| n).sum();
+        let _ = write!(
+            s,
+            "- `{}`: model `{}`, selection `{}`, budget {} µs; used on {} of {} decisions ({} fallbacks); \
+             model adjustment spread across a decision's candidates: mean {:.2}, max {:.2} points",
+            p.name,
+            m.version,
+            m.selection_policy,
+            m.budget_us,
+            m.used,
+            m.decisions,
+            fallbacks,
+            m.spread_mean_points,
+            m.spread_max_points,
+        );
+        if let Some(t) = &m.retrain {
+            let c = &t.label_counts;
+            let _ = write!(
+                s,
+                "; trained on `{}` logs (seed {}): {} decisions, {} positive / {} negative labelled rows \
+                 ({} train, {} validation), validation AUC {} (rule score {})",
+                t.logging_arm,
+                t.logging_seed,
+                c["decisions"],
+                c["positives"],
+                c["negatives"],
+                t.train_rows,
+                t.valid_rows,
+                t.valid_auc
+                    .map_or_else(|| "n/a".to_owned(), |a| format!("{a:.3}")),
+                t.valid_rule_score_auc
+                    .map_or_else(|| "n/a".to_owned(), |a| format!("{a:.3}")),
+            );
+        }
+        s.push('\n');
     }
     s
 }

@@ -64,4 +64,9 @@ pub trait Router {
     fn fallbacks(&self) -> u64 {
         0
     }
+    /// For a service arm with a model: how much the model separated the
+    /// candidates of a decision.
+    fn model_spread(&self) -> Option<crate::policies::ModelSpread> {
+        None
+    }
 }

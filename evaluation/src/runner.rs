@@ -11,6 +11,7 @@ use service::config::Config;
 use service::decision_log::{DecisionLog, LogConfig};
 
 use crate::metrics::PolicyResult;
+use crate::model_arms;
 use crate::policies::{self, POLICIES};
 use crate::scenario::Scenario;
 use crate::sim::{RunRecord, simulate};
@@ -34,6 +35,8 @@ pub struct SimOptions {
     /// Configuration of the service arms: the shipped defaults unless a
     /// diagnostic run loads another (`--service-config`).
     pub service_config: Config,
+    /// Model of the `model` arm (default: the shipped `models/default`).
+    pub model_dir: PathBuf,
 }
 
 impl SimOptions {
@@ -47,6 +50,7 @@ impl SimOptions {
             duration_s: crate::scenario::DEFAULT_DURATION_S,
             log_dir: None,
             service_config: Config::default(),
+            model_dir: crate::model_arms::default_model_dir(),
         }
     }
 }
@@ -117,35 +121,110 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         runs: Vec::new(),
     };
     for name in &opts.policies {
-        if let Some(reason) = policies::skip_reason(name) {
-            out.policies.push(PolicyResult::skipped(name, reason));
-            continue;
-        }
+        // The model arms: a hub with the default or a freshly trained model.
+        let (hub, retrained) = match name.as_str() {
+            "model" => match model_arms::load_hub(
+                &opts.model_dir,
+                model_arms::SIM_BUDGET_US,
+                &opts.service_config,
+            ) {
+                Ok(h) => (Some(h), None),
+                Err(e) => {
+                    out.policies
+                        .push(PolicyResult::skipped(name, &format!("skipped: {e}")));
+                    continue;
+                }
+            },
+            "model-retrained" => {
+                let r = retrain(opts, &sc).and_then(|r| {
+                    let h = model_arms::load_hub(
+                        &r.model_dir,
+                        model_arms::SIM_BUDGET_US,
+                        &opts.service_config,
+                    )?;
+                    Ok((h, r))
+                });
+                match r {
+                    Ok((h, r)) => (Some(h), Some(r)),
+                    Err(e) => {
+                        out.policies
+                            .push(PolicyResult::skipped(name, &format!("skipped: {e}")));
+                        continue;
+                    }
+                }
+            }
+            _ => (None, None),
+        };
         let log = match &opts.log_dir {
-            Some(dir) if name.starts_with("rules-") => Some(start_log(dir, &sc.name, name)?),
+            Some(dir) if is_service_arm(name) => Some(start_log(&dir.join(&sc.name).join(name))?),
             _ => None,
         };
-        let Some(mut router) =
-            policies::build(name, sc.workers.len(), log.clone(), &opts.service_config)
-        else {
+        let Some(mut router) = policies::build(
+            name,
+            sc.workers.len(),
+            log.clone(),
+            &opts.service_config,
+            hub.clone(),
+        ) else {
             out.policies
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;
         };
         let rec = simulate(&sc, router.as_mut(), opts.seed);
+        let spread = router.model_spread();
         drop(router);
         if let Some(log) = log {
             log.shutdown().map_err(|e| format!("decision log: {e}"))?;
         }
-        out.policies
-            .push(PolicyResult::from_record(name, &rec, fault));
+        let mut result = PolicyResult::from_record(name, &rec, fault);
+        if let Some(hub) = &hub {
+            let info = retrained.as_ref().map(|r| r.info.clone());
+            result.model = Some(model_arms::ModelArmInfo::from_hub(hub, spread, info));
+        }
+        out.policies.push(result);
         out.runs.push((name.clone(), rec));
     }
     Ok(out)
 }
 
-fn start_log(dir: &Path, scenario: &str, policy: &str) -> Result<Arc<DecisionLog>, String> {
-    let root = dir.join(scenario).join(policy);
+fn is_service_arm(name: &str) -> bool {
+    name.starts_with("rules-") || policies::is_model_arm(name)
+}
+
+/// `model-retrained`'s model: the scenario's [`model_arms::RETRAIN_LOGGING_ARM`]
+/// run on a held-out seed with a decision log, then the trainer library on
+/// those logs (see [`model_arms`]).
+fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, String> {
+    let (work, keep) = model_arms::retrain_dir(opts.log_dir.as_deref(), &sc.name);
+    // A kept directory from an earlier run must not mix old logs in.
+    let _ = std::fs::remove_dir_all(&work);
+    let logs = work.join("logs");
+    let seed = opts.seed.wrapping_add(model_arms::RETRAIN_SEED_OFFSET);
+    let run = || -> Result<(), String> {
+        let log = start_log(&logs)?;
+        let mut router = policies::build(
+            model_arms::RETRAIN_LOGGING_ARM,
+            sc.workers.len(),
+            Some(log.clone()),
+            &opts.service_config,
+            None,
+        )
+        .ok_or("no logging arm")?;
+        simulate(sc, router.as_mut(), seed);
+        drop(router);
+        log.shutdown().map_err(|e| format!("decision log: {e}"))
+    };
+    if let Err(e) = run() {
+        if !keep {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        return Err(e);
+    }
+    model_arms::train_on_logs(&logs, &work, keep, seed)
+}
+
+/// A decision log under `root` (`decisions/`, `outcomes/`).
+fn start_log(root: &Path) -> Result<Arc<DecisionLog>, String> {
     let cfg = LogConfig {
         dir: root.join("decisions"),
         outcomes_dir: Some(root.join("outcomes")),

@@ -15,6 +15,8 @@ fn short(scenario: &str, policies: &[&str]) -> SimOptions {
 
 #[test]
 fn same_seed_gives_the_same_results_json() {
+    // Every arm, the model arms included (the retrained model is trained
+    // twice and must come out the same).
     let o = short("slow-worker", &POLICIES);
     let dir = std::env::temp_dir().join(format!("eval-det-{}", std::process::id()));
     let mut texts = Vec::new();
@@ -34,35 +36,106 @@ fn same_seed_gives_the_same_results_json() {
     assert_ne!(a.policies[0].p50_ms, b.policies[0].p50_ms);
 }
 
+/// Every policy except `model-retrained` (its logging run and training
+/// are exercised once, in `model_retrained_closes_the_loop`).
+fn all_but_retrained() -> Vec<&'static str> {
+    POLICIES
+        .iter()
+        .copied()
+        .filter(|p| *p != "model-retrained")
+        .collect()
+}
+
 #[test]
 fn every_scenario_runs_short_with_every_policy_reported() {
+    let policies = all_but_retrained();
     for name in SCENARIOS {
-        let r = run_sim(&short(name, &POLICIES)).expect(name);
-        assert_eq!(r.policies.len(), POLICIES.len(), "{name}");
+        let r = run_sim(&short(name, &policies)).expect(name);
+        assert_eq!(r.policies.len(), policies.len(), "{name}");
         for p in &r.policies {
-            match p.name.as_str() {
-                "model" | "model-retrained" => {
-                    assert_eq!(p.status, "skipped", "{name}/{}", p.name);
-                    assert!(
-                        p.skip_reason
-                            .as_deref()
-                            .is_some_and(|s| s.contains("issue #6"))
-                    );
-                }
-                _ => {
-                    assert_eq!(p.status, "ok", "{name}/{}", p.name);
-                    assert!(
-                        p.requests.unwrap_or(0) > 1_000,
-                        "{name}/{}: {:?}",
-                        p.name,
-                        p.requests
-                    );
-                    let (p50, p99) = (p.p50_ms.unwrap_or(0.0), p.p99_ms.unwrap_or(0.0));
-                    assert!(p50 > 0.0 && p50 <= p99, "{name}/{}: {p50} {p99}", p.name);
-                }
-            }
+            assert_eq!(p.status, "ok", "{name}/{}: {:?}", p.name, p.skip_reason);
+            assert!(
+                p.requests.unwrap_or(0) > 1_000,
+                "{name}/{}: {:?}",
+                p.name,
+                p.requests
+            );
+            let (p50, p99) = (p.p50_ms.unwrap_or(0.0), p.p99_ms.unwrap_or(0.0));
+            assert!(p50 > 0.0 && p50 <= p99, "{name}/{}: {p50} {p99}", p.name);
         }
     }
+}
+
+#[test]
+fn model_arm_uses_the_shipped_model_on_every_decision() {
+    // From another working directory: the default model is found from the
+    // crate's manifest directory, not the cwd.
+    let o = short("slow-worker", &["rules-p2c", "model"]);
+    let r = run_sim(&o).expect("run");
+    let rules = &r.policies[0];
+    let m = &r.policies[1];
+    assert_eq!(m.status, "ok", "{:?}", m.skip_reason);
+    let info = m.model.as_ref().expect("model info");
+    assert!(info.version.starts_with("default-"), "{}", info.version);
+    assert_eq!(info.selection_policy, "p2c");
+    assert!(info.decisions > 1_000, "{info:?}");
+    // The generous simulator budget: every decision used the model.
+    assert_eq!(info.used, info.decisions, "{info:?}");
+    assert!(info.fallbacks.is_empty(), "{info:?}");
+    assert!(rules.model.is_none());
+}
+
+#[test]
+fn a_missing_model_is_reported_not_replaced_by_rules() {
+    let mut o = short("homogeneous", &["model"]);
+    o.model_dir = std::env::temp_dir().join("no-such-model-dir");
+    let r = run_sim(&o).expect("run");
+    assert_eq!(r.policies[0].status, "skipped");
+    assert!(
+        r.policies[0]
+            .skip_reason
+            .as_deref()
+            .is_some_and(|s| s.contains("refused")),
+        "{:?}",
+        r.policies[0].skip_reason
+    );
+}
+
+#[test]
+fn model_retrained_closes_the_loop() {
+    // run rules-p2c with a decision log (held-out seed) -> trainer library
+    // -> run with the retrained model; artefacts kept under --log-dir.
+    let dir = std::env::temp_dir().join(format!("eval-retrain-{}", std::process::id()));
+    let mut o = short("slow-worker", &["model-retrained"]);
+    o.log_dir = Some(dir.clone());
+    let started = std::time::Instant::now();
+    let r = run_sim(&o).expect("run");
+    let p = &r.policies[0];
+    assert_eq!(p.status, "ok", "{:?}", p.skip_reason);
+    let info = p.model.as_ref().expect("model info");
+    assert!(info.version.starts_with("retrained-"), "{}", info.version);
+    assert_eq!(info.used, info.decisions, "{info:?}");
+    let t = info.retrain.as_ref().expect("retrain info");
+    assert_eq!(t.logging_arm, "rules-p2c");
+    assert_eq!(t.logging_seed, o.seed + 1_000);
+    assert!(t.train_rows > 100 && t.valid_rows > 10, "{t:?}");
+    let root = dir.join("slow-worker").join("model-retrained");
+    assert!(root.join("retrained").join("card.json").exists());
+    assert!(root.join("retrained").join("model.onnx").exists());
+    // The retrained arm's own decisions are logged too.
+    assert!(root.join("decisions").exists());
+    // Same logs, same flags: the same model (the trainer is deterministic).
+    let again = run_sim(&o).expect("again");
+    assert_eq!(
+        again.policies[0].model.as_ref().map(|m| m.version.clone()),
+        Some(info.version.clone())
+    );
+    assert_eq!(again.policies[0].p99_ms, p.p99_ms);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "retrain loop twice: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -85,7 +158,9 @@ fn results_json_has_the_documented_fields() {
     ] {
         assert!(ok.get(f).is_some(), "missing {f} in {ok}");
     }
-    assert_eq!(v["policies"][1]["status"], "skipped");
+    assert_eq!(v["policies"][1]["status"], "ok");
+    assert!(v["policies"][1]["model"]["version"].is_string());
+    assert!(ok.get("model").is_none(), "baselines carry no model block");
     assert_eq!(ok["balance_cv"], 0.0); // round robin is perfectly even
 }
 

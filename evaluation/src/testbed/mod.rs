@@ -160,7 +160,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         runs: Vec::new(),
     };
     for name in names {
-        if let Some(reason) = policies::skip_reason(name) {
+        if let Some(reason) = policies::testbed_skip_reason(name) {
             out.policies.push(PolicyResult::skipped(name, reason));
             continue;
         }
@@ -265,7 +265,7 @@ async fn run_policy(
                 policy: policy.to_owned(),
             }
         } else {
-            let router = policies::build(name, n, None, &Config::default())
+            let router = policies::build(name, n, None, &Config::default(), None)
                 .ok_or_else(|| format!("policy {name}"))?;
             Picker::Baseline(Box::new(Mutex::new((
                 router,
