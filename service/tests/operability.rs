@@ -228,3 +228,83 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
     let text = metrics_text(&app).await;
     assert!(!text.contains(r#"worker="w1""#), "{text}");
 }
+
+async fn get_text(app: &TestApp, uri: &str) -> (StatusCode, String) {
+    use http_body_util::BodyExt;
+    let resp = app
+        .router
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).expect("req"))
+        .await
+        .expect("infallible");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
+}
+
+#[tokio::test]
+async fn debug_score_explains_each_candidate_in_one_line() {
+    let app = test_app(common::no_warmup());
+    let snap = |id: &str, cpu: f64, p99: f64, err: f64, q: u32| {
+        serde_json::json!({"worker_id": id, "timestamp_ms": common::WALL, "cpu_usage": cpu,
+            "queue_depth": q, "rtt_ms_avg": 1.0, "rtt_ms_p99": p99, "error_rate": err})
+    };
+    app.post_json(
+        "/v1/telemetry",
+        &serde_json::json!({"snapshots": [snap("w1", 0.5, 12.5, 0.0, 5), snap("w3", 0.88, 37.5, 0.02, 25)]}),
+    )
+    .await;
+    let (s, text) = get_text(
+        &app,
+        "/v1/debug/score?key=user:1&candidates=w3,w1,w9&request_type=PUT",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        lines[0],
+        "w1: 96.25 (base 100, RTT p99 12.5 ms vs 10 ms: −3.75)"
+    );
+    assert_eq!(
+        lines[1],
+        "w3: 47.8 (base 100, RTT p99 37.5 ms vs 10 ms: −25, errors 2%: −10, queue 25 > 20: −10, CPU 88% > 70%: −7.2)"
+    );
+    assert!(
+        lines[2].starts_with("w9: 0 (base 100, unknown worker: −100)"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[2].ends_with("[not eligible: unknown_worker]"),
+        "{}",
+        lines[2]
+    );
+    // No pick, nothing remembered, nothing in flight.
+    assert_eq!(app.state.engine.counters().decisions, 1, "scored once");
+    let (_, w) = app.get("/v1/workers").await;
+    let workers = w["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2);
+    assert!(workers.iter().all(|x| x["in_flight"] == 0.0), "{w}");
+
+    let (s, json) = app
+        .get("/v1/debug/score?key=user:1&candidates=w1&format=json")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(json["scores"][0]["final_score"], 96.25);
+    assert_eq!(
+        json["scores"][0]["features"].as_array().map(Vec::len),
+        Some(42)
+    );
+    assert_eq!(json["policy"], "none");
+
+    for bad in [
+        "/v1/debug/score?candidates=w1",
+        "/v1/debug/score?key=k",
+        "/v1/debug/score?key=k&candidates=w1&request_type=POST",
+        "/v1/debug/score?key=k&candidates=w1&format=xml",
+    ] {
+        let (s, body) = app.get(bad).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+    }
+}

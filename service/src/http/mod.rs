@@ -5,6 +5,7 @@
 
 mod admin;
 mod error;
+mod explain;
 mod extract;
 mod handlers;
 mod limits;
@@ -19,6 +20,7 @@ use axum::routing::{get, post};
 
 pub use admin::token_matches;
 pub use error::ApiError;
+pub use explain::explain_line;
 pub use extract::ApiJson;
 pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 pub use metrics::HttpMetrics;
@@ -89,6 +91,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/model", get(model::model))
         .route("/v1/shadow", get(model::shadow))
         .merge(admin)
+        .route("/v1/debug/score", get(explain::debug_score))
         .route("/metrics", get(metrics::metrics))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))

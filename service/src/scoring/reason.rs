@@ -195,6 +195,39 @@ impl fmt::Display for Reason {
     }
 }
 
+impl Reason {
+    /// A compact label for one-line explanations (`GET /v1/debug/score`),
+    /// e.g. `CPU 88% > 70%`; `None` for free-text reasons (callers then
+    /// show the adjustment code).
+    pub fn short(&self) -> Option<String> {
+        use ReasonKind as K;
+        let Self::Template(kind, a) = self else {
+            return None;
+        };
+        Some(match kind {
+            K::HeartbeatDead => format!("dead: last report {} s ago", num(a[0])),
+            K::Compacting => format!("compacting ×{}", num(a[0])),
+            K::UnderRepair => format!("under repair ×{}", num(a[0])),
+            K::CpuHigh => format!("CPU {} > {}", pct(a[0]), pct(a[1])),
+            K::RttHigh => format!("RTT p99 {} ms vs {} ms", num(a[0]), num(a[2])),
+            K::Errors => format!("errors {}", pct(a[0])),
+            K::QueueHigh => format!("queue {} > {}", num(a[0]), num(a[1])),
+            K::MemoryLow => format!("memory {} < {}", pct(a[0]), pct(a[1])),
+            K::DiskSlow => format!("disk await {} ms > {} ms", num(a[0]), num(a[1])),
+            K::NetworkLoss => format!("net loss {} > {}", pct(a[0]), pct(a[1])),
+            K::CacheCold => format!("cache hits {} < {}", pct(a[0]), pct(a[1])),
+            K::MemtableLarge => format!("memtable {} MiB > {} MiB", num(a[0]), num(a[1])),
+            K::WarmingUp => format!("warming up {} of {} s", num(a[0]), num(a[1])),
+            K::Clamp => "clamp".to_owned(),
+            K::StaleTelemetry => format!("report {} s old", num(a[0])),
+            K::StaleCap => format!("stale cap {}", num(a[0])),
+            K::InFlight => format!("{} in flight", num(a[0])),
+            K::ModelAction => format!("model p {}", num(a[1])),
+            K::RuleAction => format!("order rule {}", num(a[0])),
+        })
+    }
+}
+
 impl Serialize for Reason {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

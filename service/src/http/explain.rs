@@ -1,0 +1,134 @@
+//! `GET /v1/debug/score` (issue #8): why each candidate scores what it
+//! scores, one line per candidate for humans, or the `/v1/score` JSON with
+//! `explain=true`.
+//!
+//! Query: `key` (required), `candidates` (comma-separated, required),
+//! optional `request_type` (GET, PUT, DELETE, MGET), `timeout_ms`,
+//! `client_region`, `format=json`. The request is scored with policy `none`
+//! and is not logged: no pick, no in-flight count, no decision remembered
+//! (only the key's hotness is touched, as any scoring does).
+//!
+//! Text form: `w3: 47.8 (base 100, CPU 88% > 70%: −7.2, RTT p99 37.5 ms vs
+//! 10 ms: −25, …)`, candidates by final score, each candidate's non-zero
+//! adjustments by |impact|, largest first.
+
+use std::fmt::Write as _;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::{ApiError, AppState};
+use crate::api::{ScoreRequest, WorkerScore};
+use crate::scoring::{RequestContext, RequestType};
+
+/// Query string of `GET /v1/debug/score`.
+#[derive(Debug, Deserialize)]
+pub(super) struct DebugQuery {
+    key: Option<String>,
+    candidates: Option<String>,
+    request_type: Option<String>,
+    timeout_ms: Option<u64>,
+    client_region: Option<String>,
+    format: Option<String>,
+}
+
+fn signed(x: f64) -> String {
+    let v = crate::fmt::num(x.abs());
+    if x < 0.0 {
+        format!("−{v}")
+    } else {
+        format!("+{v}")
+    }
+}
+
+/// One line for `w`.
+pub fn explain_line(w: &WorkerScore) -> String {
+    let mut adj: Vec<_> = w.adjustments.iter().filter(|a| a.impact != 0.0).collect();
+    adj.sort_by(|a, b| b.impact.abs().total_cmp(&a.impact.abs()));
+    let mut line = format!(
+        "{}: {} (base 100",
+        w.worker_id,
+        crate::fmt::num(w.final_score)
+    );
+    for a in adj {
+        let label = a.reason.short().unwrap_or_else(|| a.code.replace('_', " "));
+        let _ = write!(line, ", {label}: {}", signed(a.impact));
+    }
+    line.push(')');
+    if let Some(r) = w.reason {
+        let _ = write!(line, " [not eligible: {r}]");
+    }
+    line
+}
+
+/// `GET /v1/debug/score`.
+pub(super) async fn debug_score(
+    State(st): State<AppState>,
+    Query(q): Query<DebugQuery>,
+) -> Result<Response, ApiError> {
+    let key = q
+        .key
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| ApiError::unprocessable("query parameter `key` is required"))?;
+    let candidates: Vec<String> = q
+        .candidates
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if candidates.is_empty() {
+        return Err(ApiError::unprocessable(
+            "query parameter `candidates` (comma-separated worker ids) is required",
+        ));
+    }
+    let request_type = match q.request_type.as_deref() {
+        None => None,
+        Some(t) => Some(RequestType::parse(t).ok_or_else(|| {
+            ApiError::unprocessable(format!(
+                "request_type `{t}` is not one of GET, PUT, DELETE, MGET"
+            ))
+        })?),
+    };
+    let json = match q.format.as_deref() {
+        None | Some("text") => false,
+        Some("json") => true,
+        Some(f) => {
+            return Err(ApiError::unprocessable(format!(
+                "format `{f}` is not `text` or `json`"
+            )));
+        }
+    };
+    let ctx = RequestContext {
+        request_type,
+        client_region: q.client_region,
+        timeout_ms: q.timeout_ms,
+        ..RequestContext::default()
+    };
+    let mut req = ScoreRequest::new(key, candidates);
+    req.policy = Some("none".to_owned());
+    req.explain = json;
+    req.context = Some(ctx.clone());
+    let resp = st.engine.score(
+        &req,
+        &ctx,
+        st.clock.monotonic_ms(),
+        String::new(),
+        &mut rand::rng(),
+    )?;
+    if json {
+        return Ok(Json(resp).into_response());
+    }
+    let mut text = String::new();
+    for id in &resp.ranking {
+        if let Some(w) = resp.scores.iter().find(|w| &w.worker_id == id) {
+            text.push_str(&explain_line(w));
+            text.push('\n');
+        }
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
