@@ -308,3 +308,25 @@ async fn debug_score_explains_each_candidate_in_one_line() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
     }
 }
+
+#[tokio::test]
+async fn the_status_page_is_self_contained_and_reads_the_live_api() {
+    let app = test_app(common::no_warmup());
+    let (s, html) = get_text(&app, "/").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.starts_with("<!doctype html>"));
+    for needle in [
+        "fetch('/v1/workers?limit=1000')",
+        "/v1/debug/score?",
+        "setInterval(refresh, 2000)",
+        "<table>",
+    ] {
+        assert!(html.contains(needle), "missing {needle}");
+    }
+    for external in ["http://", "https://", "<link", "src="] {
+        assert!(
+            !html.contains(external),
+            "external asset reference `{external}`"
+        );
+    }
+}

@@ -132,3 +132,17 @@ pub(super) async fn debug_score(
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }
+
+/// The status page (`GET /`): a self-contained HTML page (no external
+/// assets) listing workers with score, state, report age, in-flight count
+/// and top adjustments, refreshing every 2 s from `/v1/workers` and
+/// `/v1/debug/score`.
+pub const STATUS_PAGE: &str = include_str!("assets/status.html");
+
+/// `GET /`.
+pub(super) async fn status_page() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        STATUS_PAGE,
+    )
+}

@@ -91,6 +91,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/model", get(model::model))
         .route("/v1/shadow", get(model::shadow))
         .merge(admin)
+        .route("/", get(explain::status_page))
         .route("/v1/debug/score", get(explain::debug_score))
         .route("/metrics", get(metrics::metrics))
         .route("/healthz", get(handlers::healthz))

@@ -1,0 +1,81 @@
+//! The status page (`GET /`) rendered by a real headless Chromium (issue
+//! #8): the worker table fills from the live API with the workers' ids.
+//! `scripts/test.sh` installs Debian's `chromium` when it is missing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use service::clock::{Clock, SystemClock};
+use service::config::Config;
+use service::{AppState, Engine, app};
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_chromium_renders_the_live_worker_table() {
+    let browser = chromium().expect("chromium is installed (scripts/test.sh installs it)");
+    let mut cfg = Config::default();
+    cfg.scoring.warmup_ms = 0;
+    let clock = Arc::new(SystemClock::new());
+    let state = AppState::new(Engine::new(cfg), clock.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app(state)).await });
+    let base = format!("http://{addr}");
+    let snaps: Vec<_> = ["alpha-1", "beta-2", "gamma-3"]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| serde_json::json!({"worker_id": id, "timestamp_ms": clock.wall_ms(),
+            "cpu_usage": 0.2 + 0.3 * i as f64, "queue_depth": i, "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0 + 10.0 * i as f64,
+            "error_rate": 0.0}))
+        .collect();
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/telemetry"))
+        .json(&serde_json::json!({"snapshots": snaps}))
+        .send()
+        .await
+        .expect("telemetry");
+    assert!(r.status().is_success());
+    let profile = std::env::temp_dir().join(format!("scorer-chromium-{}", std::process::id()));
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--virtual-time-budget=4000",
+                &format!("--user-data-dir={}", profile.display()),
+                "--dump-dom",
+                &format!("{base}/"),
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("chromium finishes within 60 s")
+    .expect("chromium runs");
+    let _ = std::fs::remove_dir_all(&profile);
+    server.abort();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    for id in ["alpha-1", "beta-2", "gamma-3"] {
+        assert!(
+            dom.contains(&format!("data-worker=\"{id}\"")),
+            "row for {id} missing in\n{dom}"
+        );
+    }
+    assert!(dom.contains("3 workers"), "{dom}");
+    assert!(dom.contains("healthy"), "{dom}");
+}
