@@ -73,33 +73,34 @@ pub(super) fn apply(
                 for (a, p) in model_a.iter_mut().zip(out.iter()) {
                     *a = Some(f64::from(model_action(*p)));
                 }
-                Ok((timed, out.clone()))
+                Ok(timed)
             })
         }
     };
-    let probs = match result {
-        Ok((timed, probs)) => {
+    let used = match result {
+        Ok(timed) => {
             decision.used = true;
             decision.inference_us = Some(timed.elapsed_ns as f64 / 1_000.0);
             hub.stats().on_used();
-            Some(probs)
+            true
         }
         Err(reason) => {
             decision.fallback_reason = Some(reason.as_str());
             hub.stats().on_fallback(reason);
             model_a.fill(None);
-            None
+            false
         }
     };
     for (i, e) in es.iter_mut().enumerate() {
         e.stage = Stage::Model;
-        if let (Some(a), Some(p)) = (model_a[i], probs.as_ref().and_then(|p| p.get(i))) {
+        if let Some(a) = model_a[i] {
+            // p = (a + 1) / 2: the probability the action came from.
             e.add(
                 "model_action",
                 blend.model_points(Some(a as f32)),
                 Reason::new(
                     ReasonKind::ModelAction,
-                    [a, f64::from(*p), blend.blend_model, blend.scale, 0.0],
+                    [a, (a + 1.0) / 2.0, blend.blend_model, blend.scale, 0.0],
                 ),
                 Some(a),
             );
@@ -107,7 +108,7 @@ pub(super) fn apply(
         let r = rule_r[i];
         // With the model, both actions are shown; without it, the rule
         // action only where the rule fired (explanations stay short).
-        if probs.is_none() && r == 0.0 {
+        if !used && r == 0.0 {
             continue;
         }
         e.add(

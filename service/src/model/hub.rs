@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
@@ -106,14 +105,12 @@ pub struct ModelHub {
     stats: ModelStats,
     shadow: ShadowStats,
     clock: Arc<dyn Clock>,
-    generation: AtomicU64,
 }
 
 impl std::fmt::Debug for ModelHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelHub")
             .field("set", &self.set)
-            .field("generation", &self.generation)
             .finish_non_exhaustive()
     }
 }
@@ -123,13 +120,7 @@ impl ModelHub {
     /// `clock` times inferences (`monotonic_ns`) and stamps loads (`wall_ms`).
     pub fn load(cfg: &ModelConfig, clock: Arc<dyn Clock>) -> Self {
         let set = Self::build(cfg, clock.as_ref(), 0);
-        Self {
-            set: ArcSwap::from_pointee(set),
-            stats: ModelStats::default(),
-            shadow: ShadowStats::default(),
-            clock,
-            generation: AtomicU64::new(0),
-        }
+        Self::with_set(set, clock)
     }
 
     /// A hub with no model (decisions report `model_missing`), for engines
@@ -146,12 +137,15 @@ impl ModelHub {
             cfg: cfg.clone(),
             generation: 0,
         };
+        Self::with_set(set, clock)
+    }
+
+    fn with_set(set: ModelSet, clock: Arc<dyn Clock>) -> Self {
         Self {
             set: ArcSwap::from_pointee(set),
             stats: ModelStats::default(),
             shadow: ShadowStats::default(),
             clock,
-            generation: AtomicU64::new(0),
         }
     }
 
@@ -180,7 +174,9 @@ impl ModelHub {
     /// is configured and enabled is refused: then the current set stays and
     /// the report says why. Requests in flight finish on the old set.
     pub fn reload(&self, cfg: &ModelConfig) -> ReloadReport {
-        let next_gen = self.generation.load(Ordering::Relaxed) + 1;
+        // Concurrent reloads race; the last swap wins (both are vetted sets).
+        let current = self.set.load().generation;
+        let next_gen = current + 1;
         let set = Self::build(cfg, self.clock.as_ref(), next_gen);
         let refused = [Some(&set.primary), set.ab.as_ref(), set.shadow.as_ref()]
             .into_iter()
@@ -195,11 +191,10 @@ impl ModelHub {
             tracing::warn!(%error, "model reload refused; keeping the current models");
             return ReloadReport {
                 applied: false,
-                generation: self.generation.load(Ordering::Relaxed),
+                generation: current,
                 error: Some(error),
             };
         }
-        self.generation.store(next_gen, Ordering::Relaxed);
         self.set.store(Arc::new(set));
         tracing::info!(generation = next_gen, "models reloaded");
         ReloadReport {
