@@ -10,15 +10,17 @@ use crate::scoring::{Adjustment, RequestContext};
 pub const MAX_KEY_BYTES: usize = 1024;
 
 /// Body of `POST /v1/score`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreRequest {
     /// The request's key, 1..=1024 bytes.
+    #[schema(min_length = 1, max_length = 1024)]
     pub key: String,
     /// Request facts; absent fields may come from `X-*` headers.
     #[serde(default)]
     pub context: Option<RequestContext>,
     /// Candidate worker ids, 1..=`server.max_candidates` after collapsing duplicates.
+    #[schema(min_items = 1)]
     pub candidates: Vec<String>,
     /// Include each candidate's 42-feature vector.
     #[serde(default)]
@@ -30,6 +32,7 @@ pub struct ScoreRequest {
     /// Softmax temperature, finite and >= 0 (below 1e-6 means `max`);
     /// `selection.temperature` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0)]
     pub temperature: Option<f64>,
     /// Seed for this decision's random choices, for reproducible picks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +55,7 @@ impl ScoreRequest {
 }
 
 /// One candidate's score in a [`ScoreResponse`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct WorkerScore {
     /// Worker id.
     pub worker_id: String,
@@ -76,7 +79,8 @@ pub struct WorkerScore {
     pub probability: Option<f64>,
     /// The steps from 100 to `final_score`, in order.
     pub adjustments: Vec<Adjustment>,
-    /// The observation vector, present when `explain` was set.
+    /// The observation vector (42 values in `GET /v1/features` order),
+    /// present when `explain` was set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<f32>>,
     /// The observation vector, always kept for logging.
@@ -93,7 +97,7 @@ pub struct WorkerScore {
 }
 
 /// Answer of `POST /v1/score`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ScoreResponse {
     /// Unique id of this decision (UUID v7, time-ordered).
     pub decision_id: String,
@@ -116,10 +120,14 @@ pub struct ScoreResponse {
     /// serialized and never affects the response.
     #[serde(skip)]
     pub shadow: Option<ShadowDecision>,
+    /// Hash of the configuration that made this decision (`config_hash` in
+    /// the decision log); not serialized.
+    #[serde(skip)]
+    pub config_hash: std::sync::Arc<str>,
 }
 
 /// The model stage of one decision.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ModelDecision {
     /// Whether the model's output went into the final scores.
     pub used: bool,

@@ -82,6 +82,8 @@ pub struct Config {
     pub model: crate::model::ModelConfig,
     /// `[admin]`: admin endpoint protection (issue #8).
     pub admin: AdminConfig,
+    /// `[reload]`: limits on what a hot reload may change (issue #8).
+    pub reload: crate::config_reload::ReloadConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -573,6 +575,13 @@ impl Config {
             return bad(
                 &format!("model.{}", e.split_whitespace().next().unwrap_or("")),
                 e,
+            );
+        }
+        let step = self.reload.max_weight_step;
+        if !(step.is_finite() && step > 0.0) {
+            return bad(
+                "reload.max_weight_step",
+                format!("must be finite and > 0, got {step}"),
             );
         }
         if sel.remembered_decisions == 0 {

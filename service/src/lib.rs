@@ -9,6 +9,7 @@
 pub mod api;
 pub mod clock;
 pub mod config;
+pub mod config_reload;
 pub mod decision_log;
 pub mod dynamics;
 pub mod engine;

@@ -89,8 +89,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGHUP: re-read the configuration and reload the models (as `POST
-/// /v1/admin/reload`); a refused reload keeps the current models.
+/// SIGHUP: re-read the configuration and apply it with its models (as `POST
+/// /v1/admin/reload` without `force`); a refused reload changes nothing.
 #[cfg(unix)]
 async fn reload_on_sighup(state: AppState) {
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -104,10 +104,15 @@ async fn reload_on_sighup(state: AppState) {
         match (state.config_source)() {
             Ok(cfg) => {
                 let engine = state.engine.clone();
-                match tokio::task::spawn_blocking(move || engine.models().reload(&cfg.model)).await
-                {
-                    Ok(r) => {
-                        tracing::info!(applied = r.applied, generation = r.generation, error = ?r.error, "SIGHUP reload")
+                match tokio::task::spawn_blocking(move || engine.reload_config(cfg, false)).await {
+                    Ok(Ok(r)) => tracing::info!(
+                        new_hash = %r.new_hash,
+                        changed = r.changes.len(),
+                        model_generation = r.model.generation,
+                        "SIGHUP reload applied"
+                    ),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "SIGHUP reload refused; nothing changed")
                     }
                     Err(e) => tracing::warn!(error = %e, "SIGHUP reload task failed"),
                 }

@@ -475,9 +475,12 @@ async fn a_refused_reload_keeps_the_current_model() {
     .post("/v1/admin/reload", "")
     .await;
     assert_eq!(s, 422, "{b}");
-    assert_eq!(b["applied"], false);
+    assert_eq!(b["error"]["code"], "model_refused");
     assert!(
-        b["error"].as_str().unwrap_or("").contains("does not exist"),
+        b["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not exist"),
         "{b}"
     );
     let (_, m) = app.get("/v1/model").await;

@@ -42,8 +42,8 @@ async fn admin_without_a_token_answers_only_loopback() {
     let app = test_app(common::no_warmup());
     assert_eq!(
         status(&app, reload_from([127, 0, 0, 1], None)).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "loopback is served (the reload itself is refused: no model dir)"
+        StatusCode::OK,
+        "loopback is served"
     );
     assert_eq!(
         status(&app, reload_from([10, 1, 2, 3], None)).await,
@@ -83,7 +83,7 @@ async fn admin_with_a_token_needs_the_exact_bearer_token() {
             reload_from([10, 1, 2, 3], Some("s3cret-s3cret-s3cret"))
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY
+        StatusCode::OK
     );
     // Short tokens are refused at start-up.
     let mut bad = common::no_warmup();

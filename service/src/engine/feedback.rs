@@ -18,21 +18,24 @@ use super::Engine;
 const SHARDS: usize = 16;
 
 /// Body of `POST /v1/feedback`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Feedback {
     /// The `decision_id` of the score response, 1..=64 bytes.
+    #[schema(min_length = 1, max_length = 64)]
     pub decision_id: String,
     /// The worker the request was sent to, 1..=128 bytes.
+    #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
     /// Observed latency, ms, finite and >= 0.
+    #[schema(minimum = 0.0)]
     pub latency_ms: f64,
     /// Whether the request succeeded.
     pub success: bool,
 }
 
 /// What a feedback call did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FeedbackOutcome {
     /// The decision id was remembered.
     pub known_decision: bool,

@@ -66,7 +66,7 @@ impl Engine {
             panic: resp.panic,
             model_version: resp.model.version.clone(),
             arm: resp.model.arm.map(str::to_owned),
-            config_hash: self.config_hash.clone(),
+            config_hash: resp.config_hash.to_string(),
             candidates: resp
                 .scores
                 .iter()

@@ -13,6 +13,7 @@ mod feedback;
 mod freshness;
 mod logging;
 mod model_stage;
+mod reconfigure;
 mod score;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use serde::Serialize;
 
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
+pub use reconfigure::ConfigReloadReport;
 pub use score::ScoreError;
 
 use crate::config::Config;
@@ -49,7 +51,7 @@ pub struct Counters {
 }
 
 /// A point-in-time copy of [`Counters`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CounterSnapshot {
     /// Score requests answered.
     pub decisions: u64,
@@ -63,19 +65,37 @@ pub struct CounterSnapshot {
     pub feedback_unknown_decision: u64,
 }
 
+/// The configuration in force and its hash, swapped together so that a
+/// decision row always names the config that scored it.
+#[derive(Debug)]
+struct ActiveConfig {
+    config: Arc<Config>,
+    hash: Arc<str>,
+}
+
+impl ActiveConfig {
+    fn new(config: Config) -> Self {
+        Self {
+            hash: config.hash().into(),
+            config: Arc::new(config),
+        }
+    }
+}
+
 /// Scoring state shared by all requests.
 #[derive(Debug)]
 pub struct Engine {
-    config: ArcSwap<Config>,
+    active: ArcSwap<ActiveConfig>,
     registry: Registry,
     hotness: HotnessTracker,
     sharding: Box<dyn ShardingStrategy>,
-    selector: Selector,
+    selector: ArcSwap<Selector>,
     decisions: feedback::RecentDecisions,
     counters: Counters,
     log: Option<Arc<DecisionLog>>,
-    config_hash: String,
     models: Arc<crate::model::ModelHub>,
+    /// Serialises hot reloads: each plans against the config it replaces.
+    reload_lock: std::sync::Mutex<()>,
 }
 
 impl Engine {
@@ -92,22 +112,21 @@ impl Engine {
         // A validated config always builds a selector; fall back to defaults otherwise.
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
         let decisions = feedback::RecentDecisions::new(config.selection.remembered_decisions);
-        let config_hash = config.hash();
         let models = Arc::new(crate::model::ModelHub::unloaded(
             &config.model,
             Arc::new(crate::clock::SystemClock::new()),
         ));
         Self {
-            config: ArcSwap::from_pointee(config),
+            active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
             hotness,
             sharding,
-            selector,
+            selector: ArcSwap::from_pointee(selector),
             decisions,
             counters: Counters::default(),
             log: None,
-            config_hash,
             models,
+            reload_lock: std::sync::Mutex::new(()),
         }
     }
 
@@ -135,14 +154,15 @@ impl Engine {
         self.log.as_ref()
     }
 
-    /// Hash of the configuration, written into every decision row.
-    pub fn config_hash(&self) -> &str {
-        &self.config_hash
+    /// Hash of the configuration in force ([`Config::hash`]), written into
+    /// every decision row.
+    pub fn config_hash(&self) -> Arc<str> {
+        self.active.load().hash.clone()
     }
 
-    /// The current configuration.
+    /// The configuration in force.
     pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
+        self.active.load().config.clone()
     }
 
     /// The worker registry.
@@ -176,7 +196,8 @@ impl Engine {
         now_mono_ms: u64,
         now_wall_ms: u64,
     ) -> Result<IngestOutcome, IngestError> {
-        let cfg = self.config.load();
+        let active = self.active.load();
+        let cfg = &*active.config;
         let inputs = RuleInputs {
             cfg: &cfg.scoring,
             dead_after_ms: cfg.telemetry.dead_after_ms,
@@ -211,7 +232,7 @@ impl Engine {
     /// monotonic `now_ms` (the binary calls this every second); returns how
     /// many were forgotten. Each is logged at info level.
     pub fn forget_silent(&self, now_ms: u64) -> usize {
-        let after = self.config.load().telemetry.forget_after_ms;
+        let after = self.config().telemetry.forget_after_ms;
         let gone = self.registry.forget_silent(now_ms, after);
         for id in &gone {
             tracing::info!(worker = %id, forget_after_ms = after, "worker forgotten after silence");
@@ -221,7 +242,7 @@ impl Engine {
 
     /// Whether at least one worker reported within `telemetry.dead_after_ms`.
     pub fn has_live_worker(&self, now_ms: u64) -> bool {
-        let dead = self.config.load().telemetry.dead_after_ms;
+        let dead = self.config().telemetry.dead_after_ms;
         self.registry
             .slots()
             .iter()

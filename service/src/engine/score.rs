@@ -97,7 +97,8 @@ impl Engine {
         decision_id: String,
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
-        let cfg = self.config.load();
+        let active = self.active.load();
+        let cfg = &*active.config;
         if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
             return Err(ScoreError::BadKey(req.key.len()));
         }
@@ -433,6 +434,7 @@ impl Engine {
         let temperature = req.temperature;
         let selection = self
             .selector
+            .load()
             .select(policy, &cands, &req.key, temperature, rng)
             .map_err(ScoreError::Selection)?;
         let mut probability = vec![None; scored.len()];
@@ -516,6 +518,7 @@ impl Engine {
             panic,
             model: decision,
             shadow,
+            config_hash: active.hash.clone(),
         })
     }
 }

@@ -15,23 +15,32 @@
 use std::fmt::Write as _;
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::openapi::ErrorBody;
 use super::{ApiError, AppState};
-use crate::api::{ScoreRequest, WorkerScore};
+use crate::api::{ScoreRequest, ScoreResponse, WorkerScore};
 use crate::scoring::{RequestContext, RequestType};
 
 /// Query string of `GET /v1/debug/score`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct DebugQuery {
+    /// The key to score (required), 1..=1024 bytes.
     key: Option<String>,
+    /// Comma-separated worker ids (required).
     candidates: Option<String>,
+    /// `GET`, `PUT`, `DELETE` or `MGET`.
     request_type: Option<String>,
+    /// Client deadline, ms.
     timeout_ms: Option<u64>,
+    /// Client region, at most 64 bytes.
     client_region: Option<String>,
+    /// `text` (default) or `json`.
     format: Option<String>,
 }
 
@@ -64,11 +73,20 @@ pub fn explain_line(w: &WorkerScore) -> String {
     line
 }
 
-/// `GET /v1/debug/score`.
+/// `GET /v1/debug/score`: one line per candidate explaining its score
+/// (policy `none`, not logged).
+#[utoipa::path(get, path = "/v1/debug/score", tag = "operations", params(DebugQuery),
+    responses(
+        (status = 200, description = "Text: `w3: 47.8 (base 100, CPU 88% > 70%: −7.2, …)` per line; with `format=json` the `/v1/score` answer with `explain=true`",
+            content((String = "text/plain"), (ScoreResponse = "application/json"))),
+        (status = 422, description = "Missing `key` or `candidates`, or a bad parameter", body = ErrorBody),
+        (status = 503, description = "No candidate is alive (`no_eligible_workers`) or too slow (`timeout`)", body = ErrorBody),
+    ))]
 pub(super) async fn debug_score(
     State(st): State<AppState>,
-    Query(q): Query<DebugQuery>,
+    q: Result<Query<DebugQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let q = q.map_err(|e| ApiError::unprocessable(e.body_text()))?.0;
     let key = q
         .key
         .filter(|k| !k.is_empty())
@@ -139,7 +157,9 @@ pub(super) async fn debug_score(
 /// `/v1/debug/score`.
 pub const STATUS_PAGE: &str = include_str!("assets/status.html");
 
-/// `GET /`.
+/// `GET /`: the status page.
+#[utoipa::path(get, path = "/", tag = "operations",
+    responses((status = 200, description = "Self-contained HTML status page", content_type = "text/html", body = String)))]
 pub(super) async fn status_page() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],

@@ -7,26 +7,41 @@ use axum::response::IntoResponse;
 use serde::Serialize;
 use serde_json::json;
 
+use super::openapi::ErrorBody;
 use super::{ApiError, ApiJson, AppState};
 use rand::SeedableRng;
 
 use crate::api::{ScoreRequest, ScoreResponse};
 use crate::dynamics::PenaltyView;
-use crate::engine::{Feedback, FeedbackOutcome};
+use crate::engine::{CounterSnapshot, Feedback, FeedbackOutcome};
 use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
 use crate::scoring::{RequestContext, RequestType};
 use crate::state::{HistoryStats, Smoothed};
 use crate::telemetry::TelemetryBatch;
 use crate::telemetry::validate::Warning;
 
-#[derive(Serialize)]
+/// Answer of `POST /v1/telemetry`.
+#[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct Accepted {
+    /// Snapshots applied (the whole batch).
     accepted: usize,
+    /// Non-fatal notes, e.g. a cpu value in (1, 4] clamped to 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<Warning>,
 }
 
-/// `POST /v1/telemetry`.
+/// `POST /v1/telemetry`: apply a batch of worker snapshots atomically (all
+/// or none).
+#[utoipa::path(post, path = "/v1/telemetry", tag = "telemetry", request_body = TelemetryBatch,
+    responses(
+        (status = 200, description = "Every snapshot applied", body = Accepted),
+        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
+        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
+        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        (status = 429, description = "New worker ids beyond `telemetry.max_workers` (`too_many_workers`)", body = ErrorBody),
+        (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
+    ))]
 pub(super) async fn telemetry(
     State(st): State<AppState>,
     ApiJson(batch): ApiJson<TelemetryBatch>,
@@ -118,7 +133,22 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     Ok(ctx)
 }
 
-/// `POST /v1/score`.
+/// `POST /v1/score`: score the candidates, explain each score and pick one.
+#[utoipa::path(post, path = "/v1/score", tag = "scoring", request_body = ScoreRequest,
+    params(
+        ("X-Request-Type" = Option<String>, Header, description = "`GET`, `PUT`, `DELETE` or `MGET`, when `context.request_type` is absent"),
+        ("X-Client-Region" = Option<String>, Header, description = "Client region (at most 64 bytes), when `context.client_region` is absent"),
+        ("X-Timeout-Ms" = Option<u64>, Header, description = "Client deadline, ms, when `context.timeout_ms` is absent"),
+        ("X-Batch-Size" = Option<u32>, Header, description = "Keys in the request (>= 1), when `context.batch_size` is absent"),
+    ),
+    responses(
+        (status = 200, description = "Scores, ranking, pick and its probability", body = ScoreResponse),
+        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
+        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
+        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        (status = 503, description = "No candidate is alive (`no_eligible_workers`), overloaded (`overloaded`, with `Retry-After`) or too slow (`timeout`)", body = ErrorBody),
+    ))]
 pub(super) async fn score(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -142,7 +172,17 @@ pub(super) async fn score(
     Ok(Json(resp))
 }
 
-/// `POST /v1/feedback`.
+/// `POST /v1/feedback`: the outcome of a picked request; releases the
+/// worker's in-flight pick and goes to the `outcomes` log.
+#[utoipa::path(post, path = "/v1/feedback", tag = "scoring", request_body = Feedback,
+    responses(
+        (status = 200, description = "Recorded", body = FeedbackOutcome),
+        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
+        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
+        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
+    ))]
 pub(super) async fn feedback(
     State(st): State<AppState>,
     ApiJson(f): ApiJson<Feedback>,
@@ -152,6 +192,8 @@ pub(super) async fn feedback(
 }
 
 /// `GET /v1/log/stats`: decision-log counters (all zero without a log).
+#[utoipa::path(get, path = "/v1/log/stats", tag = "operations",
+    responses((status = 200, description = "`{enabled, stats: {written, dropped, files, bytes, …}}`", body = Object)))]
 pub(super) async fn log_stats(State(st): State<AppState>) -> impl IntoResponse {
     let stats = st
         .engine
@@ -163,6 +205,8 @@ pub(super) async fn log_stats(State(st): State<AppState>) -> impl IntoResponse {
 }
 
 /// `GET /v1/stats`: decision, panic-mode and feedback counters.
+#[utoipa::path(get, path = "/v1/stats", tag = "operations",
+    responses((status = 200, description = "Counters since start", body = CounterSnapshot)))]
 pub(super) async fn stats(State(st): State<AppState>) -> impl IntoResponse {
     Json(st.engine.counters())
 }
@@ -207,8 +251,9 @@ impl From<HistoryStats> for HistoryView {
 }
 
 /// Query of `GET /v1/workers`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct WorkersQuery {
     /// Workers per page, 1..=10_000. Default 1000.
     limit: Option<usize>,
@@ -220,6 +265,11 @@ pub(super) struct WorkersQuery {
 pub const MAX_WORKERS_PAGE: usize = 10_000;
 
 /// `GET /v1/workers?limit=&offset=`: tracked workers sorted by id, one page.
+#[utoipa::path(get, path = "/v1/workers", tag = "operations", params(WorkersQuery),
+    responses(
+        (status = 200, description = "`{total, offset, workers: [...]}`: smoothed telemetry, penalty state, in-flight picks per worker", body = Object),
+        (status = 422, description = "Bad `limit` or `offset`", body = ErrorBody),
+    ))]
 pub(super) async fn workers(
     State(st): State<AppState>,
     q: Result<axum::extract::Query<WorkersQuery>, axum::extract::rejection::QueryRejection>,
@@ -270,6 +320,8 @@ pub(super) async fn workers(
 }
 
 /// `GET /v1/features`: the observation vector's schema.
+#[utoipa::path(get, path = "/v1/features", tag = "scoring",
+    responses((status = 200, description = "`{version, hash, count, features: [{index, name, unit, impute, ...}]}`", body = Object)))]
 pub(super) async fn features() -> impl IntoResponse {
     Json(json!({
         "version": FEATURE_SCHEMA_VERSION,
@@ -281,11 +333,18 @@ pub(super) async fn features() -> impl IntoResponse {
 }
 
 /// `GET /healthz`: the process is up.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
 pub(super) async fn healthz() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
 /// `GET /readyz`: 200 once at least one live worker is known, else 503.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "`{status: \"ready\", workers}`", body = Object),
+        (status = 503, description = "`{status: \"not_ready\", workers, reason}`: no worker has reported within `telemetry.dead_after_ms`", body = Object),
+    ))]
 pub(super) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
     let now = st.clock.monotonic_ms();
     let live = st.engine.has_live_worker(now);

@@ -364,7 +364,9 @@ fn registry(st: &AppState) -> Registry {
     r
 }
 
-/// `GET /metrics`.
+/// `GET /metrics`: Prometheus (OpenMetrics text) exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "OpenMetrics text format 1.0.0", content_type = "application/openmetrics-text", body = String)))]
 pub(super) async fn metrics(State(st): State<AppState>) -> Response {
     let st2 = st.clone();
     let body = tokio::task::spawn_blocking(move || {

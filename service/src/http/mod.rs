@@ -11,6 +11,8 @@ mod handlers;
 mod limits;
 mod metrics;
 mod model;
+mod openapi;
+mod reconfigure;
 
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ pub use explain::explain_line;
 pub use extract::ApiJson;
 pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 pub use metrics::HttpMetrics;
+pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
 
 use crate::clock::Clock;
 use crate::engine::Engine;
@@ -72,7 +75,8 @@ pub fn app(state: AppState) -> Router {
     let cfg = state.engine.config();
     let limit = cfg.server.max_body_bytes;
     let admin = Router::new()
-        .route("/v1/admin/reload", post(model::reload))
+        .route("/v1/admin/reload", post(reconfigure::reload))
+        .route("/v1/admin/config", get(reconfigure::config_view))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             admin::require_admin,
@@ -94,6 +98,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(explain::status_page))
         .route("/v1/debug/score", get(explain::debug_score))
         .route("/metrics", get(metrics::metrics))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .fallback(handlers::not_found)

@@ -1,13 +1,10 @@
-//! Model endpoints (issue #6): `GET /v1/model`, `GET /v1/shadow`,
-//! `POST /v1/admin/reload`.
+//! Model endpoints (issue #6): `GET /v1/model`, `GET /v1/shadow`.
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
-use super::{ApiError, AppState};
+use super::AppState;
 use crate::model::{ModelSet, Slot};
 
 fn slot_json(slot: &Slot, now_ms: u64) -> Value {
@@ -72,6 +69,8 @@ fn set_json(set: &ModelSet, now_ms: u64) -> Value {
 
 /// `GET /v1/model`: the models in use, their cards, breaker states, and
 /// since-start counters with inference latency percentiles (µs).
+#[utoipa::path(get, path = "/v1/model", tag = "model",
+    responses((status = 200, description = "`{used, generation, primary, ab, shadow, config, stats}`", body = Object)))]
 pub(super) async fn model(State(st): State<AppState>) -> Json<Value> {
     let hub = st.engine.models();
     let mut v = set_json(&hub.current(), st.clock.monotonic_ms());
@@ -80,6 +79,8 @@ pub(super) async fn model(State(st): State<AppState>) -> Json<Value> {
 }
 
 /// `GET /v1/shadow`: shadow comparison since start.
+#[utoipa::path(get, path = "/v1/shadow", tag = "model",
+    responses((status = 200, description = "`{shadow, report: {decisions, top_pick_agreement, spearman_mean, …}}`", body = Object)))]
 pub(super) async fn shadow(State(st): State<AppState>) -> Json<Value> {
     let hub = st.engine.models();
     let set = hub.current();
@@ -87,22 +88,4 @@ pub(super) async fn shadow(State(st): State<AppState>) -> Json<Value> {
         "shadow": set.shadow.as_ref().map(|s| slot_json(s, st.clock.monotonic_ms())),
         "report": hub.shadow_stats().report(),
     }))
-}
-
-/// `POST /v1/admin/reload`: re-reads the configuration through the state's
-/// config source and reloads the models atomically. 200 with the report when
-/// applied; 422 with the reason when the new config or a model is refused
-/// (the current models stay).
-pub(super) async fn reload(State(st): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let cfg = (st.config_source)().map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    let engine = st.engine.clone();
-    let report = tokio::task::spawn_blocking(move || engine.models().reload(&cfg.model))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let status = if report.applied {
-        StatusCode::OK
-    } else {
-        StatusCode::UNPROCESSABLE_ENTITY
-    };
-    Ok((status, Json(report)))
 }

@@ -9,7 +9,7 @@ use super::reason::{Reason, ReasonKind};
 pub const BASE_SCORE: f64 = 100.0;
 
 /// How an adjustment changes the running score.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AdjustmentKind {
     /// Score multiplied by `factor`.
@@ -24,7 +24,7 @@ pub enum AdjustmentKind {
 
 /// Which stage of the pipeline produced an adjustment. Replaying the `rule`
 /// adjustments from 100 gives `rule_score`; replaying all gives `final_score`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// The stateless rule scorer (issue #2), including stale-telemetry handling.
@@ -37,7 +37,7 @@ pub enum Stage {
 }
 
 /// One explained step of a score.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Adjustment {
     /// Stable machine name, e.g. `rtt_p99_high`.
     pub code: &'static str,
@@ -51,6 +51,7 @@ pub struct Adjustment {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub factor: Option<f64>,
     /// Plain sentence with the numbers and thresholds (rendered when serialised).
+    #[schema(value_type = String)]
     pub reason: Reason,
     /// The signal value that triggered it, in the signal's unit.
     #[serde(skip_serializing_if = "Option::is_none")]

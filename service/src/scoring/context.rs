@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Kind of KV operation; writes weigh disk pressure more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum RequestType {
     /// Point read.
     #[serde(rename = "GET")]
@@ -48,7 +48,7 @@ impl RequestType {
 }
 
 /// Optional facts about the request; every field may be absent.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestContext {
     /// Operation kind.

@@ -9,22 +9,27 @@ use serde::{Deserialize, Serialize};
 /// `0..=1`. Validation rules (ranges, finiteness, ordering) live in
 /// [`crate::telemetry::validate`]; this type only describes the shape.
 /// Unknown fields are rejected when deserialising.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
     /// Worker identifier, 1..=128 bytes, no control characters.
+    #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
     /// The reporter's wall clock when the sample was taken, Unix ms.
     pub timestamp_ms: u64,
     /// CPU utilisation, fraction `0..=1`; `(1, 4]` is clamped to 1 with a warning.
+    #[schema(minimum = 0.0, maximum = 4.0)]
     pub cpu_usage: f64,
     /// Pending requests in the worker's queue.
     pub queue_depth: u32,
     /// Mean request round-trip time over the report interval, ms.
+    #[schema(minimum = 0.0)]
     pub rtt_ms_avg: f64,
     /// 99th-percentile round-trip time over the report interval, ms.
+    #[schema(minimum = 0.0)]
     pub rtt_ms_p99: f64,
     /// Fraction of requests that failed over the report interval, `0..=1`.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub error_rate: f64,
     /// The worker is compacting (or snapshotting) its storage.
     #[serde(default)]
@@ -37,27 +42,34 @@ pub struct Snapshot {
     pub version_lag: u64,
     /// Available memory as a fraction of the limit, `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub mem_available_ratio: Option<f64>,
     /// Disk IO await, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0)]
     pub disk_io_await_ms: Option<f64>,
     /// Network packet loss, fraction `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub net_loss_rate: Option<f64>,
     /// Cache hit rate over the report interval, fraction `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub cache_hit_rate: Option<f64>,
     /// Bytes held in the memtable (not yet flushed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memtable_bytes: Option<u64>,
     /// Free disk space as a fraction of capacity, `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub disk_free_ratio: Option<f64>,
     /// The worker's region or zone name, at most 64 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 64)]
     pub region: Option<String>,
     /// Static relative capacity, `> 0`; 1.0 when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0)]
     pub capacity: Option<f64>,
 }
 
@@ -90,7 +102,7 @@ impl Snapshot {
 }
 
 /// Body of `POST /v1/telemetry`: 1..=`max_batch` snapshots, applied atomically.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryBatch {
     /// The snapshots; worker ids must be distinct within one batch.

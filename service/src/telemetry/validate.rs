@@ -21,7 +21,7 @@ pub const MAX_CAPACITY: f64 = 1e6;
 pub const CPU_CLAMP_LIMIT: f64 = 4.0;
 
 /// One rejected field, as returned in the 422 body's `details`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     /// Index of the snapshot in the batch.
     pub index: usize,
@@ -36,7 +36,7 @@ pub struct FieldError {
 }
 
 /// A non-fatal note about an accepted snapshot (e.g. a clamped value).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Warning {
     /// Index of the snapshot in the batch.
     pub index: usize,

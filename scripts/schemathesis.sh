@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fuzzes a running service from its own OpenAPI document with schemathesis
+# (issue #8): starts the service binary on a free loopback port with a
+# throwaway config, reports three workers, then runs a bounded number of
+# generated requests per operation. Fails on any 5xx that the operation does
+# not document as an answer (see schemathesis.toml), on an undocumented
+# status, and on an answer whose content type, headers or body violate the
+# document. Installs schemathesis from PyPI when missing.
+#
+# Usage: scripts/schemathesis.sh [path/to/service-binary]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin="${1:-target/debug/service}"
+[ -x "$bin" ] || cargo build -p service --bin service
+if ! command -v schemathesis >/dev/null 2>&1; then
+  echo "installing: schemathesis (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check schemathesis \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages schemathesis
+  hash -r
+fi
+
+tmp="$(mktemp -d)"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+base="http://127.0.0.1:${port}"
+cat > "$tmp/config.toml" <<TOML
+[server]
+listen = "127.0.0.1:${port}"
+
+[telemetry]
+# The seeded workers stay alive for the whole run.
+dead_after_ms = 3600000
+forget_after_ms = 3600000
+
+[log]
+dir = "${tmp}/decisions"
+TOML
+
+"$bin" --config "$tmp/config.toml" >"$tmp/service.log" 2>&1 &
+pid=$!
+cleanup() {
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+python3 - "$base" <<'PY'
+import json, sys, time, urllib.request
+base = sys.argv[1]
+deadline = time.time() + 60
+while True:
+    try:
+        urllib.request.urlopen(base + "/healthz", timeout=1).read()
+        break
+    except Exception:
+        if time.time() > deadline:
+            sys.exit("service did not start within 60 s")
+        time.sleep(0.2)
+now = int(time.time() * 1000)
+snaps = [{"worker_id": w, "timestamp_ms": now, "cpu_usage": 0.3, "queue_depth": 2,
+          "rtt_ms_avg": 2.0, "rtt_ms_p99": 8.0, "error_rate": 0.0} for w in ("w1", "w2", "w3")]
+req = urllib.request.Request(base + "/v1/telemetry", data=json.dumps({"snapshots": snaps}).encode(),
+                             headers={"content-type": "application/json"})
+urllib.request.urlopen(req, timeout=5).read()
+PY
+
+status=0
+schemathesis --config-file scripts/schemathesis.toml run "$base/openapi.json" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,negative_data_rejection \
+  --seed 1 --no-color || status=$?
+
+# The service must have survived the run.
+if ! kill -0 "$pid" 2>/dev/null; then
+  echo "the service exited during the run; its log:" >&2
+  cat "$tmp/service.log" >&2
+  exit 1
+fi
+if [ "$status" -ne 0 ]; then
+  echo "schemathesis found problems (exit $status); service log tail:" >&2
+  tail -n 50 "$tmp/service.log" >&2
+fi
+exit "$status"

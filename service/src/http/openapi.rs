@@ -1,0 +1,95 @@
+//! The OpenAPI 3.1 document of the HTTP contract, generated from the
+//! handlers' annotations and the wire types with `utoipa` (issue #8), served
+//! at `GET /openapi.json`.
+//!
+//! Every route of [`super::app`] is listed; `service/tests/openapi.rs`
+//! checks that the two agree and validates real answers against the
+//! document's schemas, and `scripts/schemathesis.sh` fuzzes a running
+//! service from it.
+
+use axum::Json;
+use serde_json::Value;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use super::{explain, handlers, metrics, model, reconfigure};
+use crate::telemetry::validate::FieldError;
+
+/// Every error answer: `{"error": {"code", "message", "details"?}}`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Schema only: answers are built by `ApiError`.
+pub struct ErrorBody {
+    /// The error.
+    error: ErrorDetail,
+}
+
+/// The error of an [`ErrorBody`].
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// Stable machine code, e.g. `invalid_body`, `overloaded`.
+    code: String,
+    /// Plain sentence naming the problem and the offending value.
+    message: String,
+    /// Structured details when the code has them: for `invalid_telemetry`
+    /// an array of [`FieldError`] (at most 100), for `restart_required`
+    /// `{"keys": [...]}`.
+    details: Option<Value>,
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "KV worker scorer",
+        description = "Scores candidate workers for KV-aware routers: a 0–100 score per worker with an itemised explanation, a pick and its probability. Units are in field names (`_ms`, `_bytes`) or descriptions; fractions are 0..=1."
+    ),
+    paths(
+        handlers::telemetry,
+        handlers::score,
+        handlers::feedback,
+        handlers::stats,
+        handlers::log_stats,
+        handlers::workers,
+        handlers::features,
+        handlers::healthz,
+        handlers::readyz,
+        model::model,
+        model::shadow,
+        reconfigure::reload,
+        reconfigure::config_view,
+        explain::debug_score,
+        explain::status_page,
+        metrics::metrics,
+        openapi_json,
+    ),
+    components(schemas(ErrorBody, ErrorDetail, FieldError)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "scoring", description = "Score, pick, feedback"),
+        (name = "telemetry", description = "Worker reports"),
+        (name = "model", description = "The ONNX model in the scoring path"),
+        (name = "admin", description = "Reload and config view: Bearer token, or loopback when no token is set"),
+        (name = "operations", description = "Health, metrics, status page, debugging"),
+    )
+)]
+pub struct ApiDoc;
+
+/// `GET /openapi.json`: this document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+pub(super) async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

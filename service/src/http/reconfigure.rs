@@ -1,0 +1,103 @@
+//! `POST /v1/admin/reload` and `GET /v1/admin/config` (issues #6 and #8).
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::openapi::ErrorBody;
+use super::{ApiError, AppState};
+use crate::config_reload::{ReloadError, SECRET_KEYS};
+
+/// Query of `POST /v1/admin/reload`.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ReloadQuery {
+    /// Waive the `[reload] max_weight_step` limit. Default false.
+    force: Option<bool>,
+}
+
+fn refused(e: &ReloadError) -> ApiError {
+    let code = match e {
+        ReloadError::Invalid(_) => "invalid_config",
+        ReloadError::RestartRequired { .. } => "restart_required",
+        ReloadError::StepTooLarge { .. } => "weight_step_too_large",
+        ReloadError::Model(_) => "model_refused",
+    };
+    let mut err = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, e.to_string());
+    if let ReloadError::RestartRequired { keys } = e {
+        err.details = Some(json!({ "keys": keys }));
+    }
+    err
+}
+
+/// `POST /v1/admin/reload[?force=true]`: re-reads the configuration through
+/// the state's config source and applies it with
+/// [`crate::engine::Engine::reload_config`] (models included). 200 with
+/// `{"applied": true, old_hash, new_hash, changes, forced, model}`; 422 with
+/// the error body (`invalid_config`, `restart_required`,
+/// `weight_step_too_large`, `model_refused`) when refused, nothing changed.
+#[utoipa::path(post, path = "/v1/admin/reload", tag = "admin", params(ReloadQuery),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Applied: `{applied: true, old_hash, new_hash, changes: [{key, old, new}], forced, model}`", body = Object),
+        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        (status = 422, description = "Refused, nothing changed: `invalid_config`, `restart_required`, `weight_step_too_large`, `model_refused`", body = ErrorBody),
+    ))]
+pub(super) async fn reload(
+    State(st): State<AppState>,
+    q: Result<Query<ReloadQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let force = q
+        .map_err(|e| ApiError::unprocessable(e.body_text()))?
+        .0
+        .force
+        .unwrap_or(false);
+    let cfg = (st.config_source)().map_err(|e| refused(&ReloadError::Invalid(e)))?;
+    let engine = st.engine.clone();
+    let report = tokio::task::spawn_blocking(move || engine.reload_config(cfg, force))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "reload task failed");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "reload task failed",
+            )
+        })?
+        .map_err(|e| {
+            tracing::warn!(error = %e, "reload refused; nothing changed");
+            refused(&e)
+        })?;
+    let mut body = serde_json::to_value(report).unwrap_or(Value::Null);
+    body["applied"] = Value::Bool(true);
+    Ok(Json(body))
+}
+
+/// `GET /v1/admin/config`: the configuration in force and its hash, secrets
+/// shown as `"<redacted>"`.
+#[utoipa::path(get, path = "/v1/admin/config", tag = "admin",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "`{hash, config}`", body = Object),
+        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+    ))]
+pub(super) async fn config_view(State(st): State<AppState>) -> Json<Value> {
+    let mut config = serde_json::to_value(&*st.engine.config()).unwrap_or(Value::Null);
+    for key in SECRET_KEYS {
+        let mut parts = key.split('.');
+        let (Some(section), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if let Some(v) = config.get_mut(section).and_then(|s| s.get_mut(name))
+            && !v.is_null()
+        {
+            *v = Value::from("<redacted>");
+        }
+    }
+    Json(json!({ "hash": &*st.engine.config_hash(), "config": config }))
+}

@@ -1,0 +1,300 @@
+//! The OpenAPI document at `GET /openapi.json` against the handlers (issue
+//! #8): every served route is documented and every documented route is
+//! served, and real answers (and the request bodies that produced them)
+//! validate against the document's schemas.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{TestApp, WALL, no_warmup, test_app};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Every route of `service::app`, as (method, path).
+const ROUTES: &[(&str, &str)] = &[
+    ("post", "/v1/telemetry"),
+    ("post", "/v1/score"),
+    ("post", "/v1/feedback"),
+    ("get", "/v1/stats"),
+    ("get", "/v1/log/stats"),
+    ("get", "/v1/workers"),
+    ("get", "/v1/features"),
+    ("get", "/v1/model"),
+    ("get", "/v1/shadow"),
+    ("post", "/v1/admin/reload"),
+    ("get", "/v1/admin/config"),
+    ("get", "/v1/debug/score"),
+    ("get", "/"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+];
+
+async fn document(t: &TestApp) -> Value {
+    let (s, doc) = t.get("/openapi.json").await;
+    assert_eq!(s, StatusCode::OK);
+    doc
+}
+
+/// Validates `instance` against `schema`, resolving `#/components/...`
+/// references in `doc`.
+fn validate(doc: &Value, schema: &Value, instance: &Value, what: &str) {
+    let mut root = schema.clone();
+    root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    root["components"] = doc["components"].clone();
+    let validator = jsonschema::validator_for(&root)
+        .unwrap_or_else(|e| panic!("{what}: schema does not compile: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what}: {errors:#?}\ninstance: {instance}"
+    );
+}
+
+/// The documented JSON schema of `method path` answering `status`.
+fn response_schema<'a>(doc: &'a Value, method: &str, path: &str, status: u16) -> &'a Value {
+    let op = &doc["paths"][path][method];
+    let resp = &op["responses"][status.to_string()];
+    assert!(
+        resp.is_object(),
+        "{method} {path} answered {status}, which the document does not list"
+    );
+    &resp["content"]["application/json"]["schema"]
+}
+
+/// Sends `body` to `method path`, checks the status is `expect`, and
+/// validates the answer (and, when `expect` is a success, the request body)
+/// against the document.
+async fn check(
+    t: &TestApp,
+    doc: &Value,
+    method: &str,
+    path_and_query: &str,
+    body: Option<&Value>,
+    expect: StatusCode,
+) -> Value {
+    let path = path_and_query.split('?').next().unwrap_or(path_and_query);
+    // Requests sent to provoke an error may break the schema on purpose.
+    if let Some(b) = body.filter(|_| expect.is_success()) {
+        let schema =
+            &doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"];
+        validate(doc, schema, b, &format!("request of {method} {path}"));
+    }
+    let (s, answer) = match (method, body) {
+        ("post", Some(b)) => t.post_json(path_and_query, b).await,
+        ("post", None) => t.post(path_and_query, "").await,
+        _ => t.get(path_and_query).await,
+    };
+    assert_eq!(s, expect, "{method} {path_and_query}: {answer}");
+    let schema = response_schema(doc, method, path, s.as_u16());
+    validate(
+        doc,
+        schema,
+        &answer,
+        &format!("{s} answer of {method} {path}"),
+    );
+    answer
+}
+
+#[tokio::test]
+async fn every_route_is_documented_and_every_documented_route_is_served() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    assert!(
+        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
+        "{}",
+        doc["openapi"]
+    );
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .flat_map(|(p, item)| {
+            item.as_object()
+                .expect("path item")
+                .keys()
+                .filter(|m| ["get", "post", "put", "delete", "patch"].contains(&m.as_str()))
+                .map(move |m| (m.clone(), p.clone()))
+        })
+        .collect();
+    let served: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    assert_eq!(documented, served);
+    for (m, p) in &served {
+        let mut req = Request::builder()
+            .method(m.to_uppercase().as_str())
+            .uri(p.as_str())
+            .body(Body::empty())
+            .expect("request");
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                40000,
+            ))));
+        let s = t
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("infallible")
+            .status();
+        assert!(
+            s != StatusCode::NOT_FOUND && s != StatusCode::METHOD_NOT_ALLOWED,
+            "{m} {p} is documented but answered {s}"
+        );
+    }
+    // Every operation documents its answers and says what it does.
+    for (m, p) in &documented {
+        let op = &doc["paths"][p][m];
+        assert!(op["responses"]["200"].is_object(), "{m} {p}: no 200");
+        assert!(
+            op["description"].is_string() || op["summary"].is_string(),
+            "{m} {p}: no text"
+        );
+    }
+}
+
+#[tokio::test]
+async fn answers_validate_against_the_document() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    let snap = |id: &str, cpu: f64| {
+        json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": cpu, "queue_depth": 3,
+               "rtt_ms_avg": 2.0, "rtt_ms_p99": 9.0, "error_rate": 0.01,
+               "disk_io_await_ms": 4.0, "cache_hit_rate": 0.9, "region": "eu-1"})
+    };
+    // A cpu in (1, 4] is clamped with a warning: the warnings array is checked too.
+    let batch = json!({"snapshots": [snap("w1", 0.2), snap("w2", 1.5), snap("w3", 0.9)]});
+    let accepted = check(
+        &t,
+        &doc,
+        "post",
+        "/v1/telemetry",
+        Some(&batch),
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(accepted["warnings"].as_array().map(Vec::len), Some(1));
+
+    let score = json!({"key": "order:42", "candidates": ["w1", "w2", "w3", "ghost"],
+        "context": {"request_type": "PUT", "timeout_ms": 30, "client_region": "eu-1", "batch_size": 1},
+        "explain": true, "policy": "softmax", "temperature": 0.2, "seed": 7});
+    let answer = check(&t, &doc, "post", "/v1/score", Some(&score), StatusCode::OK).await;
+    let fb = json!({"decision_id": answer["decision_id"], "worker_id": answer["pick"],
+                    "latency_ms": 3.5, "success": true});
+    check(&t, &doc, "post", "/v1/feedback", Some(&fb), StatusCode::OK).await;
+
+    // Errors share one documented body.
+    let bad = json!({"snapshots": [snap("w1", -0.5)]});
+    let e = check(
+        &t,
+        &doc,
+        "post",
+        "/v1/telemetry",
+        Some(&bad),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(e["error"]["details"][0]["field"], "cpu_usage");
+    let ghosts = json!({"key": "k", "candidates": ["ghost"]});
+    check(
+        &t,
+        &doc,
+        "post",
+        "/v1/score",
+        Some(&ghosts),
+        StatusCode::SERVICE_UNAVAILABLE,
+    )
+    .await;
+    let (s, e) = t.post("/v1/score", "{\"key\": ").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    validate(
+        &doc,
+        response_schema(&doc, "post", "/v1/score", 400),
+        &e,
+        "400",
+    );
+
+    for path in [
+        "/v1/stats",
+        "/v1/log/stats",
+        "/v1/workers?limit=2&offset=1",
+        "/v1/features",
+        "/v1/model",
+        "/v1/shadow",
+        "/v1/admin/config",
+        "/healthz",
+        "/readyz",
+        "/v1/debug/score?key=user:1&candidates=w1,w2&request_type=GET&format=json",
+    ] {
+        check(&t, &doc, "get", path, None, StatusCode::OK).await;
+    }
+    check(
+        &t,
+        &doc,
+        "get",
+        "/v1/workers?limit=0",
+        None,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    check(
+        &t,
+        &doc,
+        "get",
+        "/v1/debug/score?key=k&candidates=w1&timeout_ms=soon",
+        None,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    check(&t, &doc, "post", "/v1/admin/reload", None, StatusCode::OK).await;
+}
+
+#[tokio::test]
+async fn text_answers_carry_their_documented_content_types() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    for (path, query) in [
+        ("/", ""),
+        ("/metrics", ""),
+        ("/v1/debug/score", "?key=k&candidates=w1"),
+    ] {
+        let resp = t
+            .router
+            .clone()
+            .oneshot(
+                Request::get(format!("{path}{query}"))
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        let status = resp.status();
+        let ct = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let _ = resp.into_body().collect().await;
+        let content = doc["paths"][path]["get"]["responses"][status.as_str()]["content"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{path} answered {status}, undocumented"));
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        assert!(
+            content.contains_key(essence),
+            "{path}: content type {ct} not in {:?}",
+            content.keys().collect::<Vec<_>>()
+        );
+    }
+}
