@@ -5,8 +5,9 @@
 # 1. builds the release service and starts it on a free loopback port with
 #    `server.max_concurrent_scores = $LIMIT` (default 32) and 16 workers;
 # 2. measures capacity C: `oha` closed loop, $LIMIT connections, $SECS s;
-# 3. offers 2·C req/s open loop (`oha -q`, 4·$LIMIT connections) for
-#    2·$SECS s, sampling the service's RSS every 0.5 s;
+# 3. offers 2·C req/s open loop (`oha -q`, 4·$LIMIT connections,
+#    latency corrected for coordinated omission) for 2·$SECS s, twice,
+#    sampling the service's RSS every 0.5 s;
 # 4. prints, from oha's per-request records (SQLite), the p50/p99/max of the
 #    accepted (200) requests in both phases, the shed (503) share and
 #    latency, and RSS before / peak / after.
@@ -47,7 +48,13 @@ forget_after_ms = 3600000
 dir = "${tmp}/decisions"
 TOML
 
-target/release/service --config "$tmp/config.toml" >"$tmp/service.log" 2>&1 &
+# The service gets core 0 and the load generator core 1 (when the machine has
+# two or more), so that the generator does not steal the service's CPU.
+pin_service=(); pin_load=()
+if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
+  pin_service=(taskset -c 0); pin_load=(taskset -c 1)
+fi
+"${pin_service[@]}" target/release/service --config "$tmp/config.toml" >"$tmp/service.log" 2>&1 &
 pid=$!
 cleanup() {
   kill "$pid" 2>/dev/null || true
@@ -81,7 +88,7 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
 run_oha() { # db, extra args...
   local db="$1"; shift
-  "$oha_bin" --no-tui --output-format json --db-url "$db" -m POST \
+  "${pin_load[@]}" "$oha_bin" --no-tui --output-format json --db-url "$db" -m POST \
     -H 'content-type: application/json' -d "$body" "$@" "$base/v1/score" >/dev/null
 }
 
@@ -106,11 +113,15 @@ echo 0 >"$peak_file"
     sleep 0.5
   done ) &
 sampler=$!
-run_oha "$tmp/overload.db" -c "$((LIMIT * 4))" -q "$rate" -z "$((SECS * 2))s"
+run_oha "$tmp/overload.db" -c "$((LIMIT * 4))" -q "$rate" --latency-correction -z "$((SECS * 2))s"
+rss_mid="$(rss_kib)"
+peak_first="$(cat "$peak_file")"
+echo "phase 3: the same overload again (does memory keep growing?)"
+run_oha "$tmp/overload2.db" -c "$((LIMIT * 4))" -q "$rate" --latency-correction -z "$((SECS * 2))s"
 kill "$sampler" 2>/dev/null || true
 rss_after="$(rss_kib)"
 
-python3 - "$tmp/capacity.db" "$tmp/overload.db" "$rss_before" "$(cat "$peak_file")" "$rss_after" "$LIMIT" <<'PY'
+python3 - "$tmp/capacity.db" "$tmp/overload.db" "$rss_before" "$peak_first" "$rss_mid" "$(cat "$peak_file")" "$rss_after" "$LIMIT" "$tmp/overload2.db" <<'PY'
 import sqlite3, sys
 def q(path):
     db = sqlite3.connect(path)
@@ -123,13 +134,16 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000 if xs else float("nan")
 cap_ok, _, cap_other = q(sys.argv[1])
 ok, shed, other = q(sys.argv[2])
-before, peak, after = (int(x) / 1024 for x in sys.argv[3:6])
-print(f"limit max_concurrent_scores = {sys.argv[6]}")
+before, peak1, mid, peak2, after = (int(x) / 1024 for x in sys.argv[3:8])
+print(f"limit max_concurrent_scores = {sys.argv[8]}")
 print(f"capacity run: {len(cap_ok)} accepted, p50 {pct(cap_ok, .5):.2f} ms, p99 {pct(cap_ok, .99):.2f} ms, other statuses {len(cap_other)}")
 total = len(ok) + len(shed) + len(other)
 print(f"2x run: {total} requests, {len(ok)} accepted, {len(shed)} shed ({100 * len(shed) / max(total, 1):.1f}%), other {len(other)}")
 print(f"  accepted: p50 {pct(ok, .5):.2f} ms, p99 {pct(ok, .99):.2f} ms, max {pct(ok, 1):.2f} ms")
 print(f"  shed 503: p50 {pct(shed, .5):.2f} ms, p99 {pct(shed, .99):.2f} ms")
 print(f"  accepted p99, 2x / capacity run: {pct(ok, .99) / pct(cap_ok, .99):.2f}")
-print(f"RSS MiB: before {before:.1f}, peak during 2x {peak:.1f}, after {after:.1f}")
+ok2, shed2, other2 = q(sys.argv[9])
+t2 = len(ok2) + len(shed2) + len(other2)
+print(f"2x again: {t2} requests, {len(ok2)} accepted, {len(shed2)} shed; accepted p50 {pct(ok2, .5):.2f} ms, p99 {pct(ok2, .99):.2f} ms")
+print(f"RSS MiB: before {before:.1f}; first 2x run peak {peak1:.1f}, after {mid:.1f}; second 2x run peak {peak2:.1f}, after {after:.1f}")
 PY

@@ -22,8 +22,23 @@ struct Args {
     config: Option<PathBuf>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Blocking-pool threads per core: `/v1/score` scores on the blocking pool
+/// (see `http::handlers::score`), so its size caps the threads competing for
+/// the cores under load; requests beyond it wait in the pool's queue, inside
+/// the concurrency limit that sheds the excess.
+const BLOCKING_THREADS_PER_CORE: usize = 2;
+
+fn main() -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads((cores * BLOCKING_THREADS_PER_CORE).max(4))
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(serve())
+}
+
+async fn serve() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use serde::Serialize;
 use serde_json::json;
@@ -153,23 +153,36 @@ pub(super) async fn score(
     State(st): State<AppState>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<ScoreRequest>,
-) -> Result<Json<ScoreResponse>, ApiError> {
+) -> Result<impl IntoResponse, ApiError> {
     let ctx = merged_context(req.context.clone(), &headers)?;
     let id = uuid::Uuid::now_v7().to_string();
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
-    let start = std::time::Instant::now();
-    let resp = match req.seed {
-        Some(seed) => {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            st.engine
-                .score_and_log(&req, &ctx, mono, wall, id, &mut rng)
-        }
-        None => st
-            .engine
-            .score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
-    }?;
-    st.metrics.observe_score(start.elapsed().as_secs_f64());
-    Ok(Json(resp))
+    // Scoring and serialising are CPU work of tens to hundreds of µs: they
+    // run on the blocking pool, so the runtime's workers keep reading
+    // requests and the concurrency limit around this route counts every
+    // request admitted and not yet answered. (Run inline, a request would
+    // hold its permit only while a worker polls it, at most one per worker,
+    // and an overload would queue unseen in front of the limit.)
+    let engine = st.engine.clone();
+    let metrics = st.metrics.clone();
+    let work = move || -> Result<Vec<u8>, ApiError> {
+        let start = std::time::Instant::now();
+        let resp = match req.seed {
+            Some(seed) => {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                engine.score_and_log(&req, &ctx, mono, wall, id, &mut rng)
+            }
+            None => engine.score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
+        }?;
+        metrics.observe_score(start.elapsed().as_secs_f64());
+        serde_json::to_vec(&resp).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })
+    };
+    let body = tokio::task::spawn_blocking(work).await.map_err(|e| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    })??;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body))
 }
 
 /// `POST /v1/feedback`: the outcome of a picked request; releases the

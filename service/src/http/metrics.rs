@@ -37,6 +37,7 @@ struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     route: String,
+    status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -133,16 +134,18 @@ pub(super) async fn track(State(st): State<AppState>, req: Request, next: Next) 
     let start = Instant::now();
     let resp = next.run(req).await;
     let m = &st.metrics;
+    let status = resp.status().as_u16().to_string();
     m.duration
         .get_or_create(&RouteLabels {
             route: route.clone(),
+            status: status.clone(),
         })
         .observe(start.elapsed().as_secs_f64());
     m.requests
         .get_or_create(&RequestLabels {
             route,
             method,
-            status: resp.status().as_u16().to_string(),
+            status,
         })
         .inc();
     resp
@@ -163,7 +166,7 @@ fn registry(st: &AppState) -> Registry {
     );
     r.register(
         "http_request_duration_seconds",
-        "HTTP request latency by route template",
+        "HTTP request latency by route template and status",
         m.duration.clone(),
     );
     r.register(
