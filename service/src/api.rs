@@ -36,6 +36,7 @@ pub struct ScoreRequest {
     pub temperature: Option<f64>,
     /// Seed for this decision's random choices, for reproducible picks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64")]
     pub seed: Option<u64>,
 }
 

@@ -37,6 +37,7 @@ pub(super) struct DebugQuery {
     /// `GET`, `PUT`, `DELETE` or `MGET`.
     request_type: Option<String>,
     /// Client deadline, ms.
+    #[param(format = "uint64")]
     timeout_ms: Option<u64>,
     /// Client region, at most 64 bytes.
     client_region: Option<String>,

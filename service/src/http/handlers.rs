@@ -138,8 +138,8 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     params(
         ("X-Request-Type" = Option<String>, Header, description = "`GET`, `PUT`, `DELETE` or `MGET`, when `context.request_type` is absent"),
         ("X-Client-Region" = Option<String>, Header, description = "Client region (at most 64 bytes), when `context.client_region` is absent"),
-        ("X-Timeout-Ms" = Option<u64>, Header, description = "Client deadline, ms, when `context.timeout_ms` is absent"),
-        ("X-Batch-Size" = Option<u32>, Header, description = "Keys in the request (>= 1), when `context.batch_size` is absent"),
+        ("X-Timeout-Ms" = Option<u64>, Header, format = "uint64", description = "Client deadline, ms, when `context.timeout_ms` is absent"),
+        ("X-Batch-Size" = Option<u32>, Header, format = "uint32", description = "Keys in the request (>= 1), when `context.batch_size` is absent"),
     ),
     responses(
         (status = 200, description = "Scores, ranking, pick and its probability", body = ScoreResponse),
@@ -269,8 +269,10 @@ impl From<HistoryStats> for HistoryView {
 #[into_params(parameter_in = Query)]
 pub(super) struct WorkersQuery {
     /// Workers per page, 1..=10_000. Default 1000.
+    #[param(format = "uint64")]
     limit: Option<usize>,
     /// Workers to skip (by id order). Default 0.
+    #[param(format = "uint64")]
     offset: Option<usize>,
 }
 

@@ -59,8 +59,10 @@ pub struct RequestContext {
     pub client_region: Option<String>,
     /// The client's deadline for this request, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64")]
     pub timeout_ms: Option<u64>,
     /// Keys in the request (1 for point operations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint32")]
     pub batch_size: Option<u32>,
 }

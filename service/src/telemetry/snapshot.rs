@@ -16,11 +16,13 @@ pub struct Snapshot {
     #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
     /// The reporter's wall clock when the sample was taken, Unix ms.
+    #[schema(format = "uint64")]
     pub timestamp_ms: u64,
     /// CPU utilisation, fraction `0..=1`; `(1, 4]` is clamped to 1 with a warning.
     #[schema(minimum = 0.0, maximum = 4.0)]
     pub cpu_usage: f64,
     /// Pending requests in the worker's queue.
+    #[schema(format = "uint32")]
     pub queue_depth: u32,
     /// Mean request round-trip time over the report interval, ms.
     #[schema(minimum = 0.0)]
@@ -39,6 +41,7 @@ pub struct Snapshot {
     pub under_repair: bool,
     /// Replication log positions behind the primary.
     #[serde(default)]
+    #[schema(format = "uint64")]
     pub version_lag: u64,
     /// Available memory as a fraction of the limit, `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +61,7 @@ pub struct Snapshot {
     pub cache_hit_rate: Option<f64>,
     /// Bytes held in the memtable (not yet flushed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64")]
     pub memtable_bytes: Option<u64>,
     /// Free disk space as a fraction of capacity, `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
