@@ -22,17 +22,20 @@ struct Args {
     config: Option<PathBuf>,
 }
 
-/// Blocking-pool threads per core: `/v1/score` scores on the blocking pool
-/// (see `http::handlers::score`), so its size caps the threads competing for
-/// the cores under load; requests beyond it wait in the pool's queue, inside
-/// the concurrency limit that sheds the excess.
-const BLOCKING_THREADS_PER_CORE: usize = 2;
+/// Blocking-pool threads per core. `/v1/score` scores on the blocking pool
+/// (see `http::handlers::score`) while the runtime's workers (one per core)
+/// read requests and shed the excess. One pool thread per core means that
+/// under overload the scheduler splits the CPU evenly between reading
+/// (and cheaply refusing, ~35 µs) and scoring (~250 µs): with more pool
+/// threads than workers the workers starve, requests queue unseen in the
+/// sockets, and even refused ones wait (measured: `scripts/bench_shedding.sh`).
+const BLOCKING_THREADS_PER_CORE: usize = 1;
 
 fn main() -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads((cores * BLOCKING_THREADS_PER_CORE).max(4))
+        .max_blocking_threads((cores * BLOCKING_THREADS_PER_CORE).max(1))
         .build()
         .context("cannot start the async runtime")?
         .block_on(serve())
