@@ -208,6 +208,10 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
         r#"scorer_model_fallbacks_total{reason="model_missing"} 1"#,
         r#"scorer_worker_penalty_state{worker="w1",state="healthy"} 1"#,
         r#"scorer_worker_freshness{worker="w1"} 1.0"#,
+        r#"http_request_duration_seconds_count{route="/v1/score",status="200"} 1"#,
+        r#"http_request_duration_seconds_count{route="/v1/telemetry",status="422"} 1"#,
+        // No model is loaded here: the histogram is exported, empty.
+        "scorer_model_inference_duration_seconds_count 0",
     ] {
         assert!(text.contains(line), "missing `{line}` in\n{text}");
     }

@@ -255,6 +255,11 @@ fn registry(st: &AppState) -> Registry {
         "Model inference latency quantiles since start (HdrHistogram)",
         q,
     );
+    r.register(
+        "scorer_model_inference_duration_seconds",
+        "Model inference latency, 1 µs .. 0.5 s buckets",
+        hub.stats().prometheus_histogram(),
+    );
     let now = st.clock.monotonic_ms();
     let set = hub.current();
     let open: Family<SlotLabels, Gauge> = Family::default();

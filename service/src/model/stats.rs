@@ -1,6 +1,7 @@
-//! Counters and the inference latency histogram behind `GET /v1/model`
-//! (issue #6). The histogram is HdrHistogram (Gil Tene) via the
-//! `hdrhistogram` crate, 3 significant digits, 1 ns .. 10 s.
+//! Counters and the inference latency histograms behind `GET /v1/model`
+//! (issue #6) and `GET /metrics` (issue #8). The exact one is HdrHistogram
+//! (Gil Tene) via the `hdrhistogram` crate, 3 significant digits,
+//! 1 ns .. 10 s; the Prometheus one has buckets 1 µs .. ~1 s, ×2 apart.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,10 @@ use serde::Serialize;
 use super::fallback::FallbackReason;
 
 const HIST_MAX_NS: u64 = 10_000_000_000;
+/// Smallest Prometheus bucket bound, seconds (1 µs).
+const PROM_FIRST_BUCKET_S: f64 = 1e-6;
+/// Prometheus buckets: 1 µs × 2^k, k = 0..20 (up to ~0.5 s).
+const PROM_BUCKETS: u16 = 20;
 
 /// Since-start counters of the model path.
 #[derive(Debug)]
@@ -20,6 +25,8 @@ pub struct ModelStats {
     fallbacks: [AtomicU64; FallbackReason::ALL.len()],
     /// `None` only if HdrHistogram refused the constant bounds (it does not).
     latency_ns: Mutex<Option<Histogram<u64>>>,
+    /// The same latencies in Prometheus buckets, seconds.
+    latency_prom: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl Default for ModelStats {
@@ -29,6 +36,13 @@ impl Default for ModelStats {
             used: AtomicU64::new(0),
             fallbacks: Default::default(),
             latency_ns: Mutex::new(Histogram::new_with_bounds(1, HIST_MAX_NS, 3).ok()),
+            latency_prom: prometheus_client::metrics::histogram::Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(
+                    PROM_FIRST_BUCKET_S,
+                    2.0,
+                    PROM_BUCKETS,
+                ),
+            ),
         }
     }
 }
@@ -79,8 +93,15 @@ impl ModelStats {
         self.fallbacks[reason.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The inference latency histogram in Prometheus buckets, seconds (a
+    /// handle on the live histogram, for registration in a scrape).
+    pub fn prometheus_histogram(&self) -> prometheus_client::metrics::histogram::Histogram {
+        self.latency_prom.clone()
+    }
+
     /// Records one inference's wall time, ns.
     pub fn record_latency_ns(&self, ns: u64) {
+        self.latency_prom.observe(ns as f64 / 1e9);
         let mut h = self
             .latency_ns
             .lock()
