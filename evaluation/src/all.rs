@@ -113,9 +113,11 @@ pub fn evaluation_markdown(
          model (`models/default`) in its scoring path and `model-retrained` the service with a model \
          retrained by the trainer library on this harness's own `{logging}` decision logs \
          (same scenario, held-out seed = seed + {offset}); both select with `{policy}` (the policy of \
-         the best rules arm) and run in the simulator only, with an inference budget of {budget} µs so \
+         the best rules arm). In the simulator they run with an inference budget of {budget} µs so \
          that wall-clock inference time never changes a simulated run (no budget fallback occurs; \
-         see `model.fallbacks` in results.json). The testbed reports them as skipped.\n",
+         see `model.fallbacks` in results.json). The testbed runs `model` over HTTP with the \
+         service's default budget (real wall-clock misses fall back and are counted in \
+         `model.fallbacks`) and reports `model-retrained` as skipped.\n",
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
         policy = crate::model_arms::MODEL_POLICY,

@@ -21,6 +21,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use service::clock::SystemClock;
 use service::config::Config;
+use service::model::ModelHub;
 use service::{AppState, Engine};
 
 use crate::metrics::PolicyResult;
@@ -165,10 +166,11 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             continue;
         }
         let started = Instant::now();
-        let (samples, dropped, pick_p99) = run_policy(args, name, &mut workers).await?;
+        let (samples, dropped, pick_p99, hub) = run_policy(args, name, &mut workers).await?;
         let rec = record(&samples, n, args.duration_s * 1000.0, window_ms);
         let mut p = PolicyResult::from_record(name, &rec, Some((0, fault_from, fault_to)));
         p.fallbacks = Some(dropped);
+        p.model = hub.map(|h| crate::model_arms::ModelArmInfo::from_hub(&h, None, None));
         eprintln!(
             "testbed {} {name}: {} requests, p99 {:?} ms, pick p99 {pick_p99:.2} ms, {:.1} s",
             args.scenario,
@@ -210,8 +212,25 @@ async fn run_policy(
     args: &TestbedArgs,
     name: &str,
     workers: &mut [RedisProc],
-) -> Result<(Vec<loadgen::Sample>, u64, f64), String> {
+) -> Result<(Vec<loadgen::Sample>, u64, f64, Option<Arc<ModelHub>>), String> {
     let n = workers.len();
+    // The `model` arm: the service with the shipped model under its default
+    // budget (wall-clock time is real here, so budget misses are real too and
+    // show in results.json's `model.fallbacks`), picking with the model arms'
+    // selection policy.
+    let config = Config::default();
+    let mut engine = Engine::new(config.clone());
+    let hub = if name == "model" {
+        let hub = crate::model_arms::load_hub(
+            &crate::model_arms::default_model_dir(),
+            config.model.budget_us,
+            &config,
+        )?;
+        engine = engine.with_models(hub.clone());
+        Some(hub)
+    } else {
+        None
+    };
     // The service and the agent get their own runtime, so the load
     // generator's tasks cannot starve them (and the other way round).
     let svc_rt = tokio::runtime::Builder::new_multi_thread()
@@ -230,7 +249,7 @@ async fn run_policy(
     );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = svc_rt.spawn(async move {
-        let state = AppState::new(Engine::new(Config::default()), Arc::new(SystemClock::new()));
+        let state = AppState::new(engine, Arc::new(SystemClock::new()));
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
         axum::serve(listener, service::app(state))
             .with_graceful_shutdown(async {
@@ -258,7 +277,12 @@ async fn run_policy(
         .map_err(|e| e.to_string())?;
     let ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
     let result = if ready {
-        let picker = if let Some(policy) = name.strip_prefix("rules-") {
+        let service_policy = if name == "model" {
+            Some(crate::model_arms::MODEL_POLICY)
+        } else {
+            name.strip_prefix("rules-")
+        };
+        let picker = if let Some(policy) = service_policy {
             Picker::Service {
                 http: http.clone(),
                 base: base.clone(),
@@ -299,7 +323,7 @@ async fn run_policy(
         let pick_p99 = crate::metrics::percentile_sorted(&picks, 0.99);
         // Let a pause / sleep end before the next policy.
         tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
-        Ok((samples, dropped, pick_p99))
+        Ok((samples, dropped, pick_p99, hub))
     } else {
         Err("the agent's telemetry did not reach the service within 10 s".to_owned())
     };
