@@ -194,11 +194,20 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
         .post("/v1/telemetry", r#"{"snapshots":[{"worker_id":""}]}"#)
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    let (s, _) = app
+    let (s, scored) = app
         .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
         .await;
     assert_eq!(s, StatusCode::OK);
     let text = metrics_text(&app).await;
+    let final_line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"scorer_worker_final_score{worker="w1"} "#))
+        .expect("final score series");
+    assert_eq!(
+        final_line.parse::<f64>().ok(),
+        scored["scores"][0]["final_score"].as_f64(),
+        "the metric is the decision's final score"
+    );
     for line in [
         r#"http_requests_total{route="/v1/score",method="POST",status="200"} 1"#,
         r#"http_requests_total{route="/v1/telemetry",method="POST",status="422"} 1"#,

@@ -492,6 +492,9 @@ impl Engine {
             .enumerate()
             .map(|(i, s)| {
                 let obs = observations[i];
+                if let Some(slot) = &s.slot {
+                    slot.record_final_score(s.e.score);
+                }
                 WorkerScore {
                     worker_id: ids[i].to_owned(),
                     eligible: s.reason.is_none(),

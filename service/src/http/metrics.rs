@@ -329,6 +329,8 @@ fn registry(st: &AppState) -> Registry {
         dead_after_ms: cfg.telemetry.dead_after_ms,
     };
     let rule: Family<WorkerLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let last_final: Family<WorkerLabels, Gauge<f64, std::sync::atomic::AtomicU64>> =
+        Family::default();
     let fresh: Family<WorkerLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
     let state: Family<WorkerStateLabels, Gauge> = Family::default();
     for slot in e.registry().slots() {
@@ -339,6 +341,9 @@ fn registry(st: &AppState) -> Registry {
         };
         rule.get_or_create(&labels)
             .set(rule_score(&v, &inputs).0.score);
+        if let Some(f) = slot.last_final_score() {
+            last_final.get_or_create(&labels).set(f);
+        }
         fresh
             .get_or_create(&labels)
             .set(freshness_factor(v.age_ms(now), &fresh_cfg));
@@ -358,6 +363,11 @@ fn registry(st: &AppState) -> Registry {
         "scorer_worker_rule_score",
         "Request-independent rule score, points 0..=100",
         rule,
+    );
+    r.register(
+        "scorer_worker_final_score",
+        "Final score of the latest scoring that included the worker, points 0..=100",
+        last_final,
     );
     r.register(
         "scorer_worker_freshness",

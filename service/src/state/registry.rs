@@ -1,6 +1,7 @@
 //! The worker table and atomic batch ingestion (see the module guide in `state`).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -18,6 +19,9 @@ pub struct WorkerSlot {
     view: ArcSwap<WorkerView>,
     history: Mutex<History>,
     inflight: InFlight,
+    /// `f64` bits of the final score of the latest scoring that included
+    /// this worker; NaN until the first.
+    last_final_bits: AtomicU64,
 }
 
 impl WorkerSlot {
@@ -34,6 +38,20 @@ impl WorkerSlot {
     /// The current published view as an owned `Arc` (one refcount increment).
     pub fn view_full(&self) -> Arc<WorkerView> {
         self.view.load_full()
+    }
+
+    /// Records `score` (points, 0..=100) as this worker's latest final score.
+    pub fn record_final_score(&self, score: f64) {
+        debug_assert!((0.0..=100.0).contains(&score), "final score {score}");
+        self.last_final_bits
+            .store(score.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The final score (points) of the latest scoring that included this
+    /// worker (a decision or a debug preview), if any.
+    pub fn last_final_score(&self) -> Option<f64> {
+        let v = f64::from_bits(self.last_final_bits.load(Ordering::Relaxed));
+        (!v.is_nan()).then_some(v)
     }
 }
 
@@ -323,6 +341,7 @@ impl Registry {
                         view: ArcSwap::from_pointee(evaluate(view)),
                         history: Mutex::new(hist),
                         inflight: InFlight::new(icfg.inflight_decay_ms),
+                        last_final_bits: AtomicU64::new(f64::NAN.to_bits()),
                     };
                     let i = shard_of(&s.worker_id);
                     new_shards
