@@ -13,12 +13,16 @@ cd "$(dirname "$0")/.."
 
 bin="${1:-target/debug/service}"
 [ -x "$bin" ] || cargo build -p service --bin service
-if ! command -v schemathesis >/dev/null 2>&1; then
+if ! python3 -c 'import schemathesis' >/dev/null 2>&1; then
   echo "installing: schemathesis (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check schemathesis \
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages schemathesis
-  hash -r
 fi
+# Through the interpreter rather than the `schemathesis` console script,
+# which a fresh pip install may not have put on PATH (pyenv shims, ~/.local/bin).
+schemathesis() {
+  python3 -c 'import sys; from schemathesis.cli import schemathesis as cli; sys.argv[0] = "schemathesis"; sys.exit(cli())' "$@"
+}
 
 tmp="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
