@@ -115,9 +115,10 @@ pub fn evaluation_markdown(
          (same scenario, held-out seed = seed + {offset}); both select with `{policy}` (the policy of \
          the best rules arm). In the simulator they run with an inference budget of {budget} µs so \
          that wall-clock inference time never changes a simulated run (no budget fallback occurs; \
-         see `model.fallbacks` in results.json). The testbed runs `model` over HTTP with the \
+         see `model.fallbacks` in results.json). The testbed runs both over HTTP with the \
          service's default budget (real wall-clock misses fall back and are counted in \
-         `model.fallbacks`) and reports `model-retrained` as skipped.\n",
+         `model.fallbacks`); its `model-retrained` trains on a `{logging}` testbed run with a \
+         decision log on the held-out seed.\n",
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
         policy = crate::model_arms::MODEL_POLICY,

@@ -8,9 +8,9 @@
 //! scorer with the service's own `p2c` selection, one of its shipped
 //! policies), and `model`, `model-retrained` (rules + a learned model in
 //! the scoring path, issue #6, with the `p2c` selection; see
-//! [`crate::model_arms`]). The testbed runs `model` (the shipped model, its
-//! real budget, over HTTP) and reports `model-retrained` as skipped with
-//! [`TESTBED_MODEL_SKIP_REASON`].
+//! [`crate::model_arms`]). The testbed runs both over HTTP with the
+//! service's real budget; its `model-retrained` trains on a testbed logging
+//! run.
 //!
 //! The service arms call [`service::Engine`] in-process, exactly as the HTTP
 //! handlers do: telemetry batches go to [`Engine::ingest`], each request to
@@ -51,11 +51,6 @@ pub const POLICIES: [&str; 9] = [
     "model-retrained",
 ];
 
-/// Why the testbed does not run the model arms.
-pub const TESTBED_MODEL_SKIP_REASON: &str = "skipped: the testbed runs `model` (the shipped model) but \
-     not `model-retrained`, which needs a decision log from a testbed run (the simulator closes that loop; \
-     see `evaluate sim`)";
-
 /// Simulated wall clock origin, Unix ms (2025-06-15).
 pub const WALL_EPOCH_MS: u64 = 1_750_000_000_000;
 
@@ -70,11 +65,6 @@ pub fn is_known(name: &str) -> bool {
 /// Whether `name` is a model arm (`model`, `model-retrained`).
 pub fn is_model_arm(name: &str) -> bool {
     matches!(name, "model" | "model-retrained")
-}
-
-/// Why the testbed cannot run `name`, or `None` when it can.
-pub fn testbed_skip_reason(name: &str) -> Option<&'static str> {
-    (name == "model-retrained").then_some(TESTBED_MODEL_SKIP_REASON)
 }
 
 /// Worker id of index `i` as the service sees it.

@@ -161,16 +161,40 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         runs: Vec::new(),
     };
     for name in names {
-        if let Some(reason) = policies::testbed_skip_reason(name) {
-            out.policies.push(PolicyResult::skipped(name, reason));
-            continue;
-        }
         let started = Instant::now();
-        let (samples, dropped, pick_p99, hub) = run_policy(args, name, &mut workers).await?;
+        let mut setup = Setup {
+            seed: args.seed,
+            ..Setup::default()
+        };
+        let mut retrained = None;
+        if name == "model" {
+            setup.model_dir = Some(crate::model_arms::default_model_dir());
+        } else if name == "model-retrained" {
+            match retrain(args, &mut workers).await {
+                Ok(r) => {
+                    setup.model_dir = Some(r.model_dir.clone());
+                    retrained = Some(r);
+                }
+                Err(reason) => {
+                    out.policies
+                        .push(PolicyResult::skipped(name, &format!("skipped: {reason}")));
+                    continue;
+                }
+            }
+        }
+        let picker = picker_name(name);
+        let (samples, dropped, pick_p99, hub) =
+            run_policy(args, &picker, &setup, &mut workers).await?;
         let rec = record(&samples, n, args.duration_s * 1000.0, window_ms);
         let mut p = PolicyResult::from_record(name, &rec, Some((0, fault_from, fault_to)));
         p.fallbacks = Some(dropped);
-        p.model = hub.map(|h| crate::model_arms::ModelArmInfo::from_hub(&h, None, None));
+        p.model = hub.map(|h| {
+            crate::model_arms::ModelArmInfo::from_hub(
+                &h,
+                None,
+                retrained.as_ref().map(|r| r.info.clone()),
+            )
+        });
         eprintln!(
             "testbed {} {name}: {} requests, p99 {:?} ms, pick p99 {pick_p99:.2} ms, {:.1} s",
             args.scenario,
@@ -208,28 +232,88 @@ fn record(samples: &[loadgen::Sample], n: usize, duration_ms: f64, window_ms: f6
 }
 
 /// One policy: fresh service and agent, wait for telemetry, load + fault.
+/// How one run's service is set up beyond the default config.
+#[derive(Debug, Default)]
+struct Setup {
+    /// Load this model into the scoring path (default budget: wall-clock
+    /// time is real here, so budget misses are real and counted in
+    /// results.json's `model.fallbacks`).
+    model_dir: Option<PathBuf>,
+    /// Write the decision log here (the `model-retrained` logging run).
+    log_dir: Option<PathBuf>,
+    /// Load generator seed.
+    seed: u64,
+}
+
+/// The policy that picks for `name`: the model arms pick with the service's
+/// [`crate::model_arms::MODEL_POLICY`] selection.
+fn picker_name(name: &str) -> String {
+    if policies::is_model_arm(name) {
+        format!("rules-{}", crate::model_arms::MODEL_POLICY)
+    } else {
+        name.to_owned()
+    }
+}
+
+/// `model-retrained` in the testbed: the `rules-p2c` arm runs with a
+/// decision log on a held-out seed (seed + `RETRAIN_SEED_OFFSET`), the
+/// trainer library trains on it (`trainer train`'s defaults), and the
+/// caller runs the scenario again with that model.
+async fn retrain(
+    args: &TestbedArgs,
+    workers: &mut [RedisProc],
+) -> Result<crate::model_arms::Retrained, String> {
+    let (work, keep) = crate::model_arms::retrain_dir(None, &format!("testbed-{}", args.scenario));
+    let seed = args.seed + crate::model_arms::RETRAIN_SEED_OFFSET;
+    let setup = Setup {
+        model_dir: None,
+        log_dir: Some(work.join("logs")),
+        seed,
+    };
+    run_policy(
+        args,
+        crate::model_arms::RETRAIN_LOGGING_ARM,
+        &setup,
+        workers,
+    )
+    .await?;
+    let logs = work.join("logs");
+    tokio::task::spawn_blocking(move || crate::model_arms::train_on_logs(&logs, &work, keep, seed))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+/// One policy: fresh service and agent, wait for telemetry, load + fault.
 async fn run_policy(
     args: &TestbedArgs,
     name: &str,
+    setup: &Setup,
     workers: &mut [RedisProc],
 ) -> Result<(Vec<loadgen::Sample>, u64, f64, Option<Arc<ModelHub>>), String> {
     let n = workers.len();
-    // The `model` arm: the service with the shipped model under its default
-    // budget (wall-clock time is real here, so budget misses are real too and
-    // show in results.json's `model.fallbacks`), picking with the model arms'
-    // selection policy.
-    let config = Config::default();
+    let mut config = Config::default();
     let mut engine = Engine::new(config.clone());
-    let hub = if name == "model" {
-        let hub = crate::model_arms::load_hub(
-            &crate::model_arms::default_model_dir(),
-            config.model.budget_us,
-            &config,
-        )?;
-        engine = engine.with_models(hub.clone());
-        Some(hub)
-    } else {
-        None
+    let hub = match &setup.model_dir {
+        Some(dir) => {
+            let hub = crate::model_arms::load_hub(dir, config.model.budget_us, &config)?;
+            engine = engine.with_models(hub.clone());
+            Some(hub)
+        }
+        None => None,
+    };
+    let log = match &setup.log_dir {
+        Some(dir) => {
+            config.log.dir = dir.join("decisions");
+            let log = service::decision_log::DecisionLog::start(
+                config.log.clone(),
+                Arc::new(SystemClock::new()),
+            )
+            .map_err(|e| e.to_string())?;
+            let log = Arc::new(log);
+            engine = engine.with_log(log.clone());
+            Some(log)
+        }
+        None => None,
     };
     // The service and the agent get their own runtime, so the load
     // generator's tasks cannot starve them (and the other way round).
@@ -277,12 +361,7 @@ async fn run_policy(
         .map_err(|e| e.to_string())?;
     let ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
     let result = if ready {
-        let service_policy = if name == "model" {
-            Some(crate::model_arms::MODEL_POLICY)
-        } else {
-            name.strip_prefix("rules-")
-        };
-        let picker = if let Some(policy) = service_policy {
+        let picker = if let Some(policy) = name.strip_prefix("rules-") {
             Picker::Service {
                 http: http.clone(),
                 base: base.clone(),
@@ -293,7 +372,7 @@ async fn run_policy(
                 .ok_or_else(|| format!("policy {name}"))?;
             Picker::Baseline(Box::new(Mutex::new((
                 router,
-                ChaCha8Rng::seed_from_u64(args.seed ^ 0x0b0c),
+                ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
             ))))
         };
         let conns = Arc::new(Conns::new(workers.iter().map(|w| w.port).collect()));
@@ -303,7 +382,7 @@ async fn run_policy(
             timeout: Duration::from_millis(args.timeout_ms),
             put_fraction: 0.1,
             keys: 1000,
-            seed: args.seed,
+            seed: setup.seed,
             max_outstanding: 4096,
         };
         let load_fut = loadgen::run(Arc::new(picker), conns, n, &load);
@@ -332,6 +411,10 @@ async fn run_policy(
     let _ = stop_tx.send(());
     let _ = server.await;
     svc_rt.shutdown_background();
+    if let Some(log) = log {
+        // Requests have drained: close the files so the trainer reads them.
+        log.shutdown().map_err(|e| e.to_string())?;
+    }
     result
 }
 
