@@ -74,25 +74,7 @@ dir = "${tmp}/$2/decisions"
 TOML
   "${pin_service[@]}" target/release/service --config "$tmp/$2/config.toml" >"$tmp/$2/service.log" 2>&1 &
   pid=$!
-  python3 - "$base" <<'PY'
-import json, sys, time, urllib.request
-base = sys.argv[1]
-deadline = time.time() + 60
-while True:
-    try:
-        urllib.request.urlopen(base + "/healthz", timeout=1).read()
-        break
-    except Exception:
-        if time.time() > deadline:
-            sys.exit("service did not start within 60 s")
-        time.sleep(0.2)
-now = int(time.time() * 1000)
-snaps = [{"worker_id": f"w{i}", "timestamp_ms": now, "cpu_usage": 0.1 + 0.05 * i, "queue_depth": i,
-          "rtt_ms_avg": 2.0, "rtt_ms_p99": 5.0 + i, "error_rate": 0.0} for i in range(16)]
-req = urllib.request.Request(base + "/v1/telemetry", data=json.dumps({"snapshots": snaps}).encode(),
-                             headers={"content-type": "application/json"})
-urllib.request.urlopen(req, timeout=5).read()
-PY
+  python3 scripts/seed_workers.py "$base" 0 16
 }
 
 stop_service() {

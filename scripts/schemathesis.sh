@@ -49,25 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 - "$base" <<'PY'
-import json, sys, time, urllib.request
-base = sys.argv[1]
-deadline = time.time() + 60
-while True:
-    try:
-        urllib.request.urlopen(base + "/healthz", timeout=1).read()
-        break
-    except Exception:
-        if time.time() > deadline:
-            sys.exit("service did not start within 60 s")
-        time.sleep(0.2)
-now = int(time.time() * 1000)
-snaps = [{"worker_id": w, "timestamp_ms": now, "cpu_usage": 0.3, "queue_depth": 2,
-          "rtt_ms_avg": 2.0, "rtt_ms_p99": 8.0, "error_rate": 0.0} for w in ("w1", "w2", "w3")]
-req = urllib.request.Request(base + "/v1/telemetry", data=json.dumps({"snapshots": snaps}).encode(),
-                             headers={"content-type": "application/json"})
-urllib.request.urlopen(req, timeout=5).read()
-PY
+python3 scripts/seed_workers.py "$base" 1 3
 
 status=0
 schemathesis --config-file scripts/schemathesis.toml run "$base/openapi.json" \

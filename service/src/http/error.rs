@@ -50,6 +50,11 @@ impl ApiError {
         }
     }
 
+    /// 500 `internal`: logged with `message`; the client sees a generic text.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
     /// 422 `invalid_request`.
     pub fn unprocessable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
@@ -119,9 +124,7 @@ impl From<ScoreError> for ApiError {
                 "no_eligible_workers",
                 e.to_string(),
             ),
-            ScoreError::Selection(_) => {
-                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            }
+            ScoreError::Selection(_) => Self::internal(e.to_string()),
             other => Self::unprocessable(other.to_string()),
         }
     }

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use serde::Serialize;
 use serde_json::json;
 
-use super::openapi::ErrorBody;
+use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, ApiJson, AppState};
 use rand::SeedableRng;
 
@@ -35,10 +35,7 @@ pub(super) struct Accepted {
 #[utoipa::path(post, path = "/v1/telemetry", tag = "telemetry", request_body = TelemetryBatch,
     responses(
         (status = 200, description = "Every snapshot applied", body = Accepted),
-        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
-        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
-        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        JsonBodyErrors,
         (status = 429, description = "New worker ids beyond `telemetry.max_workers` (`too_many_workers`)", body = ErrorBody),
         (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
     ))]
@@ -143,10 +140,7 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     ),
     responses(
         (status = 200, description = "Scores, ranking, pick and its probability", body = ScoreResponse),
-        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
-        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
-        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        JsonBodyErrors,
         (status = 503, description = "No candidate is alive (`no_eligible_workers`), overloaded (`overloaded`, with `Retry-After`) or too slow (`timeout`)", body = ErrorBody),
     ))]
 pub(super) async fn score(
@@ -175,13 +169,11 @@ pub(super) async fn score(
             None => engine.score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
         }?;
         metrics.observe_score(start.elapsed().as_secs_f64());
-        serde_json::to_vec(&resp).map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })
+        serde_json::to_vec(&resp).map_err(|e| ApiError::internal(e.to_string()))
     };
-    let body = tokio::task::spawn_blocking(work).await.map_err(|e| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-    })??;
+    let body = tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(([(header::CONTENT_TYPE, "application/json")], body))
 }
 
@@ -190,10 +182,7 @@ pub(super) async fn score(
 #[utoipa::path(post, path = "/v1/feedback", tag = "scoring", request_body = Feedback,
     responses(
         (status = 200, description = "Recorded", body = FeedbackOutcome),
-        (status = 400, description = "Body is not JSON (`malformed_json`)", body = ErrorBody),
-        (status = 413, description = "Body over `server.max_body_bytes` (`body_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content type is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
-        (status = 422, description = "Valid JSON that breaks the contract; the message names the field", body = ErrorBody),
+        JsonBodyErrors,
         (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
     ))]
 pub(super) async fn feedback(

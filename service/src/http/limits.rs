@@ -43,13 +43,7 @@ async fn overloaded(err: BoxError) -> Response {
         )
         .into_response()
     } else {
-        tracing::error!(error = %err, "unexpected middleware error");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error",
-        )
-        .into_response()
+        ApiError::internal(format!("unexpected middleware error: {err}")).into_response()
     }
 }
 

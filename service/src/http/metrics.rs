@@ -401,14 +401,6 @@ pub(super) async fn metrics(State(st): State<AppState>) -> Response {
             text,
         )
             .into_response(),
-        _ => {
-            tracing::error!("metrics encoding failed");
-            super::ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "metrics encoding failed",
-            )
-            .into_response()
-        }
+        _ => super::ApiError::internal("metrics encoding failed").into_response(),
     }
 }

@@ -37,6 +37,25 @@ pub struct ErrorDetail {
     details: Option<Value>,
 }
 
+/// The errors every endpoint with a JSON body may answer before its handler
+/// runs ([`super::ApiJson`]).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Schema only.
+pub(super) enum JsonBodyErrors {
+    /// Body is not JSON (`malformed_json`)
+    #[response(status = 400)]
+    Malformed(ErrorBody),
+    /// Body over `server.max_body_bytes` (`body_too_large`)
+    #[response(status = 413)]
+    TooLarge(ErrorBody),
+    /// Content type is not `application/json` (`unsupported_media_type`)
+    #[response(status = 415)]
+    MediaType(ErrorBody),
+    /// Valid JSON that breaks the contract; the message names the field
+    #[response(status = 422)]
+    Invalid(ErrorBody),
+}
+
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -90,6 +109,9 @@ pub struct ApiDoc;
 /// `GET /openapi.json`: this document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
-pub(super) async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+pub(super) async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    // Built once: the document is fixed at compile time.
+    static DOC: std::sync::LazyLock<utoipa::openapi::OpenApi> =
+        std::sync::LazyLock::new(ApiDoc::openapi);
+    Json(&DOC)
 }

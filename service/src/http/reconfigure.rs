@@ -60,14 +60,7 @@ pub(super) async fn reload(
     let engine = st.engine.clone();
     let report = tokio::task::spawn_blocking(move || engine.reload_config(cfg, force))
         .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "reload task failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "reload task failed",
-            )
-        })?
+        .map_err(|e| ApiError::internal(format!("reload task failed: {e}")))?
         .map_err(|e| {
             tracing::warn!(error = %e, "reload refused; nothing changed");
             refused(&e)
