@@ -7,6 +7,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
 use service::decision_log::rolling::writer_properties;
 use service::decision_log::{
     CandidateRow, DecisionRecord, LogConfig, decisions_batch, decisions_schema,
@@ -17,6 +18,9 @@ const DECISIONS: usize = 10_000;
 const CANDIDATES: usize = 16;
 /// Decisions per `RecordBatch` (≈ one 65,536-row group).
 const CHUNK: usize = 4_096;
+/// When set to N, the bench writes the file N times without criterion and
+/// exits: fixed work to count instructions with `perf stat`.
+const PASSES_ENV: &str = "LOG_WRITER_PASSES";
 
 fn records() -> Vec<DecisionRecord> {
     (0..DECISIONS)
@@ -64,24 +68,42 @@ fn records() -> Vec<DecisionRecord> {
         .collect()
 }
 
+fn write_file(recs: &[DecisionRecord], props: &WriterProperties, path: &std::path::Path) {
+    let file = std::fs::File::create(path).expect("bench temp file");
+    let mut w =
+        ArrowWriter::try_new(file, decisions_schema(), Some(props.clone())).expect("writer");
+    for chunk in recs.chunks(CHUNK) {
+        let batch = decisions_batch(chunk).expect("batch");
+        w.write(&batch).expect("write");
+    }
+    black_box(w.close().expect("close"));
+}
+
 fn bench(c: &mut Criterion) {
     let recs = records();
     let props = writer_properties(&LogConfig::default());
     let path = std::env::temp_dir().join(format!("dlog-bench-{}.parquet", std::process::id()));
+    if let Some(passes) = std::env::var(PASSES_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        // Fixed work, for `perf stat -e instructions:u` (noise-free on a shared machine).
+        for _ in 0..passes {
+            write_file(&recs, &props, &path);
+        }
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        println!(
+            "{passes} passes; file size for {} rows: {size} bytes",
+            DECISIONS * CANDIDATES
+        );
+        let _ = std::fs::remove_file(&path);
+        std::process::exit(0);
+    }
     let mut g = c.benchmark_group("writer");
     g.sample_size(10);
     g.throughput(Throughput::Elements((DECISIONS * CANDIDATES) as u64));
     g.bench_function("decisions_batch+ArrowWriter zstd, 10k x 16", |b| {
-        b.iter(|| {
-            let file = std::fs::File::create(&path).expect("bench temp file");
-            let mut w = ArrowWriter::try_new(file, decisions_schema(), Some(props.clone()))
-                .expect("writer");
-            for chunk in recs.chunks(CHUNK) {
-                let batch = decisions_batch(chunk).expect("batch");
-                w.write(&batch).expect("write");
-            }
-            black_box(w.close().expect("close"));
-        })
+        b.iter(|| write_file(&recs, &props, &path))
     });
     g.finish();
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

@@ -733,3 +733,56 @@ fn write_failures_are_counted_and_reported_by_shutdown() {
     assert_eq!(json["write_errors"], 1);
     assert_eq!(json["decisions_logged"], 1);
 }
+
+#[test]
+fn files_use_the_documented_encodings_and_statistics() {
+    use parquet::basic::Encoding;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let recs: Vec<DecisionRecord> = (0..200).map(|i| decision(i, 4)).collect();
+    let props = rolling::writer_properties(&LogConfig::default());
+    let tmp = TempDir::new("encodings");
+    let path = tmp.path().join("d.parquet");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = ArrowWriter::try_new(file, decisions_schema(), Some(props)).unwrap();
+    w.write(&decisions_batch(&recs).unwrap()).unwrap();
+    w.close().unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let rg = reader.metadata().row_group(0);
+    let column = |name: &str| {
+        (0..rg.num_columns())
+            .map(|i| rg.column(i))
+            .find(|c| c.column_path().string() == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    let dictionary = |name: &str| {
+        column(name)
+            .encodings()
+            .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY))
+    };
+    let encoded = |name: &str, e: Encoding| column(name).encodings().any(|x| x == e);
+    for name in rolling::DICTIONARY_COLUMNS {
+        assert!(dictionary(name), "{name} should be dictionary-encoded");
+    }
+    for name in ["decision_id", "key_prefix", "policy", "config_hash"] {
+        assert!(!dictionary(name), "{name} should be PLAIN");
+        assert!(
+            column(name).statistics().is_none(),
+            "{name}: no string statistics"
+        );
+    }
+    for name in rolling::DELTA_BINARY_PACKED_COLUMNS {
+        assert!(encoded(name, Encoding::DELTA_BINARY_PACKED), "{name}");
+    }
+    for name in rolling::BYTE_STREAM_SPLIT_COLUMNS {
+        assert!(encoded(name, Encoding::BYTE_STREAM_SPLIT), "{name}");
+    }
+    assert!(encoded("features.list.item", Encoding::BYTE_STREAM_SPLIT));
+    // Numeric and timestamp columns keep min/max for pruning.
+    let ts = column("ts_ms").statistics().expect("ts_ms statistics");
+    assert_eq!(ts.min_bytes_opt(), Some(&(T0 as i64).to_le_bytes()[..]));
+    assert_eq!(
+        ts.max_bytes_opt(),
+        Some(&(T0 as i64 + 199).to_le_bytes()[..])
+    );
+}

@@ -26,6 +26,8 @@
 
 use std::collections::HashMap;
 
+use super::complete::CompleteForest;
+
 /// Node mode string of a numeric `x <= threshold` split (ONNX-ML spec).
 pub const MODE_BRANCH_LEQ: &str = "BRANCH_LEQ";
 /// Node mode string of a leaf (ONNX-ML spec).
@@ -275,6 +277,8 @@ pub struct FlatEnsemble {
     roots: Vec<u32>,
     groups: Vec<Group>,
     n_features: usize,
+    /// The complete-tree layout, when the ensemble fits its limits.
+    complete: Option<CompleteForest>,
 }
 
 impl PartialEq for FlatEnsemble {
@@ -553,6 +557,8 @@ impl FlatEnsemble {
             roots.push(before as u32);
             depths.push(depth_max);
         }
+        let complete =
+            CompleteForest::build(&nodes, &roots, depths.iter().copied().max().unwrap_or(0));
         let groups = (0..roots.len())
             .step_by(LANES)
             .map(|first| {
@@ -570,6 +576,7 @@ impl FlatEnsemble {
             roots,
             groups,
             n_features: max_feature + 1,
+            complete,
         })
     }
 
@@ -583,6 +590,20 @@ impl FlatEnsemble {
     /// Number of trees.
     pub fn n_trees(&self) -> usize {
         self.roots.len()
+    }
+
+    /// Whether [`FlatEnsemble::eval_batch`] uses the
+    /// [complete-tree layout](super::complete) (shallow trees, features
+    /// below 64) rather than the pointer walk.
+    pub fn uses_complete_layout(&self) -> bool {
+        self.complete.is_some()
+    }
+
+    /// The same ensemble evaluated by the pointer walk only (for
+    /// benchmarks and tests comparing the two evaluators).
+    pub fn without_complete_layout(mut self) -> Self {
+        self.complete = None;
+        self
     }
 
     /// All nodes, trees in ascending tree-id order, each in depth-first pre-order.
@@ -625,10 +646,12 @@ impl FlatEnsemble {
     /// Fast evaluator: `rows` is `N × F` row-major `f32` (`F = rows.len() / out.len()`),
     /// `out` receives one raw score per row.
     ///
-    /// No allocation; groups of [`LANES`] trees are walked in lockstep for the
-    /// group's maximum depth (leaves point to themselves, so finished lanes
-    /// idle), the branch direction is computed as a select. Results are
-    /// bit-identical to [`FlatEnsemble::eval_reference`] (same summation order).
+    /// No allocation. Shallow ensembles use the
+    /// [complete-tree layout](super::complete); otherwise groups of [`LANES`]
+    /// trees are walked in lockstep for the group's maximum depth (leaves
+    /// point to themselves, so finished lanes idle), the branch direction is
+    /// computed as a select. Results are bit-identical to
+    /// [`FlatEnsemble::eval_reference`] (same summation order).
     ///
     /// If `out` is empty nothing happens. If `rows.len()` is not a multiple of
     /// `out.len()` or the row width is below [`FlatEnsemble::n_features`], `out`
@@ -641,6 +664,10 @@ impl FlatEnsemble {
         let width = rows.len() / out.len();
         if width * out.len() != rows.len() || width < self.n_features {
             out.fill(f32::NAN);
+            return;
+        }
+        if let Some(c) = &self.complete {
+            c.eval_batch(rows, width, out);
             return;
         }
         if self.n_features <= PADDED_WIDTH && width <= PADDED_WIDTH {

@@ -9,7 +9,8 @@
 //!   [`ab`] (arm by key hash), [`shadow`] (shadow comparison).
 //! * [`card`]: the files of a model directory (`card.json`, `golden.json`).
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
-//!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch evaluator.
+//!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch
+//!   evaluator; [`complete`]: its complete-tree layout for shallow trees.
 //! * [`op`]: the `TreeEnsembleRegressor` op registered in tract's ONNX op
 //!   registry (stock tract 0.23.9 has none), [`op::load_model`] and [`op::run`].
 //! * [`export`]: LightGBM tree structure ([`export::LgbModel`]) → ONNX
@@ -22,6 +23,7 @@ pub mod ab;
 pub mod blend;
 pub mod breaker;
 pub mod card;
+pub mod complete;
 pub mod config;
 pub mod ensemble;
 pub mod export;

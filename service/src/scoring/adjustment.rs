@@ -58,6 +58,12 @@ pub struct Adjustment {
     pub source_value: Option<f64>,
 }
 
+/// Adjustments an [`Explained`] has room for before it reallocates: a
+/// candidate typically collects a few rule deductions, a dynamics step and
+/// the two model-stage actions, and growing the vector one doubling at a
+/// time cost two reallocations and copies per candidate on the score path.
+pub const ADJUSTMENTS_CAPACITY: usize = 8;
+
 /// A score and the adjustments that produced it from [`BASE_SCORE`].
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Explained {
@@ -86,7 +92,7 @@ impl Explained {
     pub fn starting_at(score: f64) -> Self {
         Self {
             score,
-            adjustments: Vec::new(),
+            adjustments: Vec::with_capacity(ADJUSTMENTS_CAPACITY),
             stage: Stage::Rule,
         }
     }
