@@ -71,7 +71,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// A named case: calls per round and the call.
 type Case<'a> = (String, usize, Box<dyn FnMut() + 'a>);
 
-fn run_cases(cases: &mut [Case<'_>]) {
+/// When set, only the cases whose name contains its value run (for `perf record`).
+const ONLY_ENV: &str = "MODEL_PATH_ONLY";
+
+fn run_cases(cases: &mut Vec<Case<'_>>) {
+    if let Ok(only) = std::env::var(ONLY_ENV) {
+        cases.retain(|(name, _, _)| name.contains(&only));
+    }
     let mut results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); cases.len()];
     for _ in 0..ROUNDS {
         for (r, (_, iters, f)) in results.iter_mut().zip(cases.iter_mut()) {
