@@ -243,6 +243,17 @@ fn the_breaker_closes_again_after_an_inference_inside_budget() {
         hub.infer(m, &rows, 4, 1_000_000, 112, &mut out).is_ok(),
         "closed again"
     );
+    // Unrecorded (preview) misses fall back but never open the breaker.
+    for now in 113..120 {
+        assert_eq!(
+            hub.infer_preview(m, &rows, 4, 0, now, &mut out),
+            Err(FallbackReason::BudgetExceeded)
+        );
+    }
+    assert!(
+        hub.infer(m, &rows, 4, 1_000_000, 120, &mut out).is_ok(),
+        "previews left the breaker closed"
+    );
     assert_eq!(out.len(), 4);
     assert_eq!(
         hub.stats().fallbacks(FallbackReason::BreakerOpen),
@@ -544,4 +555,65 @@ fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
             r.kind
         );
     }
+}
+
+#[tokio::test]
+async fn debug_score_is_a_preview_that_changes_no_state() {
+    let fx = fixture("preview");
+    let mut cfg = config(&fx.dir.join("v1"));
+    cfg.model.shadow.dir = Some(fx.dir.join("v2"));
+    let app = app_with(cfg);
+    report(&app, &[("w1", 5.0), ("w2", 40.0), ("w3", 10.0)]).await;
+    let uri = "/v1/debug/score?key=orders:42&candidates=w1,w2,w3&timeout_ms=30&format=json";
+    let mut previews = Vec::new();
+    for _ in 0..20 {
+        let (s, b) = app.get(uri).await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(
+            b["model"]["used"], true,
+            "the preview shows the model's view"
+        );
+        assert!(b["shadow"].is_null(), "no shadow run in a preview");
+        previews.push(b);
+    }
+    // Nothing counted, timed, compared or charged.
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["stats"]["calls"], 0, "{}", m["stats"]);
+    assert_eq!(m["stats"]["inferences"], 0, "{}", m["stats"]);
+    let (_, sh) = app.get("/v1/shadow").await;
+    assert_eq!(sh["report"]["decisions_compared"], 0, "{sh}");
+    assert_eq!(app.state.engine.counters().decisions, 0);
+    let metrics = {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let req = axum::http::Request::get("/metrics")
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let resp = app.router.clone().oneshot(req).await.expect("infallible");
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    };
+    assert!(!metrics.contains("scorer_worker_final_score{"), "{metrics}");
+    // Every preview saw the same state (the key's hotness was not bumped),
+    // and a real decision right after sees it too.
+    let body = json!({"key": "orders:42", "candidates": ["w1", "w2", "w3"], "policy": "none",
+                      "explain": true, "context": {"timeout_ms": 30}});
+    let (s, real) = app.post_json("/v1/score", &body).await;
+    assert_eq!(s, 200, "{real}");
+    for p in &previews {
+        assert_eq!(p["scores"], previews[0]["scores"]);
+    }
+    for (p, r) in previews[0]["scores"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(real["scores"].as_array().into_iter().flatten())
+    {
+        assert_eq!(p["features"], r["features"], "{}", p["worker_id"]);
+        assert_eq!(p["final_score"], r["final_score"], "{}", p["worker_id"]);
+    }
+    let (_, m) = app.get("/v1/model").await;
+    assert_eq!(m["stats"]["calls"], 1, "the decision counts");
+    let (_, sh) = app.get("/v1/shadow").await;
+    assert_eq!(sh["report"]["decisions_compared"], 1, "{sh}");
 }

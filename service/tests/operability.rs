@@ -293,8 +293,12 @@ async fn debug_score_explains_each_candidate_in_one_line() {
         "{}",
         lines[2]
     );
-    // No pick, nothing remembered, nothing in flight.
-    assert_eq!(app.state.engine.counters().decisions, 1, "scored once");
+    // A preview: no pick, nothing remembered, nothing in flight, not counted.
+    assert_eq!(
+        app.state.engine.counters().decisions,
+        0,
+        "a preview is no decision"
+    );
     let (_, w) = app.get("/v1/workers").await;
     let workers = w["workers"].as_array().expect("workers");
     assert_eq!(workers.len(), 2);

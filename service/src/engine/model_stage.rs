@@ -31,6 +31,9 @@ pub(super) struct StageOut {
 
 /// Applies the model stage to `es` (the selectable candidates' explained
 /// scores) with `obs` their observation vectors, at monotonic `now_ms`.
+/// With `record` false (previews) no model counter, latency or breaker
+/// state changes.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn apply(
     hub: &ModelHub,
     set: &ModelSet,
@@ -39,12 +42,15 @@ pub(super) fn apply(
     obs: &[[f32; FEATURE_COUNT]],
     es: &mut [&mut Explained],
     now_ms: u64,
+    record: bool,
 ) -> StageOut {
     debug_assert_eq!(obs.len(), es.len());
     let n = obs.len();
     let cfg = &set.cfg;
     let blend = cfg.blend();
-    hub.stats().on_call();
+    if record {
+        hub.stats().on_call();
+    }
     let mut rule_r = Vec::with_capacity(n);
     rule_actions(key_prefix, obs, &mut rule_r);
     let pre: Vec<f64> = es.iter().map(|e| e.score).collect();
@@ -69,7 +75,11 @@ pub(super) fn apply(
                 for o in obs {
                     rows.extend_from_slice(o);
                 }
-                let timed = hub.infer(m, rows, n, cfg.budget_us, now_ms, out)?;
+                let timed = if record {
+                    hub.infer(m, rows, n, cfg.budget_us, now_ms, out)?
+                } else {
+                    hub.infer_preview(m, rows, n, cfg.budget_us, now_ms, out)?
+                };
                 for (a, p) in model_a.iter_mut().zip(out.iter()) {
                     *a = Some(f64::from(model_action(*p)));
                 }
@@ -81,12 +91,16 @@ pub(super) fn apply(
         Ok(timed) => {
             decision.used = true;
             decision.inference_us = Some(timed.elapsed_ns as f64 / 1_000.0);
-            hub.stats().on_used();
+            if record {
+                hub.stats().on_used();
+            }
             true
         }
         Err(reason) => {
             decision.fallback_reason = Some(reason.as_str());
-            hub.stats().on_fallback(reason);
+            if record {
+                hub.stats().on_fallback(reason);
+            }
             model_a.fill(None);
             false
         }

@@ -79,11 +79,26 @@ struct Scored {
     in_flight: f64,
 }
 
+/// Whether a scoring is a routing decision or only shows one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreMode {
+    /// A decision: the pick is charged to its worker's in-flight count and
+    /// remembered for feedback; the key's hotness, the decision and model
+    /// counters, the model latency histogram and breaker, the shadow
+    /// comparison and each worker's last final score are updated.
+    Decide,
+    /// A preview (`GET /v1/debug/score`, the status page): the same scores,
+    /// features and explanations a decision would get at that instant, but
+    /// nothing above changes and no shadow model runs, so looking at the
+    /// service never moves what it decides.
+    Preview,
+}
+
 impl Engine {
     /// Score `req`'s candidates at monotonic `now_ms` and pick one with the
     /// request's policy, drawing randomness from `rng` (seed it for
     /// reproducible picks). `context` is the request's context already merged
-    /// with headers.
+    /// with headers. A [`ScoreMode::Decide`] scoring.
     ///
     /// # Errors
     /// [`ScoreError`]: 422 kinds for bad input, `NoEligibleWorkers` (503) when
@@ -97,6 +112,34 @@ impl Engine {
         decision_id: String,
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
+        self.score_in(ScoreMode::Decide, req, context, now_ms, decision_id, rng)
+    }
+
+    /// [`Engine::score`] as a [`ScoreMode::Preview`]: what a decision would
+    /// show at `now_ms`, changing no state (the decision id is empty).
+    ///
+    /// # Errors
+    /// As [`Engine::score`].
+    pub fn preview(
+        &self,
+        req: &ScoreRequest,
+        context: &RequestContext,
+        now_ms: u64,
+        rng: &mut dyn RngCore,
+    ) -> Result<ScoreResponse, ScoreError> {
+        self.score_in(ScoreMode::Preview, req, context, now_ms, String::new(), rng)
+    }
+
+    fn score_in(
+        &self,
+        mode: ScoreMode,
+        req: &ScoreRequest,
+        context: &RequestContext,
+        now_ms: u64,
+        decision_id: String,
+        rng: &mut dyn RngCore,
+    ) -> Result<ScoreResponse, ScoreError> {
+        let decide = mode == ScoreMode::Decide;
         let active = self.active.load();
         let cfg = &*active.config;
         if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
@@ -134,7 +177,11 @@ impl Engine {
         }
 
         let key = KeyFingerprint::parse(&req.key, self.sharding.as_ref());
-        let hotness = self.hotness.touch(key.prefix, now_ms);
+        let hotness = if decide {
+            self.hotness.touch(key.prefix, now_ms)
+        } else {
+            self.hotness.peek(key.prefix, now_ms)
+        };
         let size = cfg.features.value_size_bytes.get(key.prefix).copied();
         let rule_inputs = RuleInputs {
             cfg: &cfg.scoring,
@@ -342,7 +389,9 @@ impl Engine {
             (Vec::new(), false)
         };
         if selectable.is_empty() {
-            self.counters.no_eligible.fetch_add(1, Ordering::Relaxed);
+            if decide {
+                self.counters.no_eligible.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(ScoreError::NoEligibleWorkers);
         }
         // Rank by rule score for the context features (0 = best).
@@ -406,6 +455,7 @@ impl Engine {
                 &obs,
                 &mut es,
                 now_ms,
+                decide,
             );
             (obs, out)
         });
@@ -446,14 +496,16 @@ impl Engine {
             }
             pick = selectable.get(sel.pick).copied();
         }
-        if let Some(p) = pick {
+        if let Some(p) = pick.filter(|_| decide) {
             if let Some(slot) = &scored[p].slot {
                 slot.inflight().add_pick(now_ms);
             }
             self.decisions.remember(&decision_id, ids[p]);
         }
-        self.counters.decisions.fetch_add(1, Ordering::Relaxed);
-        if panic {
+        if decide {
+            self.counters.decisions.fetch_add(1, Ordering::Relaxed);
+        }
+        if panic && decide {
             self.counters
                 .panic_decisions
                 .fetch_add(1, Ordering::Relaxed);
@@ -479,11 +531,21 @@ impl Engine {
                 rule_r[i] = out.rule_r.get(j).copied();
             }
             let primary_final: Vec<f64> = selectable.iter().map(|&i| scored[i].e.score).collect();
-            shadow =
-                super::model_stage::shadow(&self.models, &models, obs, out, &primary_final, now_ms)
-                    .map(|(v, rows)| {
-                        super::model_stage::shadow_decision(v, rows, &selectable, scored.len())
-                    });
+            shadow = decide
+                .then(|| {
+                    super::model_stage::shadow(
+                        &self.models,
+                        &models,
+                        obs,
+                        out,
+                        &primary_final,
+                        now_ms,
+                    )
+                })
+                .flatten()
+                .map(|(v, rows)| {
+                    super::model_stage::shadow_decision(v, rows, &selectable, scored.len())
+                });
             decision = out.decision.clone();
         }
 
@@ -492,7 +554,7 @@ impl Engine {
             .enumerate()
             .map(|(i, s)| {
                 let obs = observations[i];
-                if let Some(slot) = &s.slot {
+                if let Some(slot) = s.slot.as_ref().filter(|_| decide) {
                     slot.record_final_score(s.e.score);
                 }
                 WorkerScore {

@@ -75,7 +75,8 @@ pub fn explain_line(w: &WorkerScore) -> String {
 }
 
 /// `GET /v1/debug/score`: one line per candidate explaining its score
-/// (policy `none`, not logged).
+/// (policy `none`, not logged): an [`Engine::preview`](crate::Engine::preview),
+/// which changes no state.
 #[utoipa::path(get, path = "/v1/debug/score", tag = "operations", params(DebugQuery),
     responses(
         (status = 200, description = "Text: `w3: 47.8 (base 100, CPU 88% > 70%: −7.2, …)` per line; with `format=json` the `/v1/score` answer with `explain=true`",
@@ -132,13 +133,9 @@ pub(super) async fn debug_score(
     req.policy = Some("none".to_owned());
     req.explain = json;
     req.context = Some(ctx.clone());
-    let resp = st.engine.score(
-        &req,
-        &ctx,
-        st.clock.monotonic_ms(),
-        String::new(),
-        &mut rand::rng(),
-    )?;
+    let resp = st
+        .engine
+        .preview(&req, &ctx, st.clock.monotonic_ms(), &mut rand::rng())?;
     if json {
         return Ok(Json(resp).into_response());
     }

@@ -366,7 +366,7 @@ fn registry(st: &AppState) -> Registry {
     );
     r.register(
         "scorer_worker_final_score",
-        "Final score of the latest scoring that included the worker, points 0..=100",
+        "Final score of the latest decision that included the worker (previews excluded), points 0..=100",
         last_final,
     );
     r.register(

@@ -57,6 +57,16 @@ impl HotnessTracker {
         cell.last_ms = cell.last_ms.max(now_ms);
         level(cell.count)
     }
+
+    /// The level [`HotnessTracker::touch`] would return for one access to
+    /// `prefix` at `now_ms`, without recording the access (previews).
+    pub fn peek(&self, prefix: &str, now_ms: u64) -> u8 {
+        let cell = *self.cells[Self::slot(prefix)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let dt = now_ms.saturating_sub(cell.last_ms) as f64;
+        level(cell.count * (0.5f64).powf(dt / self.half_life_ms) + 1.0)
+    }
 }
 
 fn level(count: f64) -> u8 {
@@ -90,6 +100,20 @@ mod tests {
         assert_eq!(t.touch("user", 10_000), 0);
         // Another prefix (different slot) is unaffected.
         assert_eq!(t.touch("order", 10_000), 0);
+    }
+
+    #[test]
+    fn peek_predicts_touch_without_recording() {
+        let t = HotnessTracker::new(1_000);
+        for _ in 0..9 {
+            t.touch("user", 0);
+        }
+        // A 10th access would reach level 1; peeking any number of times does not count.
+        for _ in 0..50 {
+            assert_eq!(t.peek("user", 0), 1);
+        }
+        assert_eq!(t.touch("user", 0), 1);
+        assert_eq!(t.peek("cold", 0), 0);
     }
 
     #[test]

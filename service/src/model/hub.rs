@@ -235,6 +235,38 @@ impl ModelHub {
         now_ms: u64,
         out: &mut Vec<f32>,
     ) -> Result<Timed, FallbackReason> {
+        self.infer_with(model, rows, n, budget_us, now_ms, out, true)
+    }
+
+    /// [`ModelHub::infer`] for a preview: the same checks and fallbacks, but
+    /// the breaker is only consulted, never updated, and no latency is
+    /// recorded, so previews never change what later decisions see.
+    ///
+    /// # Errors
+    /// As [`ModelHub::infer`].
+    pub fn infer_preview(
+        &self,
+        model: &LoadedModel,
+        rows: &[f32],
+        n: usize,
+        budget_us: u64,
+        now_ms: u64,
+        out: &mut Vec<f32>,
+    ) -> Result<Timed, FallbackReason> {
+        self.infer_with(model, rows, n, budget_us, now_ms, out, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn infer_with(
+        &self,
+        model: &LoadedModel,
+        rows: &[f32],
+        n: usize,
+        budget_us: u64,
+        now_ms: u64,
+        out: &mut Vec<f32>,
+        record: bool,
+    ) -> Result<Timed, FallbackReason> {
         if model.breaker.state(now_ms) == BreakerState::Open {
             return Err(FallbackReason::BreakerOpen);
         }
@@ -245,19 +277,23 @@ impl ModelHub {
         let t0 = self.clock.monotonic_ns();
         let res = model.runner.predict(rows, n, out);
         let elapsed_ns = self.clock.monotonic_ns().saturating_sub(t0);
-        self.stats.record_latency_ns(elapsed_ns);
+        if record {
+            self.stats.record_latency_ns(elapsed_ns);
+        }
         if let Err(e) = res {
             tracing::warn!(error = %e, version = %model.card.model_version, "model inference failed");
             return Err(FallbackReason::ModelError);
         }
         // A budget of 0 µs rejects every output (documented for testing the fallback).
         if budget_us == 0 || elapsed_ns > budget_us.saturating_mul(1_000) {
-            if model.breaker.on_miss(now_ms) {
+            if record && model.breaker.on_miss(now_ms) {
                 tracing::warn!(version = %model.card.model_version, "model breaker opened after budget misses");
             }
             return Err(FallbackReason::BudgetExceeded);
         }
-        model.breaker.on_success();
+        if record {
+            model.breaker.on_success();
+        }
         if out.iter().any(|p| !p.is_finite()) {
             return Err(FallbackReason::NonFiniteOutput);
         }

@@ -19,7 +19,7 @@ pub struct WorkerSlot {
     view: ArcSwap<WorkerView>,
     history: Mutex<History>,
     inflight: InFlight,
-    /// `f64` bits of the final score of the latest scoring that included
+    /// `f64` bits of the final score of the latest decision that included
     /// this worker; NaN until the first.
     last_final_bits: AtomicU64,
 }
@@ -48,7 +48,7 @@ impl WorkerSlot {
     }
 
     /// The final score (points) of the latest scoring that included this
-    /// worker (a decision or a debug preview), if any.
+    /// worker ([`crate::engine::ScoreMode::Decide`] only), if any.
     pub fn last_final_score(&self) -> Option<f64> {
         let v = f64::from_bits(self.last_final_bits.load(Ordering::Relaxed));
         (!v.is_nan()).then_some(v)
