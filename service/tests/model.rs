@@ -327,6 +327,15 @@ async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
     assert_eq!(reason, "model_error", "{msg}");
     assert!(msg.contains("golden.json"), "{msg}");
 
+    // A model file that never ends (a device) is refused at once, not read.
+    let endless = fx.dir.join("endless");
+    write_model_dir(&endless, &fx.models[0].1, "e", 5, 1).expect("fixture");
+    std::fs::remove_file(endless.join(ONNX_FILE)).expect("rm");
+    std::os::unix::fs::symlink("/dev/zero", endless.join(ONNX_FILE)).expect("symlink");
+    let (reason, msg) = refusal(&endless);
+    assert_eq!(reason, "model_error", "{msg}");
+    assert!(msg.contains("not a regular file"), "{msg}");
+
     // Golden rows that disagree with the model (another model's outputs).
     let wrong = fx.dir.join("wrong");
     write_model_dir(&wrong, &fx.models[0].1, "w", 5, 1).expect("fixture");

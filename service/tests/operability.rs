@@ -142,12 +142,12 @@ async fn requests_beyond_the_concurrency_limit_are_shed_with_retry_after() {
 
 #[tokio::test]
 async fn a_request_slower_than_the_timeout_gets_503() {
-    // Reloading a large model (vetting runs its golden rows) takes far longer than 1 ms.
+    // Reloading a large model (vetting runs its golden rows) takes far longer than 50 ms.
     let dir = std::env::temp_dir().join(format!("scorer-timeout-{}", std::process::id()));
     write_model_dir(&dir, &random_model(400, 8, 1), "big", 200, 1).expect("fixture");
     let mut cfg = common::no_warmup();
     cfg.model.dir = dir.clone();
-    cfg.server.request_timeout_ms = 1;
+    cfg.server.request_timeout_ms = 50;
     let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
     let state = AppState::new(
         Engine::new(cfg).with_models(hub),
@@ -161,6 +161,14 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     let (s, b) = app.post("/v1/admin/reload", "").await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b}");
     assert_eq!(b["error"]["code"], "timeout");
+    // The timed-out request is counted with its 503.
+    let text = metrics_text(&app).await;
+    assert!(
+        text.lines().any(|l| l.starts_with("http_requests_total{")
+            && l.contains(r#"route="/v1/admin/reload""#)
+            && l.contains(r#"status="503""#)),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -320,6 +328,8 @@ async fn debug_score_explains_each_candidate_in_one_line() {
         "/v1/debug/score?key=k",
         "/v1/debug/score?key=k&candidates=w1&request_type=POST",
         "/v1/debug/score?key=k&candidates=w1&format=xml",
+        "/v1/debug/score?key=k&candidates=w1&bogus=1",
+        "/v1/debug/score?key=k&candidates=w1,%01",
     ] {
         let (s, body) = app.get(bad).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");

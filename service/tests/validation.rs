@@ -269,6 +269,10 @@ async fn bad_score_requests_are_422_and_never_500() {
         (r#"{"key":"","candidates":["w1"]}"#, "invalid_request"),
         (r#"{"key":"k","candidates":[""]}"#, "invalid_request"),
         (
+            r#"{"key":"k","candidates":["w1","a\u0001"]}"#,
+            "invalid_request",
+        ),
+        (
             r#"{"key":"k","candidates":["w1"],"bogus":1}"#,
             "invalid_body",
         ),

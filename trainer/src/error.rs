@@ -20,6 +20,9 @@ pub enum TrainerError {
     /// A `--logs` directory does not exist or is not a directory.
     #[error("log directory {0} does not exist or is not a directory")]
     MissingDir(PathBuf),
+    /// A `--model` (or `--a` / `--b`) directory does not exist or is not a directory.
+    #[error("model directory {0} does not exist or is not a directory")]
+    MissingModelDir(PathBuf),
     /// A log file could not be decoded.
     #[error("reading decision logs: {0}")]
     Read(#[from] service::decision_log::ReadError),

@@ -9,6 +9,32 @@ use trainer::progress::Progress;
 use trainer::synth::{SynthConfig, write_logs};
 use trainer::{TrainerError, compare, pipeline, validate};
 
+/// `println!` that never panics: the report goes to stdout, and a reader
+/// that went away (`trainer … | head`) must not turn a finished command
+/// into a panic; the artefacts are already on disk, so write errors on
+/// stdout are ignored.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// The error and its causes, each cause printed once: a `TrainerError`'s
+/// message often already contains its source's text, which anyhow's `{:#}`
+/// would print again.
+fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map_or("n/a".into(), |v| format!("{v:.4}"))
 }
@@ -30,7 +56,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let s = pipeline::run_train(&opts, progress)?;
             let c = &s.counts;
-            println!(
+            say!(
                 "labels: {} decisions, {} picked, {} without outcome, {} between {} and {} ms (dropped), {} positive, {} negative",
                 c.decisions,
                 c.picked_rows,
@@ -41,31 +67,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.positives,
                 c.negatives
             );
-            println!(
+            say!(
                 "split by time: {} train rows, {} validation rows",
-                s.train_rows, s.valid_rows
+                s.train_rows,
+                s.valid_rows
             );
-            println!("validation:\n{}", s.metrics.table());
-            println!(
+            say!("validation:\n{}", s.metrics.table());
+            say!(
                 "PUT rows: {}  model AUC {}  rule score AUC {}",
                 s.put_rows.rows,
                 opt(s.put_rows.model_auc),
                 opt(s.put_rows.rule_score_auc)
             );
             for p in &s.parity {
-                println!(
+                say!(
                     "parity {}: {} rows, max |p_served - p_lightgbm| = {:e} (<= {:e})",
-                    p.set, p.rows, p.max_abs_diff, p.tolerance
+                    p.set,
+                    p.rows,
+                    p.max_abs_diff,
+                    p.tolerance
                 );
             }
             let t = &s.timings;
-            println!(
+            say!(
                 "time: load {:.2} s, train {:.2} s, export {:.2} s, validate {:.2} s",
-                t.load_s, t.train_s, t.export_s, t.validate_s
+                t.load_s,
+                t.train_s,
+                t.export_s,
+                t.validate_s
             );
-            println!("model_version {}", s.card.model_version);
+            say!("model_version {}", s.card.model_version);
             for f in &s.files {
-                println!("wrote {}", f.display());
+                say!("wrote {}", f.display());
             }
         }
         Command::Validate(args) => {
@@ -74,22 +107,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 bad_ms: args.bad_ms,
             };
             let s = validate::run_validate(&args.model, &args.logs, labels, progress)?;
-            println!("model_version {}", s.model_version);
+            say!("model_version {}", s.model_version);
             for p in &s.parity {
-                println!(
+                say!(
                     "parity {}: {} rows, max |diff| = {:e} (<= {:e})",
-                    p.set, p.rows, p.max_abs_diff, p.tolerance
+                    p.set,
+                    p.rows,
+                    p.max_abs_diff,
+                    p.tolerance
                 );
             }
             if let (Some(m), Some(c)) = (&s.metrics, &s.counts) {
-                println!(
+                say!(
                     "labelled rows: {} positive, {} negative ({} dropped between thresholds, {} without outcome)",
-                    c.positives, c.negatives, c.between_thresholds, c.missing_outcome
+                    c.positives,
+                    c.negatives,
+                    c.between_thresholds,
+                    c.missing_outcome
                 );
-                println!("{}", m.table());
+                say!("{}", m.table());
             }
             if let Some(p) = &s.put_rows {
-                println!(
+                say!(
                     "PUT rows: {}  model AUC {}  rule score AUC {}",
                     p.rows,
                     opt(p.model_auc),
@@ -101,7 +140,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::fs::write(path, text + "\n")
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            println!("parity OK");
+            say!("parity OK");
         }
         Command::Compare(args) => {
             let r = compare::run_compare(
@@ -114,7 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 progress,
             )?;
             print!("{}", r.table());
-            println!("wrote {}", args.out.display());
+            say!("wrote {}", args.out.display());
         }
         Command::Synth(args) => {
             let cfg = SynthConfig {
@@ -128,7 +167,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let pb = progress.bar(args.rows as u64, "synth", "decisions");
             let r = write_logs(&cfg, &args.out, |d| pb.set_position(d as u64))?;
             pb.finish_and_clear();
-            println!(
+            say!(
                 "wrote {} decisions ({} decision rows, {} outcome rows) in {} files under {}",
                 r.decisions,
                 r.decision_rows,
@@ -142,11 +181,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    use std::io::Write as _;
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", error_message(&e));
             let code = e
                 .downcast_ref::<TrainerError>()
                 .map_or(1, TrainerError::exit_code);

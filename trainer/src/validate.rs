@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use lightgbm3::Booster;
 use serde::Serialize;
 use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
-use service::model::card::{ONNX_FILE, TEXT_FILE};
+use service::model::card::{MAX_TEXT_MODEL_BYTES, ONNX_FILE, TEXT_FILE, read_capped};
 use service::model::{ModelCard, load_model, read_card, read_golden};
 
 use crate::dataset::{LabelCounts, LabelRule};
@@ -71,15 +71,17 @@ pub fn read_checked_card(dir: &Path) -> Result<ModelCard> {
 /// Loads the card, `model.txt` (LightGBM) and `model.onnx` (service path).
 ///
 /// # Errors
-/// [`TrainerError::MissingDir`], card errors, [`TrainerError::Io`] for a
+/// [`TrainerError::MissingModelDir`], card errors, [`TrainerError::Io`] for a
 /// missing `model.txt`, LightGBM and tract errors.
 pub fn load_model_dir(dir: &Path) -> Result<ModelDir> {
     if !dir.is_dir() {
-        return Err(TrainerError::MissingDir(dir.to_path_buf()));
+        return Err(TrainerError::MissingModelDir(dir.to_path_buf()));
     }
     let card = read_checked_card(dir)?;
     let text_path = dir.join(TEXT_FILE);
-    let text = std::fs::read_to_string(&text_path).map_err(io_err(&text_path))?;
+    let bytes = read_capped(&text_path, MAX_TEXT_MODEL_BYTES).map_err(io_err(&text_path))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| io_err(&text_path)(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     let booster = Booster::from_string(&text)?;
     let plan = load_model(dir.join(ONNX_FILE).as_path())?;
     Ok(ModelDir {

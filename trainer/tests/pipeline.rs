@@ -352,7 +352,8 @@ fn bad_inputs_give_clear_errors() {
         Progress::hidden(),
     )
     .unwrap_err();
-    assert!(matches!(err, TrainerError::MissingDir(_)), "{err}");
+    assert!(matches!(err, TrainerError::MissingModelDir(_)), "{err}");
+    assert!(err.to_string().starts_with("model directory"), "{err}");
     let err = run_validate(&empty, &[], Default::default(), Progress::hidden()).unwrap_err();
     assert!(err.to_string().contains("card.json"), "{err}");
 }

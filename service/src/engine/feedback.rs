@@ -135,8 +135,9 @@ impl Engine {
     /// picked worker matches `worker_id` releases one in-flight pick.
     ///
     /// # Errors
-    /// [`FeedbackError::Invalid`] for an empty or oversized id or a negative
-    /// or non-finite latency; nothing is recorded then.
+    /// [`FeedbackError::Invalid`] for an empty or oversized id, an id with a
+    /// control character, or a negative or non-finite latency; nothing is
+    /// recorded then.
     pub fn feedback(&self, f: &Feedback, now_ms: u64) -> Result<FeedbackOutcome, FeedbackError> {
         let bad = |field, reason: &str| {
             Err(FeedbackError::Invalid {
@@ -144,11 +145,18 @@ impl Engine {
                 reason: reason.to_owned(),
             })
         };
-        if f.decision_id.is_empty() || f.decision_id.len() > 64 {
-            return bad("decision_id", "must be 1..=64 bytes");
+        let control = |s: &str| s.chars().any(char::is_control);
+        if f.decision_id.is_empty() || f.decision_id.len() > 64 || control(&f.decision_id) {
+            return bad(
+                "decision_id",
+                "must be 1..=64 bytes without control characters",
+            );
         }
-        if f.worker_id.is_empty() || f.worker_id.len() > 128 {
-            return bad("worker_id", "must be 1..=128 bytes");
+        if f.worker_id.is_empty() || f.worker_id.len() > 128 || control(&f.worker_id) {
+            return bad(
+                "worker_id",
+                "must be 1..=128 bytes without control characters",
+            );
         }
         if !(f.latency_ms.is_finite() && f.latency_ms >= 0.0) {
             return bad("latency_ms", "must be a finite number of ms >= 0");

@@ -47,8 +47,9 @@ pub enum ScoreError {
     /// The key is empty or longer than [`MAX_KEY_BYTES`] (422).
     #[error("`key` must be 1..={MAX_KEY_BYTES} bytes, got {0}")]
     BadKey(usize),
-    /// A candidate id is empty or longer than 128 bytes (422).
-    #[error("candidate {0} is not a valid worker id (1..=128 bytes)")]
+    /// A candidate id is empty, longer than 128 bytes or holds a control
+    /// character (422), as telemetry refuses such worker ids.
+    #[error("candidate {0} is not a valid worker id (1..=128 bytes, no control characters)")]
     BadCandidate(usize),
     /// `policy` is not a policy name (422).
     #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash or none")]
@@ -159,10 +160,18 @@ impl Engine {
         if req.candidates.is_empty() {
             return Err(ScoreError::NoCandidates);
         }
-        let mut seen = HashSet::with_capacity(req.candidates.len());
+        // foldhash: candidate ids are request input, but capped in number
+        // (`server.max_candidates`) and the hasher is randomly seeded.
+        let mut seen = HashSet::with_capacity_and_hasher(
+            req.candidates.len(),
+            foldhash::fast::RandomState::default(),
+        );
         let mut ids = Vec::with_capacity(req.candidates.len());
         for (i, c) in req.candidates.iter().enumerate() {
-            if c.is_empty() || c.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES {
+            if c.is_empty()
+                || c.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES
+                || c.chars().any(char::is_control)
+            {
                 return Err(ScoreError::BadCandidate(i));
             }
             if seen.insert(c.as_str()) {

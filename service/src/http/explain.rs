@@ -29,6 +29,7 @@ use crate::scoring::{RequestContext, RequestType};
 /// Query string of `GET /v1/debug/score`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(super) struct DebugQuery {
     /// The key to score (required), 1..=1024 bytes.
     key: Option<String>,

@@ -104,10 +104,11 @@ pub fn app(state: AppState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
+        // Outside the timeout, so a request answered 503 `timeout` is counted.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
         ))
-        .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
         .with_state(state)
 }

@@ -33,6 +33,40 @@ pub const GOLDEN_FILE: &str = "golden.json";
 /// difference.
 pub const PARITY_TOLERANCE: f64 = 1e-5;
 
+/// Largest `model.onnx` read, bytes (the shipped 50-tree model is 14 KB; a
+/// 5 000-tree, 255-leaf ensemble is about 40 MB).
+pub const MAX_ONNX_BYTES: u64 = 64 << 20;
+/// Largest `card.json` or `golden.json` read, bytes.
+pub const MAX_JSON_BYTES: u64 = 16 << 20;
+/// Largest `model.txt` (LightGBM's text model) read, bytes.
+pub const MAX_TEXT_MODEL_BYTES: u64 = 256 << 20;
+
+/// Reads a model-directory file of at most `max_bytes`: a regular file
+/// (symlinks followed), read through a bounded reader, so a device, a pipe
+/// or an oversized file is refused instead of exhausting memory.
+///
+/// # Errors
+/// The `std::io::Error` of opening or reading; `InvalidInput` when `path`
+/// is not a regular file, `FileTooLarge` when it holds more than
+/// `max_bytes` bytes.
+pub fn read_capped(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
+            format!("larger than the {max_bytes}-byte limit"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Errors reading a model directory's JSON files.
 #[derive(Debug, thiserror::Error)]
 pub enum CardError {
@@ -193,7 +227,7 @@ fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
 ) -> Result<T, CardError> {
-    let bytes = std::fs::read(path).map_err(|source| CardError::Io {
+    let bytes = read_capped(path, MAX_JSON_BYTES).map_err(|source| CardError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -240,6 +274,22 @@ pub fn read_golden(dir: &Path, n_features: usize) -> Result<GoldenFile, CardErro
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn read_capped_refuses_oversized_and_non_regular_files() {
+        let dir = std::env::temp_dir().join(format!("scorer-capped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("ten.bin");
+        std::fs::write(&f, [7u8; 10]).unwrap();
+        assert_eq!(read_capped(&f, 10).unwrap(), vec![7u8; 10]);
+        let e = read_capped(&f, 9).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge, "{e}");
+        let e = read_capped(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert!(read_capped(&dir.join("absent"), 10).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
 
     #[test]

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::breaker::Breaker;
-use super::card::{CardError, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_card, read_golden};
+use super::card::{
+    CardError, MAX_ONNX_BYTES, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_capped, read_card,
+    read_golden,
+};
 use super::config::ModelConfig;
 use super::fallback::FallbackReason;
 use super::op::{ModelError, load_model};
@@ -131,7 +134,7 @@ pub fn load_model_dir(
         return Err(LoadError::NoGoldenRows);
     }
     let onnx_path = dir.join(ONNX_FILE);
-    let bytes = std::fs::read(&onnx_path).map_err(|source| ModelError::Io {
+    let bytes = read_capped(&onnx_path, MAX_ONNX_BYTES).map_err(|source| ModelError::Io {
         path: onnx_path.display().to_string(),
         source,
     })?;

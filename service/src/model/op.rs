@@ -23,6 +23,7 @@ use tract_onnx::pb::{self, NodeProto};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::internal::*;
 
+use crate::model::card::{MAX_ONNX_BYTES, read_capped};
 use crate::model::ensemble::{EnsembleError, FlatEnsemble, TreeEnsembleAttributes};
 
 /// ONNX op type handled by this module.
@@ -400,7 +401,7 @@ pub fn load_model<'a>(source: impl Into<ModelSource<'a>>) -> Result<RunnablePlan
     let bytes: &[u8] = match source.into() {
         ModelSource::Bytes(b) => b,
         ModelSource::Path(p) => {
-            bytes_owned = std::fs::read(p).map_err(|source| ModelError::Io {
+            bytes_owned = read_capped(p, MAX_ONNX_BYTES).map_err(|source| ModelError::Io {
                 path: p.display().to_string(),
                 source,
             })?;

@@ -104,7 +104,14 @@ pub struct IngestConfig<'a> {
 /// Shards of the worker table; registering a worker copies one shard only.
 pub const SHARDS: usize = 64;
 
-type Shard = HashMap<Arc<str>, Arc<WorkerSlot>>;
+/// Keyed with foldhash (seeded per process from address-space layout
+/// randomisation; the crate's `std` seeding is left off so that the
+/// dependency tree's own hashbrown/foldhash builds are shared): the
+/// registry is read once per candidate of every score request, and
+/// SipHash, std's default, cost a large share of the rules path's
+/// instructions (callgrind, 16 candidates). The number of workers is
+/// capped by `telemetry.max_workers`.
+type Shard = HashMap<Arc<str>, Arc<WorkerSlot>, foldhash::fast::RandomState>;
 
 /// The table of known workers.
 #[derive(Debug)]
@@ -117,7 +124,7 @@ impl Default for Registry {
     fn default() -> Self {
         Self {
             shards: (0..SHARDS)
-                .map(|_| ArcSwap::from_pointee(Shard::new()))
+                .map(|_| ArcSwap::from_pointee(Shard::default()))
                 .collect(),
             ingest: Mutex::new(()),
         }
