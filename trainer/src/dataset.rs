@@ -111,6 +111,10 @@ fn load_kind(
         }
         files.extend(list_files(d, kind)?);
     }
+    // A directory given twice (or nested in another) must not count its
+    // files twice: keep each file once, by canonical path.
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
     let mut all = LoadedLog::default();
     let total = files.len();
     for (i, f) in files.into_iter().enumerate() {

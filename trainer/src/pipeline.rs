@@ -183,6 +183,9 @@ fn model_name(out: &Path) -> String {
         .unwrap_or_else(|| "model".to_string())
 }
 
+/// Fewest validation rows `train` accepts.
+pub const MIN_VALID_ROWS: usize = 10;
+
 /// Runs `trainer train` (see the module docs).
 ///
 /// # Errors
@@ -210,6 +213,19 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         )));
     }
     let (train_set, valid) = labelled.split_by_time(opts.valid_fraction)?;
+    if valid.len() < MIN_VALID_ROWS {
+        return Err(TrainerError::NoData(format!(
+            "the validation split has {} rows, at least {MIN_VALID_ROWS} are needed for its metrics and parity check: raise --valid-fraction or give more logs",
+            valid.len()
+        )));
+    }
+    if train_set.len() < 2 * opts.params.min_data_in_leaf {
+        return Err(TrainerError::InvalidArgument(format!(
+            "--min-data-in-leaf {} allows no split of {} training rows (every tree would be one leaf)",
+            opts.params.min_data_in_leaf,
+            train_set.len()
+        )));
+    }
     timings.load_s = t0.elapsed().as_secs_f64();
 
     let t1 = Instant::now();

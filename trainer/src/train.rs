@@ -60,6 +60,9 @@ impl Default for TrainParams {
     }
 }
 
+/// Most leaves per tree LightGBM accepts (`num_leaves` ≤ 131072).
+pub const MAX_LEAVES: usize = 131_072;
+
 impl TrainParams {
     /// Leaves per tree actually used.
     pub fn leaves(&self) -> usize {
@@ -86,8 +89,14 @@ impl TrainParams {
         if self.threads == 0 {
             return bad("--threads must be >= 1");
         }
-        if self.num_leaves.is_some_and(|l| l < 2) {
-            return bad("--num-leaves must be >= 2");
+        if self
+            .num_leaves
+            .is_some_and(|l| !(2..=MAX_LEAVES).contains(&l))
+        {
+            return bad("--num-leaves must be in 2..=131072 (LightGBM's limit)");
+        }
+        if self.min_data_in_leaf == 0 {
+            return bad("--min-data-in-leaf must be >= 1");
         }
         Ok(())
     }

@@ -417,3 +417,41 @@ fn shadow_rows_are_dropped() {
     let rule = LabelRule::default();
     assert_eq!(shadow.labelled(&rule).counts, plain.labelled(&rule).counts);
 }
+
+#[test]
+fn degenerate_flags_and_repeated_log_dirs_are_caught() {
+    let tmp = TempDir::new("degenerate");
+    let logs = tmp.join("logs");
+    synth(&logs, 2_000, 3);
+    let once = run_train(&opts(&logs, tmp.join("m1"), 1), Progress::hidden()).unwrap();
+
+    // The same directory twice (and a sub-directory of it) counts each file once.
+    let mut twice = opts(&logs, tmp.join("m2"), 1);
+    twice.logs.push(logs.clone());
+    twice.logs.push(logs.join("."));
+    let s = run_train(&twice, Progress::hidden()).unwrap();
+    assert_eq!(
+        (s.train_rows, s.valid_rows),
+        (once.train_rows, once.valid_rows)
+    );
+
+    let mut tiny = opts(&logs, tmp.join("m3"), 1);
+    tiny.valid_fraction = 0.00001;
+    let err = run_train(&tiny, Progress::hidden()).unwrap_err();
+    assert!(matches!(err, TrainerError::NoData(_)), "{err}");
+    assert!(err.to_string().contains("--valid-fraction"), "{err}");
+
+    let mut huge_leaf = opts(&logs, tmp.join("m4"), 1);
+    huge_leaf.params.min_data_in_leaf = 100_000_000;
+    let err = run_train(&huge_leaf, Progress::hidden()).unwrap_err();
+    assert!(matches!(err, TrainerError::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("--min-data-in-leaf"), "{err}");
+
+    let mut leaves = opts(&logs, tmp.join("m5"), 1);
+    leaves.params.num_leaves = Some(1_000_000);
+    let err = run_train(&leaves, Progress::hidden()).unwrap_err();
+    assert!(err.to_string().contains("--num-leaves"), "{err}");
+    for m in ["m3", "m4", "m5"] {
+        assert!(!tmp.join(m).exists(), "nothing written for {m}");
+    }
+}
