@@ -2,7 +2,7 @@
 //!
 //! [`schema`] is the single source of truth for names, order, units, ranges
 //! and the imputation rule; the trainer reads the same definitions.
-//! [`vector`] builds one vector per candidate.
+//! [`observation`] builds one vector per candidate.
 
 pub mod schema;
 mod vector;

@@ -161,10 +161,16 @@ impl CompleteForest {
     /// Raw scores of `out.len()` rows of `width` features each (`rows` is
     /// `out.len() × width` f32, row-major, `width >= 1`). No allocation.
     ///
-    /// Precondition (checked by the caller, asserted in debug builds):
-    /// `rows.len() == out.len() * width`.
-    pub fn eval_batch(&self, rows: &[f32], width: usize, out: &mut [f32]) {
+    /// Precondition (checked by [`FlatEnsemble::eval_batch`](super::ensemble::FlatEnsemble::eval_batch),
+    /// the only caller; asserted in debug builds): `rows.len() == out.len() * width`
+    /// and `width` at least the ensemble's feature count. Otherwise `out` is
+    /// filled with NaN rather than panicking.
+    pub(super) fn eval_batch(&self, rows: &[f32], width: usize, out: &mut [f32]) {
         debug_assert_eq!(rows.len(), out.len() * width);
+        if width == 0 || rows.len() != out.len() * width {
+            out.fill(f32::NAN);
+            return;
+        }
         // One monomorphised kernel per depth: stride and step count are constants.
         match self.depth {
             0 => eval::<2>(&self.nodes, rows, width, out),

@@ -1,7 +1,8 @@
 //! Telemetry ingestion: the snapshot wire type and its validation.
 //!
 //! Workers (or the telemetry agent) push [`Snapshot`]s in batches; a batch is
-//! validated as a whole by [`validate::validate_batch`] and applied only when
+//! validated snapshot by snapshot with [`validate::check_snapshot`] and applied
+//! by [`crate::state::Registry::ingest`] only when
 //! every snapshot passes (issue #2: "the batch is atomic").
 
 mod snapshot;
