@@ -29,20 +29,11 @@ fn random_ensemble(
         while let Some((id, depth)) = stack.pop() {
             let forced = t == 0 && depth < max_depth;
             let leaf = depth == max_depth || (!forced && rng.random_bool(0.3));
-            a.nodes_treeids.push(t);
-            a.nodes_nodeids.push(id);
             if leaf {
-                a.nodes_featureids.push(0);
-                a.nodes_values.push(0.0);
-                a.nodes_modes.push(MODE_LEAF.into());
-                a.nodes_truenodeids.push(0);
-                a.nodes_falsenodeids.push(0);
-                a.nodes_missing_value_tracks_true.push(0);
-                a.target_treeids.push(t);
-                a.target_nodeids.push(id);
-                a.target_ids.push(0);
-                a.target_weights.push(rng.random_range(-1.0..1.0));
+                a.push_leaf(t, id, rng.random_range(-1.0..1.0));
             } else {
+                a.nodes_treeids.push(t);
+                a.nodes_nodeids.push(id);
                 let (l, r) = (next_id, next_id + 1);
                 next_id += 2;
                 a.nodes_featureids

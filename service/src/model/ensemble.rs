@@ -197,6 +197,25 @@ pub struct TreeEnsembleAttributes {
     pub base_values: Vec<f32>,
 }
 
+impl TreeEnsembleAttributes {
+    /// Appends leaf `node` of tree `tree` with weight `weight` (one node
+    /// entry and one target entry for output 0).
+    pub fn push_leaf(&mut self, tree: i64, node: i64, weight: f32) {
+        self.nodes_treeids.push(tree);
+        self.nodes_nodeids.push(node);
+        self.nodes_featureids.push(0);
+        self.nodes_values.push(0.0);
+        self.nodes_modes.push(MODE_LEAF.into());
+        self.nodes_truenodeids.push(0);
+        self.nodes_falsenodeids.push(0);
+        self.nodes_missing_value_tracks_true.push(0);
+        self.target_treeids.push(tree);
+        self.target_nodeids.push(node);
+        self.target_ids.push(0);
+        self.target_weights.push(weight);
+    }
+}
+
 /// One node of a [`FlatEnsemble`] (16 bytes).
 ///
 /// For a branch: `meta` holds the feature index (low 30 bits) and the

@@ -45,7 +45,7 @@ use tract_onnx::pb;
 use tract_onnx::pb::attribute_proto::AttributeType;
 
 use crate::model::ensemble::{
-    EnsembleError, FlatEnsemble, MODE_BRANCH_LEQ, MODE_LEAF, TreeEnsembleAttributes,
+    EnsembleError, FlatEnsemble, MODE_BRANCH_LEQ, TreeEnsembleAttributes,
 };
 use crate::model::op::ML_DOMAIN;
 
@@ -389,19 +389,7 @@ pub fn ensemble_attributes(
                 .push(i64::from(tracks_true));
         }
         for (l, v) in tree.leaf_value.iter().enumerate() {
-            let id = (n_splits + l) as i64;
-            a.nodes_treeids.push(tid);
-            a.nodes_nodeids.push(id);
-            a.nodes_featureids.push(0);
-            a.nodes_values.push(0.0);
-            a.nodes_modes.push(MODE_LEAF.into());
-            a.nodes_truenodeids.push(0);
-            a.nodes_falsenodeids.push(0);
-            a.nodes_missing_value_tracks_true.push(0);
-            a.target_treeids.push(tid);
-            a.target_nodeids.push(id);
-            a.target_ids.push(0);
-            a.target_weights.push(*v as f32);
+            a.push_leaf(tid, (n_splits + l) as i64, *v as f32);
         }
     }
     // Catches anything structural the checks above missed (cycles, shared children).
