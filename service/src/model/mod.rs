@@ -8,6 +8,7 @@
 //!   models in use, swapped on reload), [`breaker`], [`fallback`], [`stats`],
 //!   [`ab`] (arm by key hash), [`shadow`] (shadow comparison).
 //! * [`card`]: the files of a model directory (`card.json`, `golden.json`).
+//! * [`attributes`]: the ONNX-ML `TreeEnsembleRegressor` attributes as vectors.
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
 //!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch
 //!   evaluator; [`complete`]: its complete-tree layout for shallow trees.
@@ -20,6 +21,7 @@
 //! The service depends on tract only; LightGBM itself lives in the `trainer` crate.
 
 pub mod ab;
+pub mod attributes;
 pub mod blend;
 pub mod breaker;
 pub mod card;
