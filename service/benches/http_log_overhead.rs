@@ -12,6 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cpu_time::ProcessTime;
+
 use serde_json::json;
 use service::clock::SystemClock;
 use service::config::Config;
@@ -22,6 +24,29 @@ const WORKERS: usize = 16;
 const CLIENTS: usize = 8;
 const REQUESTS_PER_ROUND: usize = 4_000;
 const ROUNDS: usize = 7;
+/// Overrides [`REQUESTS_PER_ROUND`] (e.g. a short run under `valgrind`).
+const REQUESTS_ENV: &str = "HTTP_LOG_OVERHEAD_REQUESTS";
+/// Overrides [`ROUNDS`].
+const ROUNDS_ENV: &str = "HTTP_LOG_OVERHEAD_ROUNDS";
+/// `on` or `off`: run only that server's rounds, so that two runs under
+/// `valgrind --tool=callgrind` give the instructions logging adds per
+/// request, a figure the host's noise does not move.
+const ONLY_ENV: &str = "HTTP_LOG_OVERHEAD_ONLY";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+/// One round's figures: requests per second and process CPU time (client,
+/// server and log writer together) per request, microseconds.
+struct Round {
+    rps: f64,
+    cpu_us_per_request: f64,
+}
 
 async fn serve(log: bool, dir: &std::path::Path) -> (String, Option<Arc<DecisionLog>>) {
     let mut cfg = Config::default();
@@ -56,8 +81,9 @@ async fn round(
     (base, log): &(String, Option<Arc<DecisionLog>>),
     body: &serde_json::Value,
     total: usize,
-) -> f64 {
+) -> Round {
     let start = Instant::now();
+    let cpu_start = ProcessTime::now();
     let per = total / CLIENTS;
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
@@ -79,12 +105,16 @@ async fn round(
             .await
             .expect("flush");
     }
-    (per * CLIENTS) as f64 / start.elapsed().as_secs_f64()
+    let done = (per * CLIENTS) as f64;
+    Round {
+        rps: done / start.elapsed().as_secs_f64(),
+        cpu_us_per_request: cpu_start.elapsed().as_secs_f64() * 1e6 / done,
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[tokio::main]
@@ -94,8 +124,8 @@ async fn main() {
         std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
     let dir = std::env::temp_dir().join(format!("scorer-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let on = serve(true, &dir.join("on")).await;
-    let off = serve(false, &dir.join("off")).await;
+    let on_srv = serve(true, &dir.join("on")).await;
+    let off_srv = serve(false, &dir.join("off")).await;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(CLIENTS)
         .timeout(Duration::from_secs(10))
@@ -109,7 +139,7 @@ async fn main() {
         .map(|i| json!({"worker_id": format!("w{i}"), "timestamp_ms": now, "cpu_usage": (i % 10) as f64 / 10.0,
                         "queue_depth": i % 30, "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0 + i as f64, "error_rate": 0.0}))
         .collect();
-    for (base, _) in [&on, &off] {
+    for (base, _) in [&on_srv, &off_srv] {
         let r = client
             .post(format!("{base}/v1/telemetry"))
             .json(&json!({"snapshots": snaps}))
@@ -120,26 +150,50 @@ async fn main() {
     }
     let body = json!({"key": "user:1:profile", "candidates": (0..WORKERS).map(|i| format!("w{i}")).collect::<Vec<_>>()});
     if quick {
-        let _ = round(&client, &on, &body, CLIENTS * 4).await;
+        let _ = round(&client, &on_srv, &body, CLIENTS * 4).await;
         println!("http_log_overhead: smoke run ok (run with `cargo bench` for figures)");
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
-    let (mut on_rps, mut off_rps) = (Vec::new(), Vec::new());
-    let _ = round(&client, &off, &body, REQUESTS_PER_ROUND).await; // warm-up
-    for _ in 0..ROUNDS {
-        on_rps.push(round(&client, &on, &body, REQUESTS_PER_ROUND).await);
-        off_rps.push(round(&client, &off, &body, REQUESTS_PER_ROUND).await);
+    let requests = env_usize(REQUESTS_ENV, REQUESTS_PER_ROUND);
+    let rounds = env_usize(ROUNDS_ENV, ROUNDS);
+    let only = std::env::var(ONLY_ENV).ok();
+    let (run_on, run_off) = match only.as_deref() {
+        Some("on") => (true, false),
+        Some("off") => (false, true),
+        _ => (true, true),
+    };
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let warm = if run_off { &off_srv } else { &on_srv };
+    let _ = round(&client, warm, &body, requests).await;
+    for _ in 0..rounds {
+        if run_on {
+            on.push(round(&client, &on_srv, &body, requests).await);
+        }
+        if run_off {
+            off.push(round(&client, &off_srv, &body, requests).await);
+        }
     }
-    let (m_on, m_off) = (median(on_rps), median(off_rps));
+    if !(run_on && run_off) {
+        let (mode, v) = if run_on { ("on", &on) } else { ("off", &off) };
+        let r = median(v.iter().map(|r| r.rps).collect());
+        println!("log {mode} only: median {r:.0} req/s ({rounds} rounds of {requests})");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let rps = |v: &[Round]| median(v.iter().map(|r| r.rps).collect());
+    let cpu = |v: &[Round]| median(v.iter().map(|r| r.cpu_us_per_request).collect());
+    let (m_on, m_off) = (rps(&on), rps(&off));
+    let (c_on, c_off) = (cpu(&on), cpu(&off));
     println!(
-        "POST /v1/score, {WORKERS} candidates, {CLIENTS} keep-alive clients, {ROUNDS} alternating rounds of {REQUESTS_PER_ROUND}"
+        "POST /v1/score, {WORKERS} candidates, {CLIENTS} keep-alive clients, {rounds} alternating rounds of {requests}"
     );
-    println!("  log off: median {m_off:.0} req/s");
-    println!("  log on:  median {m_on:.0} req/s");
+    println!("  log off: median {m_off:.0} req/s, {c_off:.1} us CPU/request");
+    println!("  log on:  median {m_on:.0} req/s, {c_on:.1} us CPU/request");
     println!(
-        "  logging costs {:.1}% of throughput",
-        (1.0 - m_on / m_off) * 100.0
+        "  logging costs {:.1}% of throughput, {:.1}% more CPU per request",
+        (1.0 - m_on / m_off) * 100.0,
+        (c_on / c_off - 1.0) * 100.0
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

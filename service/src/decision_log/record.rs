@@ -58,7 +58,7 @@ pub struct CandidateRow {
     /// Penalty state label of the worker (e.g. `"none"`, `"penalized"`).
     pub penalty_state: &'static str,
     /// Why the model was bypassed for this candidate, if it was.
-    pub fallback_reason: Option<String>,
+    pub fallback_reason: Option<&'static str>,
     /// Observation vector, `FEATURE_COUNT` values in the order of the feature schema.
     pub features: [f32; FEATURE_COUNT],
 }

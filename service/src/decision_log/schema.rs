@@ -56,7 +56,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 
-use super::record::{DecisionRecord, OutcomeRecord};
+use super::record::{CandidateRow, DecisionRecord, OutcomeRecord};
 use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 /// Version of the log layout (columns and their meaning); bump on any change.
@@ -168,28 +168,40 @@ pub fn decision_rows(records: &[DecisionRecord]) -> usize {
 /// Only if Arrow rejects the arrays (e.g. string data over 2 GiB in one batch).
 pub fn decisions_batch(records: &[DecisionRecord]) -> Result<RecordBatch, ArrowError> {
     let n = decision_rows(records);
-    let mut decision_id = StringBuilder::with_capacity(n, n * 16);
+    // Exact string bytes per column, so no builder grows (and copies) mid-batch.
+    let per_decision = |f: &dyn Fn(&DecisionRecord) -> usize| -> usize {
+        records.iter().map(|r| f(r) * r.candidates.len()).sum()
+    };
+    let per_row = |f: &dyn Fn(&CandidateRow) -> usize| -> usize {
+        records.iter().flat_map(|r| &r.candidates).map(f).sum()
+    };
+    let opt_len = |s: Option<&str>| s.map_or(0, str::len);
+    let mut decision_id = StringBuilder::with_capacity(n, per_decision(&|r| r.decision_id.len()));
     let mut ts_ms = Vec::with_capacity(n);
-    let mut key_prefix = StringBuilder::with_capacity(n, n * 16);
+    let mut key_prefix = StringBuilder::with_capacity(n, per_decision(&|r| r.key_prefix.len()));
     let mut shard_id = UInt64Builder::with_capacity(n);
-    let mut request_type = StringBuilder::with_capacity(n, n * 8);
-    let mut client_region = StringBuilder::with_capacity(n, n * 8);
+    let mut request_type =
+        StringBuilder::with_capacity(n, per_decision(&|r| opt_len(r.request_type)));
+    let mut client_region =
+        StringBuilder::with_capacity(n, per_decision(&|r| opt_len(r.client_region.as_deref())));
     let mut timeout_ms = UInt64Builder::with_capacity(n);
     let mut batch_size = UInt32Builder::with_capacity(n);
-    let mut worker_id = StringBuilder::with_capacity(n, n * 16);
+    let mut worker_id = StringBuilder::with_capacity(n, per_row(&|c| c.worker_id.len()));
     let mut eligible = BooleanBuilder::with_capacity(n);
     let mut rule_score = Vec::with_capacity(n);
     let mut model_action = Float64Builder::with_capacity(n);
     let mut final_score = Vec::with_capacity(n);
-    let mut policy = StringBuilder::with_capacity(n, n * 8);
+    let mut policy = StringBuilder::with_capacity(n, per_decision(&|r| r.policy.len()));
     let mut probability = Float64Builder::with_capacity(n);
     let mut picked = BooleanBuilder::with_capacity(n);
     let mut panic = BooleanBuilder::with_capacity(n);
-    let mut penalty_state = StringBuilder::with_capacity(n, n * 8);
-    let mut fallback_reason = StringBuilder::with_capacity(n, 0);
-    let mut model_version = StringBuilder::with_capacity(n, n * 8);
-    let mut arm = StringBuilder::with_capacity(n, n * 4);
-    let mut config_hash = StringBuilder::with_capacity(n, n * 16);
+    let mut penalty_state = StringBuilder::with_capacity(n, per_row(&|c| c.penalty_state.len()));
+    let mut fallback_reason =
+        StringBuilder::with_capacity(n, per_row(&|c| opt_len(c.fallback_reason)));
+    let mut model_version =
+        StringBuilder::with_capacity(n, per_decision(&|r| opt_len(r.model_version.as_deref())));
+    let mut arm = StringBuilder::with_capacity(n, per_decision(&|r| opt_len(r.arm.as_deref())));
+    let mut config_hash = StringBuilder::with_capacity(n, per_decision(&|r| r.config_hash.len()));
     let mut features: Vec<f32> = Vec::with_capacity(n * FEATURE_COUNT);
 
     for rec in records {
@@ -212,7 +224,7 @@ pub fn decisions_batch(records: &[DecisionRecord]) -> Result<RecordBatch, ArrowE
             picked.append_value(c.picked);
             panic.append_value(rec.panic);
             penalty_state.append_value(c.penalty_state);
-            fallback_reason.append_option(c.fallback_reason.as_deref());
+            fallback_reason.append_option(c.fallback_reason);
             model_version.append_option(rec.model_version.as_deref());
             arm.append_option(rec.arm.as_deref());
             config_hash.append_value(&rec.config_hash);

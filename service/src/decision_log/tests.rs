@@ -105,7 +105,7 @@ fn decision(i: usize, candidates: usize) -> DecisionRecord {
                 probability: (j != 2).then_some(0.25),
                 picked: j == 0,
                 penalty_state: if j == 1 { "penalized" } else { "none" },
-                fallback_reason: (j == 3).then(|| "model_timeout".to_string()),
+                fallback_reason: (j == 3).then_some("model_timeout"),
                 features: features(i, j),
             })
             .collect(),
@@ -174,7 +174,7 @@ fn flatten(recs: &[DecisionRecord]) -> Vec<Flat> {
                 picked: c.picked,
                 panic: r.panic,
                 penalty_state: c.penalty_state.to_string(),
-                fallback_reason: c.fallback_reason.clone(),
+                fallback_reason: c.fallback_reason.map(str::to_owned),
                 model_version: r.model_version.clone(),
                 arm: r.arm.clone(),
                 config_hash: r.config_hash.clone(),

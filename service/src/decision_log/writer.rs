@@ -3,12 +3,17 @@
 //! The request path only checks sampling and does a non-blocking `try_send` on one
 //! bounded channel shared by decisions and outcomes; it never waits on I/O or on
 //! the writer. One thread drains the channel, buffers records until
-//! `min(row_group_rows, rows left before max_rows)` rows are pending, traffic
-//! pauses for a poll interval, or [`WRITER_FLUSH_MS`] passed, converts them to
-//! one `RecordBatch` and appends it to the open file of its kind. (Appending
+//! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
+//! rows are pending, traffic pauses for a poll interval, or
+//! [`WRITER_FLUSH_MS`] passed, converts them to one `RecordBatch` and appends
+//! it to the open file of its kind (the Parquet writer still cuts row groups
+//! of `row_group_rows`). Two failure modes bound that threshold. Appending
 //! after every momentary lull, as a first version did, wrote batches of one
 //! decision at moderate load: the per-batch cost of the Parquet writer then
-//! took a quarter of a 2-core machine at 3 000 decisions/s.) After each append
+//! took a quarter of a 2-core machine at 3 000 decisions/s. Appending only
+//! whole row groups (65 536 rows), as the next version did, made the writer
+//! encode in bursts of ~0.1 s of one core, during which requests on a 2-core
+//! machine queue behind it. After each append
 //! and at least every [`WRITER_TICK_MS`] it asks [`roll_reason`](super::rolling::roll_reason) whether
 //! to roll. A decision's candidate rows are never split across files, so a file
 //! may exceed `max_rows` by at most (candidates of one decision − 1) rows.
@@ -40,6 +45,11 @@ pub const WRITER_POLL_MS: u64 = 10;
 /// least this often (ms) even when no row group has filled. Appended rows
 /// are not durable before the file closes either way (see the module docs).
 pub const WRITER_FLUSH_MS: u64 = 1_000;
+/// Pending decision (or outcome) rows at which the writer appends them to the
+/// open file, when smaller than `row_group_rows`: about 30 ms of encoding on
+/// one core, large enough that the per-append cost is noise (see the module
+/// docs).
+pub const WRITER_APPEND_ROWS: u64 = 4_096;
 /// Messages drained in one go before the writer re-checks rolls.
 pub const DRAIN_BATCH: usize = 4_096;
 /// [`DecisionLog::hold_writer`] waits at most this long (ms) for the writer to park.
@@ -426,13 +436,16 @@ impl Worker {
         }
     }
 
-    /// Pending rows at which to write: a full row group, or what the file can take.
+    /// Pending rows at which to write: [`WRITER_APPEND_ROWS`], a row group,
+    /// or what the file can take, whichever is least.
     fn flush_threshold(&self, kind: LogKind) -> u64 {
         let file = match kind {
             LogKind::Decisions => &self.decisions,
             LogKind::Outcomes => &self.outcomes,
         };
-        len_u64(self.cfg.row_group_rows).min(file.remaining_rows(&self.cfg))
+        WRITER_APPEND_ROWS
+            .min(len_u64(self.cfg.row_group_rows))
+            .min(file.remaining_rows(&self.cfg))
     }
 
     fn park(&mut self) {

@@ -9,6 +9,8 @@
 //!   Cooldown → Recovering → Healthy`: ejection with exponential backoff
 //!   (after Envoy outlier detection) and a linear slow-start ramp on return
 //!   (after Envoy `slow_start_config` and HAProxy `slowstart`).
+//! * [`penalty_reason`] — the numbers behind a penalty state's explanation,
+//!   formatted only when displayed.
 //! * [`freshness`] — trust in a telemetry snapshot as it ages, and pulling
 //!   stale metrics toward a pessimistic prior (never better than fresh).
 //! * [`inflight`] — a decaying count of picks handed out but not yet visible
@@ -58,6 +60,7 @@
 pub mod freshness;
 pub mod inflight;
 pub mod penalty;
+pub mod penalty_reason;
 
 pub use crate::dynamics::freshness::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_FRESH_MS, FreshnessConfig, freshness_factor, pull_toward_prior,
@@ -74,3 +77,4 @@ pub use crate::dynamics::penalty::{
     PenaltyConfig, PenaltyState, PenaltyTracker, PenaltyView, Transition, cooldown_len_ms,
     slow_start_fraction, slow_start_weight,
 };
+pub use crate::dynamics::penalty_reason::PenaltyReason;

@@ -85,6 +85,7 @@
 //! an active cooldown simply has not ended yet and a slow-start ramp is at
 //! its floor.
 
+use super::penalty_reason::PenaltyReason;
 use serde::Serialize;
 
 /// Default [`PenaltyConfig::low_score_threshold`]: rule scores strictly below
@@ -302,8 +303,8 @@ pub struct PenaltyView {
     /// Number of cooldowns entered since the last backoff reset; the next
     /// cooldown lasts [`cooldown_len_ms`]`(backoff_level)`.
     pub backoff_level: u32,
-    /// Plain-sentence explanation of the state.
-    pub reason: String,
+    /// Explanation of the state; `Display` (and JSON) give the sentence.
+    pub reason: PenaltyReason,
 }
 
 /// Returns the length in ms of a cooldown entered at backoff level
@@ -577,17 +578,14 @@ impl PenaltyTracker {
         let level = self.backoff_level;
         let (score_factor, eligible, cooldown_until_ms, slow_start, reason) = match state {
             PenaltyState::Healthy => {
-                let mut reason = "Healthy: no recent low rule scores.".to_owned();
-                if level > 0 {
-                    let healthy_ms = self
-                        .healthy_since_ms
-                        .map_or(0, |since| now_ms.saturating_sub(since));
-                    reason.push_str(&format!(
-                        " Backoff level {level} resets after {} ms continuously healthy \
-                         ({healthy_ms} ms so far).",
-                        cfg.backoff_reset_after_ms
-                    ));
-                }
+                let healthy_ms = self
+                    .healthy_since_ms
+                    .map_or(0, |since| now_ms.saturating_sub(since));
+                let reason = PenaltyReason::Healthy {
+                    backoff_level: level,
+                    reset_after_ms: cfg.backoff_reset_after_ms,
+                    healthy_ms,
+                };
                 (1.0, true, None, 1.0, reason)
             }
             PenaltyState::Observation => (
@@ -595,52 +593,44 @@ impl PenaltyTracker {
                 true,
                 None,
                 1.0,
-                format!(
-                    "Under observation: {low_streak} of {} consecutive rule scores below {} \
-                     needed for ejection; {good_streak} of {} consecutive scores above {} \
-                     needed to clear.",
-                    cfg.cooldown_after_consecutive_low,
-                    cfg.low_score_threshold,
-                    cfg.recover_consecutive,
-                    cfg.recover_score_threshold
-                ),
+                PenaltyReason::Observation {
+                    low_streak,
+                    needed_low: cfg.cooldown_after_consecutive_low,
+                    low_threshold: cfg.low_score_threshold,
+                    good_streak,
+                    needed_good: cfg.recover_consecutive,
+                    good_threshold: cfg.recover_score_threshold,
+                },
             ),
             PenaltyState::Cooldown => (
                 cfg.cooldown_factor,
                 false,
                 Some(self.cooldown_until_ms),
                 cfg.min_weight_fraction.clamp(0.0, 1.0),
-                format!(
-                    "Ejected for {} ms after {} consecutive rule scores below {}; cooldown ends \
-                     at {} ms (backoff level now {level}).",
-                    self.last_cooldown_len_ms,
-                    cfg.cooldown_after_consecutive_low,
-                    cfg.low_score_threshold,
-                    self.cooldown_until_ms
-                ),
+                PenaltyReason::Cooldown {
+                    cooldown_ms: self.last_cooldown_len_ms,
+                    needed_low: cfg.cooldown_after_consecutive_low,
+                    low_threshold: cfg.low_score_threshold,
+                    until_ms: self.cooldown_until_ms,
+                    backoff_level: level,
+                },
             ),
             PenaltyState::Recovering => {
                 let elapsed = now_ms.saturating_sub(self.cooldown_until_ms);
                 let fraction = slow_start_fraction(elapsed, cfg);
-                let ramp = if elapsed >= cfg.slow_start_ms {
-                    "slow start finished".to_owned()
-                } else {
-                    format!(
-                        "slow start at {:.0}% of weight ({elapsed} of {} ms)",
-                        fraction * 100.0,
-                        cfg.slow_start_ms
-                    )
-                };
                 (
                     1.0,
                     true,
                     None,
                     fraction,
-                    format!(
-                        "Recovering after cooldown: {ramp}; {good_streak} of {} consecutive \
-                         scores above {} needed to become healthy.",
-                        cfg.recover_consecutive, cfg.recover_score_threshold
-                    ),
+                    PenaltyReason::Recovering {
+                        elapsed_ms: elapsed,
+                        slow_start_ms: cfg.slow_start_ms,
+                        fraction,
+                        good_streak,
+                        needed_good: cfg.recover_consecutive,
+                        good_threshold: cfg.recover_score_threshold,
+                    },
                 )
             }
         };

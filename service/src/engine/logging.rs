@@ -79,7 +79,7 @@ impl Engine {
                     probability: s.probability,
                     picked: resp.pick.as_deref() == Some(s.worker_id.as_str()),
                     penalty_state: s.penalty_state,
-                    fallback_reason: resp.model.fallback_reason.map(str::to_owned),
+                    fallback_reason: resp.model.fallback_reason,
                     features: s.observation,
                 })
                 .collect(),

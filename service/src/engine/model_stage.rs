@@ -15,8 +15,9 @@ use crate::model::{Arm, ModelHub, ModelSet, arm_for};
 use crate::scoring::{Explained, Reason, ReasonKind, Stage};
 
 thread_local! {
-    /// Reused per thread: the `n × 42` input rows and the model's outputs.
-    static BUFFERS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Reused per thread: the model's outputs (its `n × 42` input is the
+    /// observation array itself, flattened).
+    static OUTPUTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// What the stage did, per selectable candidate (same order as its input).
@@ -69,12 +70,9 @@ pub(super) fn apply(
         crate::model::Slot::Refused { reason, .. } => Err(*reason),
         crate::model::Slot::Ready(m) => {
             decision.version = Some(m.card.model_version.clone());
-            BUFFERS.with(|b| {
-                let (rows, out) = &mut *b.borrow_mut();
-                rows.clear();
-                for o in obs {
-                    rows.extend_from_slice(o);
-                }
+            OUTPUTS.with(|b| {
+                let out = &mut *b.borrow_mut();
+                let rows = obs.as_flattened();
                 let timed = if record {
                     hub.infer(m, rows, n, cfg.budget_us, now_ms, out)?
                 } else {
@@ -159,12 +157,9 @@ pub(super) fn shadow(
     let m = set.shadow.as_ref()?.model()?;
     let n = obs.len();
     let blend = set.cfg.blend();
-    let probs = BUFFERS.with(|b| {
-        let (rows, out) = &mut *b.borrow_mut();
-        rows.clear();
-        for o in obs {
-            rows.extend_from_slice(o);
-        }
+    let probs = OUTPUTS.with(|b| {
+        let out = &mut *b.borrow_mut();
+        let rows = obs.as_flattened();
         // The shadow never affects the response: no budget of its own beyond
         // the primary's, and its misses only open its own breaker.
         hub.infer(m, rows, n, set.cfg.budget_us, now_ms, out)

@@ -9,6 +9,7 @@
 //! states (Envoy's "panic threshold" behaviour: fail open, never closed by
 //! accident).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,8 +22,7 @@ use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
 use crate::dynamics::{
     FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction, slow_start_fraction,
 };
-use crate::features::{FEATURE_COUNT, ObservationInputs, observation};
-use crate::fmt::num;
+use crate::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use crate::key::KeyFingerprint;
 use crate::scoring::{
     Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score,
@@ -247,14 +247,19 @@ impl Engine {
         }
         // A stale worker never outranks the median fresh candidate (no herding
         // onto a worker whose idleness is old news), then pays for its age.
-        let fresh_scores: Vec<f64> = rules
-            .iter()
-            .zip(&stale)
-            .zip(&freshness)
-            .filter(|((_, st), f)| !**st && **f >= 1.0)
-            .filter_map(|((r, _), _)| r.as_ref().filter(|r| r.1).map(|r| r.0.score))
-            .collect();
-        let cap = super::freshness::median(fresh_scores);
+        let any_stale = stale.iter().any(|&s| s);
+        let cap = if any_stale {
+            let fresh_scores: Vec<f64> = rules
+                .iter()
+                .zip(&stale)
+                .zip(&freshness)
+                .filter(|((_, st), f)| !**st && **f >= 1.0)
+                .filter_map(|((r, _), _)| r.as_ref().filter(|r| r.1).map(|r| r.0.score))
+                .collect();
+            super::freshness::median(fresh_scores)
+        } else {
+            None
+        };
         for (i, r) in rules.iter_mut().enumerate() {
             let (Some((e, _)), Some(v)) = (r.as_mut(), views[i].as_deref()) else {
                 continue;
@@ -325,21 +330,17 @@ impl Engine {
                 match pv.state {
                     PenaltyState::Healthy => {}
                     PenaltyState::Observation => {
-                        e.multiply("observation", pv.score_factor, pv.reason.clone(), None);
+                        e.multiply("observation", pv.score_factor, pv.reason, None);
                     }
                     PenaltyState::Cooldown => {
-                        e.multiply("cooldown", pv.score_factor, pv.reason.clone(), None);
+                        e.multiply("cooldown", pv.score_factor, pv.reason, None);
                         reason = Some("cooldown");
                     }
                     PenaltyState::Recovering => {
                         e.multiply(
                             "slow_start",
                             1.0,
-                            format!(
-                                "{}: selection weight ×{}",
-                                pv.reason,
-                                num(pv.slow_start_fraction)
-                            ),
+                            Reason::SlowStart(pv.reason, pv.slow_start_fraction),
                             Some(pv.slow_start_fraction),
                         );
                     }
@@ -404,13 +405,12 @@ impl Engine {
             return Err(ScoreError::NoEligibleWorkers);
         }
         // Rank by rule score for the context features (0 = best).
-        let mut by_rule: Vec<usize> = (0..ids.len()).collect();
-        by_rule.sort_by(|&a, &b| {
-            scored[b]
-                .rule
-                .total_cmp(&scored[a].rule)
-                .then_with(|| ids[a].cmp(ids[b]))
+        // Ids are distinct, so the order is total and an unstable sort is exact.
+        let mut by_rule: Vec<(f64, usize)> = scored.iter().map(|s| s.rule).zip(0..).collect();
+        by_rule.sort_unstable_by(|&(ra, a), &(rb, b)| {
+            rb.total_cmp(&ra).then_with(|| ids[a].cmp(ids[b]))
         });
+        let by_rule: Vec<usize> = by_rule.into_iter().map(|(_, i)| i).collect();
         let mut rank = vec![0usize; ids.len()];
         for (r, &i) in by_rule.iter().enumerate() {
             rank[i] = r;
@@ -424,32 +424,44 @@ impl Engine {
             v
         };
 
+        let request_features = RequestFeatures::new(&ObservationInputs {
+            key: &key,
+            value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
+            prefix_in_size_table: size.is_some(),
+            hotness_level: hotness,
+            ctx: context,
+            worker: None,
+            rule_score: 0.0,
+            candidate_count: ids.len(),
+            rule_rank: 0,
+            best_rule_score: best,
+            warmup_ms: cfg.scoring.warmup_ms,
+            now_ms,
+        });
         let observations: Vec<[f32; FEATURE_COUNT]> = scored
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                observation(&ObservationInputs {
-                    key: &key,
-                    value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
-                    prefix_in_size_table: size.is_some(),
-                    hotness_level: hotness,
-                    ctx: context,
+                request_features.observation(&CandidateInputs {
                     worker: s.view.as_deref(),
                     rule_score: s.rule,
-                    candidate_count: ids.len(),
                     rule_rank: rank[i],
                     best_rule_score: best,
-                    warmup_ms: cfg.scoring.warmup_ms,
-                    now_ms,
                 })
             })
             .collect();
 
         // Model stage (issue #6): not in panic mode, where penalties are ignored.
         let models = self.models.current();
-        let stage = (!panic).then(|| {
-            let obs: Vec<[f32; FEATURE_COUNT]> =
-                selectable.iter().map(|&i| observations[i]).collect();
+        let mut stage = (!panic).then(|| {
+            // `selectable` is ascending, so when it holds every candidate the
+            // observations are already the model's batch.
+            debug_assert!(selectable.windows(2).all(|w| w[0] < w[1]));
+            let obs: Cow<'_, [[f32; FEATURE_COUNT]]> = if selectable.len() == observations.len() {
+                Cow::Borrowed(&observations)
+            } else {
+                Cow::Owned(selectable.iter().map(|&i| observations[i]).collect())
+            };
             let mut es: Vec<&mut Explained> = Vec::with_capacity(selectable.len());
             for (i, s) in scored.iter_mut().enumerate() {
                 if in_set[i] {
@@ -521,27 +533,32 @@ impl Engine {
             tracing::debug!(%decision_id, "panic mode: no eligible candidate, ranking live ones");
         }
 
-        let mut ranking: Vec<usize> = (0..scored.len()).collect();
-        ranking.sort_by(|&a, &b| {
-            in_set[b]
-                .cmp(&in_set[a])
-                .then_with(|| sel_score(&scored[b]).total_cmp(&sel_score(&scored[a])))
+        let mut ranking: Vec<(bool, f64, usize)> = (0..scored.len())
+            .map(|i| (in_set[i], sel_score(&scored[i]), i))
+            .collect();
+        ranking.sort_unstable_by(|&(sa, xa, a), &(sb, xb, b)| {
+            sb.cmp(&sa)
+                .then_with(|| xb.total_cmp(&xa))
                 .then_with(|| ids[a].cmp(ids[b]))
         });
-        let ranking = ranking.into_iter().map(|i| ids[i].to_owned()).collect();
+        let ranking = ranking
+            .into_iter()
+            .map(|(_, _, i)| ids[i].to_owned())
+            .collect();
 
         let mut model_a = vec![None; scored.len()];
         let mut rule_r = vec![None; scored.len()];
         let mut shadow = None;
         let mut decision = crate::api::ModelDecision::default();
-        if let Some((obs, out)) = &stage {
+        if let Some((obs, out)) = &mut stage {
             for (j, &i) in selectable.iter().enumerate() {
                 model_a[i] = out.model_a[j];
                 rule_r[i] = out.rule_r.get(j).copied();
             }
-            let primary_final: Vec<f64> = selectable.iter().map(|&i| scored[i].e.score).collect();
-            shadow = decide
+            shadow = (decide && models.shadow.is_some())
                 .then(|| {
+                    let primary_final: Vec<f64> =
+                        selectable.iter().map(|&i| scored[i].e.score).collect();
                     super::model_stage::shadow(
                         &self.models,
                         &models,
@@ -555,7 +572,7 @@ impl Engine {
                 .map(|(v, rows)| {
                     super::model_stage::shadow_decision(v, rows, &selectable, scored.len())
                 });
-            decision = out.decision.clone();
+            decision = std::mem::take(&mut out.decision);
         }
 
         let scores = scored

@@ -10,4 +10,4 @@ mod vector;
 pub use schema::{
     FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, FeatureGroup, FeatureSpec, schema_hash,
 };
-pub use vector::{ObservationInputs, observation};
+pub use vector::{CandidateInputs, ObservationInputs, RequestFeatures, observation};

@@ -47,82 +47,155 @@ fn bool01(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
 }
 
+/// The per-candidate inputs of a vector; the rest is request-level (see
+/// [`RequestFeatures`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CandidateInputs<'a> {
+    /// The worker's view, `None` for a worker that never reported.
+    pub worker: Option<&'a WorkerView>,
+    /// The worker's rule score, 0..=100.
+    pub rule_score: f64,
+    /// This candidate's rank by rule score, 0 = best.
+    pub rule_rank: usize,
+    /// Best rule score among the candidates, 0..=100.
+    pub best_rule_score: f64,
+}
+
+/// Feature `i`'s final value: `x` as f32 if finite, else the schema's
+/// `impute`, clamped into [min, max].
+#[inline(always)]
+fn finish(i: usize, x: f64) -> f32 {
+    let spec = &FEATURES[i];
+    let x = if x.is_finite() { x as f32 } else { spec.impute };
+    // `f32::clamp` without its `min <= max` assertion (a tested invariant of
+    // the schema): same result bit for bit, no panic path.
+    let x = if x < spec.min { spec.min } else { x };
+    if x > spec.max { spec.max } else { x }
+}
+
+/// The request-level features of a decision (key, size, hotness, request
+/// context, candidate count: indices 0..=7, 28..=33 and 35), imputed and
+/// clamped once, then completed per candidate by
+/// [`RequestFeatures::observation`]. Building one per decision instead of
+/// recomputing them for every candidate halves the vector's cost.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFeatures<'a> {
+    base: [f32; FEATURE_COUNT],
+    client_region: Option<&'a str>,
+    candidate_count: usize,
+    warmup_ms: u64,
+    now_ms: u64,
+}
+
+impl<'a> RequestFeatures<'a> {
+    /// The request-level part of `inp`; its per-candidate fields (`worker`,
+    /// `rule_score`, `rule_rank`, `best_rule_score`) are not read.
+    pub fn new(inp: &ObservationInputs<'a>) -> Self {
+        let mut base = [0f32; FEATURE_COUNT];
+        let k = inp.key;
+        base[0] = finish(0, (fnv1a(k.prefix) % 1024) as f64);
+        base[1] = finish(1, bool01(k.shard_id.is_some()));
+        base[2] = finish(2, k.shard_id.map_or(f64::NAN, |s| (s % 1024) as f64));
+        base[3] = finish(3, k.len_bytes as f64);
+        base[4] = finish(4, k.segments as f64);
+        base[5] = finish(5, (inp.value_size_bytes.max(1) as f64).log2());
+        base[6] = finish(6, f64::from(inp.hotness_level));
+        base[7] = finish(7, bool01(inp.prefix_in_size_table));
+        let rt = inp.ctx.request_type;
+        base[28] = finish(28, bool01(rt == Some(RequestType::Get)));
+        base[29] = finish(29, bool01(rt == Some(RequestType::Put)));
+        base[30] = finish(30, bool01(rt == Some(RequestType::Delete)));
+        base[31] = finish(31, bool01(rt == Some(RequestType::Mget)));
+        base[32] = finish(32, inp.ctx.timeout_ms.map_or(f64::NAN, |t| t as f64));
+        base[33] = finish(33, inp.ctx.batch_size.map_or(f64::NAN, f64::from));
+        base[35] = finish(35, inp.candidate_count as f64);
+        RequestFeatures {
+            base,
+            client_region: inp.ctx.client_region.as_deref(),
+            candidate_count: inp.candidate_count,
+            warmup_ms: inp.warmup_ms,
+            now_ms: inp.now_ms,
+        }
+    }
+
+    /// One candidate's full vector: the request-level values plus the
+    /// worker's (8..=27, 34, 36..=41). Every value is finite and clamped.
+    pub fn observation(&self, c: &CandidateInputs<'_>) -> [f32; FEATURE_COUNT] {
+        let mut v = self.base;
+        let now_ms = self.now_ms;
+        match c.worker {
+            Some(w) => {
+                let s = &w.smoothed;
+                v[8] = finish(8, s.cpu_usage);
+                v[9] = finish(9, s.queue_depth);
+                v[10] = finish(10, s.rtt_ms_avg);
+                v[11] = finish(11, s.rtt_ms_p99);
+                v[12] = finish(12, s.error_rate);
+                v[13] = finish(13, bool01(w.compacting));
+                v[14] = finish(14, bool01(w.under_repair));
+                v[15] = finish(15, (w.version_lag as f64).ln_1p());
+                v[16] = finish(16, s.mem_available_ratio.unwrap_or(f64::NAN));
+                v[17] = finish(17, s.disk_io_await_ms.unwrap_or(f64::NAN));
+                v[18] = finish(18, s.net_loss_rate.unwrap_or(f64::NAN));
+                v[19] = finish(19, s.cache_hit_rate.unwrap_or(f64::NAN));
+                v[20] = finish(
+                    20,
+                    s.memtable_bytes.map_or(f64::NAN, |b| b / 1_073_741_824.0),
+                );
+                v[21] = finish(21, s.disk_free_ratio.unwrap_or(f64::NAN));
+                v[22] = finish(22, w.capacity);
+                v[23] = finish(23, w.age_ms(now_ms) as f64);
+                let warmup_left = if self.warmup_ms == 0 {
+                    0.0
+                } else {
+                    1.0 - (w.registered_for_ms(now_ms) as f64 / self.warmup_ms as f64).min(1.0)
+                };
+                v[24] = finish(24, warmup_left);
+                v[25] = finish(25, 1.0);
+                v[27] = finish(27, f64::from(s.missing_optional()));
+                v[38] = finish(38, w.history.p99_slope_ms_per_s);
+                v[39] = finish(39, w.history.error_rate_stddev);
+                v[40] = finish(40, w.history.cache_hit_slope_per_s.unwrap_or(f64::NAN));
+                v[41] = finish(41, w.registered_for_ms(now_ms) as f64 / 1000.0);
+            }
+            None => {
+                for i in (8..=25).chain([27, 38, 39, 40, 41]) {
+                    v[i] = finish(i, f64::NAN);
+                }
+            }
+        }
+        v[26] = finish(26, c.rule_score / 100.0);
+        let worker_region = c.worker.and_then(|w| w.region.as_deref());
+        v[34] = finish(
+            34,
+            match (self.client_region, worker_region) {
+                (Some(a), Some(b)) => bool01(a == b),
+                _ => f64::NAN,
+            },
+        );
+        let rank = if self.candidate_count > 1 {
+            c.rule_rank as f64 / (self.candidate_count - 1) as f64
+        } else {
+            0.0
+        };
+        v[36] = finish(36, rank);
+        v[37] = finish(37, (c.best_rule_score - c.rule_score).max(0.0) / 100.0);
+        v
+    }
+}
+
 /// The 42-feature vector for one candidate. Missing signals take the schema's
 /// `impute` value; every value is finite and clamped into its [min, max].
+/// Scoring many candidates of one request, build a [`RequestFeatures`] once
+/// and call its [`observation`](RequestFeatures::observation) per candidate
+/// (same values).
 pub fn observation(inp: &ObservationInputs<'_>) -> [f32; FEATURE_COUNT] {
-    let mut v = [f64::NAN; FEATURE_COUNT];
-    let k = inp.key;
-    v[0] = (fnv1a(k.prefix) % 1024) as f64;
-    v[1] = bool01(k.shard_id.is_some());
-    v[2] = k.shard_id.map_or(f64::NAN, |s| (s % 1024) as f64);
-    v[3] = k.len_bytes as f64;
-    v[4] = k.segments as f64;
-    v[5] = (inp.value_size_bytes.max(1) as f64).log2();
-    v[6] = f64::from(inp.hotness_level);
-    v[7] = bool01(inp.prefix_in_size_table);
-
-    if let Some(w) = inp.worker {
-        let s = &w.smoothed;
-        v[8] = s.cpu_usage;
-        v[9] = s.queue_depth;
-        v[10] = s.rtt_ms_avg;
-        v[11] = s.rtt_ms_p99;
-        v[12] = s.error_rate;
-        v[13] = bool01(w.compacting);
-        v[14] = bool01(w.under_repair);
-        v[15] = (w.version_lag as f64).ln_1p();
-        v[16] = s.mem_available_ratio.unwrap_or(f64::NAN);
-        v[17] = s.disk_io_await_ms.unwrap_or(f64::NAN);
-        v[18] = s.net_loss_rate.unwrap_or(f64::NAN);
-        v[19] = s.cache_hit_rate.unwrap_or(f64::NAN);
-        v[20] = s.memtable_bytes.map_or(f64::NAN, |b| b / 1_073_741_824.0);
-        v[21] = s.disk_free_ratio.unwrap_or(f64::NAN);
-        v[22] = w.capacity;
-        v[23] = w.age_ms(inp.now_ms) as f64;
-        v[24] = if inp.warmup_ms == 0 {
-            0.0
-        } else {
-            1.0 - (w.registered_for_ms(inp.now_ms) as f64 / inp.warmup_ms as f64).min(1.0)
-        };
-        v[25] = 1.0;
-        v[27] = f64::from(s.missing_optional());
-        v[38] = w.history.p99_slope_ms_per_s;
-        v[39] = w.history.error_rate_stddev;
-        v[40] = w.history.cache_hit_slope_per_s.unwrap_or(f64::NAN);
-        v[41] = w.registered_for_ms(inp.now_ms) as f64 / 1000.0;
-    }
-    v[26] = inp.rule_score / 100.0;
-
-    let rt = inp.ctx.request_type;
-    v[28] = bool01(rt == Some(RequestType::Get));
-    v[29] = bool01(rt == Some(RequestType::Put));
-    v[30] = bool01(rt == Some(RequestType::Delete));
-    v[31] = bool01(rt == Some(RequestType::Mget));
-    v[32] = inp.ctx.timeout_ms.map_or(f64::NAN, |t| t as f64);
-    v[33] = inp.ctx.batch_size.map_or(f64::NAN, f64::from);
-    let worker_region = inp.worker.and_then(|w| w.region.as_deref());
-    v[34] = match (inp.ctx.client_region.as_deref(), worker_region) {
-        (Some(a), Some(b)) => bool01(a == b),
-        _ => f64::NAN,
-    };
-    v[35] = inp.candidate_count as f64;
-    v[36] = if inp.candidate_count > 1 {
-        inp.rule_rank as f64 / (inp.candidate_count - 1) as f64
-    } else {
-        0.0
-    };
-    v[37] = (inp.best_rule_score - inp.rule_score).max(0.0) / 100.0;
-
-    let mut out = [0f32; FEATURE_COUNT];
-    for (i, spec) in FEATURES.iter().enumerate() {
-        let x = if v[i].is_finite() {
-            v[i] as f32
-        } else {
-            spec.impute
-        };
-        out[i] = x.clamp(spec.min, spec.max);
-    }
-    out
+    RequestFeatures::new(inp).observation(&CandidateInputs {
+        worker: inp.worker,
+        rule_score: inp.rule_score,
+        rule_rank: inp.rule_rank,
+        best_rule_score: inp.best_rule_score,
+    })
 }
 
 #[cfg(test)]
@@ -240,5 +313,46 @@ mod tests {
         w.smoothed.rtt_ms_p99 = 1e12;
         let v = observation(&inputs(&key, &ctx, Some(&w)));
         assert_eq!(v[11], FEATURES[11].max);
+    }
+
+    #[test]
+    fn one_request_part_serves_every_candidate() {
+        let key = KeyFingerprint::parse("user:77:cart", &SecondSegmentSharding);
+        let ctx = RequestContext {
+            request_type: Some(RequestType::Get),
+            client_region: Some("shanghai".into()),
+            timeout_ms: Some(20),
+            batch_size: Some(4),
+        };
+        let w1 = view();
+        let mut w2 = view();
+        w2.smoothed.cpu_usage = 0.95;
+        w2.region = Some(Arc::from("beijing"));
+        w2.smoothed.cache_hit_rate = None;
+        let req = RequestFeatures::new(&inputs(&key, &ctx, None));
+        // Known, unknown, other known: nothing carries over between candidates.
+        for (w, score, rank) in [(Some(&w1), 70.0, 0), (None, 0.0, 2), (Some(&w2), 40.0, 1)] {
+            let mut one = inputs(&key, &ctx, w);
+            one.rule_score = score;
+            one.rule_rank = rank;
+            let reused = req.observation(&CandidateInputs {
+                worker: w,
+                rule_score: score,
+                rule_rank: rank,
+                best_rule_score: one.best_rule_score,
+            });
+            let fresh = observation(&one);
+            assert_eq!(reused.map(f32::to_bits), fresh.map(f32::to_bits));
+        }
+        let v2 = req.observation(&CandidateInputs {
+            worker: Some(&w2),
+            rule_score: 40.0,
+            rule_rank: 1,
+            best_rule_score: 96.25,
+        });
+        assert_eq!(v2[8], 0.95);
+        assert_eq!(v2[19], FEATURES[19].impute);
+        assert_eq!(v2[34], 0.0, "different region");
+        assert_eq!(v2[28], 1.0, "request type is request-level");
     }
 }

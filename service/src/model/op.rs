@@ -181,11 +181,13 @@ impl EvalOp for TreeEnsembleRegressorOp {
         );
         let plain = input.try_as_plain_ram()?;
         let rows = plain.as_slice::<f32>()?;
-        let mut out = vec![0f32; n];
+        // Written in place: one allocation per call, no copy.
+        let mut out = Tensor::zero::<f32>(&[n, 1])?;
         if f > 0 {
-            self.ensemble.eval_batch(rows, &mut out);
+            let mut plain = out.try_as_plain_ram_mut()?;
+            self.ensemble.eval_batch(rows, plain.as_slice_mut::<f32>()?);
         }
-        Ok(tvec!(Tensor::from_shape(&[n, 1], &out)?.into_tvalue()))
+        Ok(tvec!(out.into_tvalue()))
     }
 }
 

@@ -58,7 +58,7 @@ pub struct Adjustment {
     pub source_value: Option<f64>,
 }
 
-/// Adjustments an [`Explained`] has room for before it reallocates: a
+/// Adjustments an [`Explained`] makes room for at its first one: a
 /// candidate typically collects a few rule deductions, a dynamics step and
 /// the two model-stage actions, and growing the vector one doubling at a
 /// time cost two reallocations and copies per candidate on the score path.
@@ -92,9 +92,18 @@ impl Explained {
     pub fn starting_at(score: f64) -> Self {
         Self {
             score,
-            adjustments: Vec::with_capacity(ADJUSTMENTS_CAPACITY),
+            adjustments: Vec::new(),
             stage: Stage::Rule,
         }
+    }
+
+    /// Appends `a`, reserving [`ADJUSTMENTS_CAPACITY`] on the first one (a
+    /// candidate with nothing to explain allocates nothing).
+    fn push(&mut self, a: Adjustment) {
+        if self.adjustments.capacity() == 0 {
+            self.adjustments.reserve_exact(ADJUSTMENTS_CAPACITY);
+        }
+        self.adjustments.push(a);
     }
 
     /// Multiply the score by `factor` in [0, 1].
@@ -108,7 +117,7 @@ impl Explained {
         debug_assert!((0.0..=1.0).contains(&factor));
         let before = self.score;
         self.score = before * factor;
-        self.adjustments.push(Adjustment {
+        self.push(Adjustment {
             code,
             stage: self.stage,
             kind: AdjustmentKind::Multiply,
@@ -133,7 +142,7 @@ impl Explained {
             return;
         }
         self.score -= points;
-        self.adjustments.push(Adjustment {
+        self.push(Adjustment {
             code,
             stage: self.stage,
             kind: AdjustmentKind::Deduct,
@@ -156,7 +165,7 @@ impl Explained {
         debug_assert!(points.is_finite());
         let points = round_points(points);
         self.score += points;
-        self.adjustments.push(Adjustment {
+        self.push(Adjustment {
             code,
             stage: self.stage,
             kind: AdjustmentKind::Add,
@@ -173,7 +182,7 @@ impl Explained {
         let after = before.clamp(0.0, BASE_SCORE);
         if after != before {
             self.score = after;
-            self.adjustments.push(Adjustment {
+            self.push(Adjustment {
                 code: "clamp",
                 stage: self.stage,
                 kind: AdjustmentKind::Clamp,

@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+use crate::dynamics::PenaltyReason;
 use crate::fmt::{num, pct};
 
 /// Which sentence an adjustment explains itself with.
@@ -59,14 +60,25 @@ pub enum ReasonKind {
 pub enum Reason {
     /// A templated sentence; unused trailing numbers are zero.
     Template(ReasonKind, [f64; 5]),
-    /// A sentence built by the caller (unknown workers, penalty states).
+    /// A sentence built by the caller (unknown workers).
     Text(String),
+    /// A penalty state's explanation (issue #3).
+    Penalty(PenaltyReason),
+    /// A recovering worker's explanation and its slow-start weight fraction
+    /// (0..=1).
+    SlowStart(PenaltyReason, f64),
 }
 
 impl Reason {
     /// A templated reason.
     pub fn new(kind: ReasonKind, args: [f64; 5]) -> Self {
         Self::Template(kind, args)
+    }
+}
+
+impl From<PenaltyReason> for Reason {
+    fn from(p: PenaltyReason) -> Self {
+        Self::Penalty(p)
     }
 }
 
@@ -87,6 +99,10 @@ impl fmt::Display for Reason {
         use ReasonKind as K;
         let (kind, a) = match self {
             Self::Text(s) => return f.write_str(s),
+            Self::Penalty(p) => return p.fmt(f),
+            Self::SlowStart(p, fraction) => {
+                return write!(f, "{p}: selection weight ×{}", num(*fraction));
+            }
             Self::Template(k, a) => (*k, a),
         };
         match kind {
@@ -197,7 +213,7 @@ impl fmt::Display for Reason {
 
 impl Reason {
     /// A compact label for one-line explanations (`GET /v1/debug/score`),
-    /// e.g. `CPU 88% > 70%`; `None` for free-text reasons (callers then
+    /// e.g. `CPU 88% > 70%`; `None` for free-text and penalty reasons (callers then
     /// show the adjustment code).
     pub fn short(&self) -> Option<String> {
         use ReasonKind as K;
