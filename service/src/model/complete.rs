@@ -50,8 +50,11 @@ pub const TREE_LANES: usize = 8;
 /// A batch remainder at least this long is walked as one padded
 /// [`ROW_LANES`] chunk; shorter ones row by row.
 const CHUNK_REMAINDER_MIN: usize = 3;
-/// Width of a row buffer: each feature twice (NaN as −∞, NaN as +∞).
-const BUF: usize = 2 * ROW_WIDTH;
+/// Width of a row buffer: each feature twice (NaN as −∞, NaN as +∞), the
+/// `2 × ROW_WIDTH` columns used padded to 256 so
+/// that a `u8` column indexes it with no bounds check and no mask.
+const BUF: usize = 256;
+const _: () = assert!(2 * ROW_WIDTH <= BUF && BUF == u8::MAX as usize + 1);
 
 type RowBuf = [f32; BUF];
 
@@ -60,7 +63,7 @@ type RowBuf = [f32; BUF];
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Node {
     value: f32,
-    column: u32,
+    column: u8,
 }
 
 impl Node {
@@ -73,7 +76,7 @@ impl Node {
     /// 1 when the walk goes to the false (right) child.
     #[inline(always)]
     fn right(self, row: &RowBuf) -> usize {
-        usize::from(row[self.column as usize & (BUF - 1)] > self.value)
+        usize::from(row[usize::from(self.column)] > self.value)
     }
 }
 
@@ -130,8 +133,10 @@ impl CompleteForest {
                         // Deeper than `depth`: the caller's depth was wrong.
                         return None;
                     }
-                    // feature < ROW_WIDTH (checked above), so the column fits.
-                    let column = 2 * node.feature() as u32 + u32::from(!node.missing_goes_left());
+                    // feature < ROW_WIDTH (checked above), so the column fits a u8.
+                    let column =
+                        u8::try_from(2 * node.feature() + usize::from(!node.missing_goes_left()))
+                            .ok()?;
                     *slot = Node {
                         value: node.value(),
                         column,
