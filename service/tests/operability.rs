@@ -140,6 +140,142 @@ async fn requests_beyond_the_concurrency_limit_are_shed_with_retry_after() {
     );
 }
 
+/// Reads one HTTP/1.1 response (status line, headers, `Content-Length`
+/// body) from `r`; `None` on EOF or error before a full response.
+fn read_response(r: &mut impl std::io::BufRead) -> Option<(u16, String)> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some((status, head + &String::from_utf8_lossy(&body)))
+}
+
+/// A blocking client connection; reads give up after 10 s instead of hanging.
+fn connect(
+    addr: std::net::SocketAddr,
+) -> (std::io::BufReader<std::net::TcpStream>, std::net::TcpStream) {
+    let s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let w = s.try_clone().expect("clone");
+    (std::io::BufReader::new(s), w)
+}
+
+fn request(body: &str) -> String {
+    format!(
+        "POST /slow HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shed_request_body_is_read_and_its_connection_kept_alive() {
+    use std::io::Write;
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let entered = Arc::new(tokio::sync::Semaphore::new(0));
+    let e2 = entered.clone();
+    let handler = move |body: String| {
+        let mut rx = release_rx.clone();
+        let entered = e2.clone();
+        async move {
+            entered.add_permits(1);
+            let _ = rx.wait_for(|v| *v).await;
+            format!("got {body}")
+        }
+    };
+    // As `service::app` layers `POST /v1/score`.
+    let router: Router = Router::new()
+        .route(
+            "/slow",
+            post(handler).layer(service::http::shed_layer(1)).layer(
+                axum::middleware::from_fn_with_state(
+                    service::http::BodyLimit(1024),
+                    service::http::read_body_first,
+                ),
+            ),
+        )
+        .with_state(());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+
+    // A takes the only permit and holds it.
+    let (mut ra, mut wa) = connect(addr);
+    wa.write_all(request("{}").as_bytes()).expect("a write");
+    tokio::time::timeout(std::time::Duration::from_secs(10), entered.acquire())
+        .await
+        .expect("a admitted")
+        .expect("semaphore")
+        .forget();
+
+    let client = tokio::task::spawn_blocking(move || {
+        // B sends its headers, then its body in a second segment, as Python's
+        // http.client does. The 503 must wait for the body: answered before
+        // it, the connection would carry an unread body and be closed.
+        // (A bounded wait for an answer that must not come; the fixed
+        // service never answers here, so the test cannot flake that way.)
+        let (mut rb, mut wb) = connect(addr);
+        wb.write_all(b"POST /slow HTTP/1.1\r\nhost: t\r\ncontent-length: 7\r\n\r\n")
+            .expect("b head");
+        rb.get_ref()
+            .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .expect("short timeout");
+        let early = read_response(&mut rb);
+        assert!(early.is_none(), "answered before the body: {early:?}");
+        rb.get_ref()
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        wb.write_all(b"{\"k\":1}").expect("b body");
+        let (status, text) = read_response(&mut rb).expect("b answered");
+        assert_eq!(status, 503, "{text}");
+        assert!(text.contains("overloaded"), "{text}");
+        (rb, wb)
+    });
+    let (mut rb, mut wb) = client.await.expect("client b");
+
+    // Capacity back: B's connection is still open and serves the retry.
+    release_tx.send(true).expect("release");
+    let done = tokio::task::spawn_blocking(move || {
+        let (status, _) = read_response(&mut ra).expect("a answered");
+        assert_eq!(status, 200);
+        wb.write_all(request("retry").as_bytes())
+            .expect("b retry on the same connection");
+        let (status, text) = read_response(&mut rb).expect("the shed connection was kept alive");
+        assert_eq!(status, 200, "{text}");
+        assert!(text.ends_with("got retry"), "{text}");
+
+        // Over the limit: 413 before the limit is consulted.
+        let (mut rc, mut wc) = connect(addr);
+        wc.write_all(request(&"x".repeat(2048)).as_bytes())
+            .expect("c write");
+        let (status, text) = read_response(&mut rc).expect("c answered");
+        assert_eq!(status, 413, "{text}");
+        assert!(text.contains("body_too_large"), "{text}");
+    });
+    done.await.expect("clients");
+    server.abort();
+}
+
 #[tokio::test]
 async fn a_request_slower_than_the_timeout_gets_503() {
     // Reloading a large model (vetting runs its golden rows) takes far longer than 50 ms.

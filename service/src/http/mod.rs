@@ -4,6 +4,7 @@
 //! Tests call `app(state).oneshot(request)` with no socket.
 
 mod admin;
+mod body_first;
 mod error;
 mod explain;
 mod extract;
@@ -21,6 +22,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use admin::token_matches;
+pub use body_first::{BodyLimit, read_body_first};
 pub use error::ApiError;
 pub use explain::explain_line;
 pub use extract::ApiJson;
@@ -85,7 +87,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/telemetry", post(handlers::telemetry))
         .route(
             "/v1/score",
-            post(handlers::score).layer(limits::shed_layer(cfg.server.max_concurrent_scores)),
+            post(handlers::score)
+                .layer(limits::shed_layer(cfg.server.max_concurrent_scores))
+                // Outside the limit: a shed request's body is read too, so
+                // its keep-alive connection survives the 503.
+                .layer(axum::middleware::from_fn_with_state(
+                    BodyLimit(limit),
+                    body_first::read_body_first,
+                )),
         )
         .route("/v1/feedback", post(handlers::feedback))
         .route("/v1/stats", get(handlers::stats))
