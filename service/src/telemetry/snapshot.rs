@@ -25,10 +25,10 @@ pub struct Snapshot {
     #[schema(format = "uint32")]
     pub queue_depth: u32,
     /// Mean request round-trip time over the report interval, ms.
-    #[schema(minimum = 0.0)]
+    #[schema(minimum = 0.0, maximum = 86_400_000.0)]
     pub rtt_ms_avg: f64,
     /// 99th-percentile round-trip time over the report interval, ms.
-    #[schema(minimum = 0.0)]
+    #[schema(minimum = 0.0, maximum = 86_400_000.0)]
     pub rtt_ms_p99: f64,
     /// Fraction of requests that failed over the report interval, `0..=1`.
     #[schema(minimum = 0.0, maximum = 1.0)]
@@ -47,9 +47,9 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub mem_available_ratio: Option<f64>,
-    /// Disk IO await, ms.
+    /// Disk IO await, ms (at most one day, [`super::validate::MAX_LATENCY_MS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0.0)]
+    #[schema(minimum = 0.0, maximum = 86_400_000.0)]
     pub disk_io_await_ms: Option<f64>,
     /// Network packet loss, fraction `0..=1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

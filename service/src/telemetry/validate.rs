@@ -19,6 +19,10 @@ pub const MAX_CAPACITY: f64 = 1e6;
 /// CPU values in `(1, CPU_CLAMP_LIMIT]` are clamped to 1 (multi-core accounting
 /// quirks); above it they are rejected.
 pub const CPU_CLAMP_LIMIT: f64 = 4.0;
+/// Largest latency a snapshot may report (`rtt_ms_avg`, `rtt_ms_p99`,
+/// `disk_io_await_ms`), ms: one day. Anything above is a unit or counter bug
+/// on the sender, and would turn ratios in explanations into `inf`.
+pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 
 /// One rejected field, as returned in the 422 body's `details`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -113,19 +117,19 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             ),
         );
     }
-    let mut non_negative = |field: &'static str, v: f64| {
-        if !v.is_finite() || v < 0.0 {
+    let mut latency = |field: &'static str, v: f64| {
+        if !(0.0..=MAX_LATENCY_MS).contains(&v) {
             err(
                 field,
                 "out_of_range",
-                format!("{field} {v} must be a finite number >= 0"),
+                format!("{field} {v} must be within 0..={MAX_LATENCY_MS} ms"),
             );
         }
     };
-    non_negative("rtt_ms_avg", s.rtt_ms_avg);
-    non_negative("rtt_ms_p99", s.rtt_ms_p99);
+    latency("rtt_ms_avg", s.rtt_ms_avg);
+    latency("rtt_ms_p99", s.rtt_ms_p99);
     if let Some(v) = s.disk_io_await_ms {
-        non_negative("disk_io_await_ms", v);
+        latency("disk_io_await_ms", v);
     }
     let mut fraction = |field: &'static str, v: f64| {
         if !(0.0..=1.0).contains(&v) {
@@ -224,6 +228,27 @@ mod tests {
         ] {
             assert!(f.contains(&want), "{want} missing from {f:?}");
         }
+    }
+
+    #[test]
+    fn latencies_beyond_a_day_are_rejected() {
+        let mut s = ok();
+        s.rtt_ms_avg = MAX_LATENCY_MS;
+        s.rtt_ms_p99 = MAX_LATENCY_MS;
+        s.disk_io_await_ms = Some(MAX_LATENCY_MS);
+        assert!(
+            check_snapshot(0, &s).errors.is_empty(),
+            "one day is allowed"
+        );
+        s.rtt_ms_p99 = 1.7e308;
+        s.disk_io_await_ms = Some(MAX_LATENCY_MS * 1.000_001);
+        assert_eq!(fields(&s), ["rtt_ms_p99", "disk_io_await_ms"]);
+        let c = check_snapshot(0, &s);
+        assert!(
+            c.errors[0].reason.contains("0..=86400000 ms"),
+            "{:?}",
+            c.errors[0]
+        );
     }
 
     #[test]
