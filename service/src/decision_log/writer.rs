@@ -46,9 +46,9 @@ pub const WRITER_POLL_MS: u64 = 10;
 /// are not durable before the file closes either way (see the module docs).
 pub const WRITER_FLUSH_MS: u64 = 1_000;
 /// Pending decision (or outcome) rows at which the writer appends them to the
-/// open file, when smaller than `row_group_rows`: about 30 ms of encoding on
-/// one core, large enough that the per-append cost is noise (see the module
-/// docs).
+/// open file, when smaller than `row_group_rows`: about 6 ms of encoding on
+/// one core at the writer bench's 728k rows/s, large enough that the
+/// per-append cost is noise (see the module docs).
 pub const WRITER_APPEND_ROWS: u64 = 4_096;
 /// Messages drained in one go before the writer re-checks rolls.
 pub const DRAIN_BATCH: usize = 4_096;
