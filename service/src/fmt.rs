@@ -14,6 +14,18 @@ pub fn num(x: f64) -> String {
     }
 }
 
+/// `x` exactly as received (shortest round-trip digits), in scientific
+/// notation from 1e15 or below 1e-6 in magnitude, for error messages that
+/// echo an input (`1.7e308`, not 309 digits).
+pub fn exact(x: f64) -> String {
+    let a = x.abs();
+    if x.is_finite() && (a >= 1e15 || (a != 0.0 && a < 1e-6)) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// A fraction as a percentage with at most 3 decimals (`0.88` → `88%`).
 pub fn pct(fraction: f64) -> String {
     format!("{}%", num(fraction * 100.0))
@@ -30,5 +42,10 @@ mod tests {
         assert_eq!(super::pct(0.015), "1.5%");
         assert_eq!(super::num(1.7e308), "1.700e308");
         assert_eq!(super::pct(1e305), "1.000e307%");
+        assert_eq!(super::exact(1.7e308), "1.7e308");
+        assert_eq!(super::exact(1.0000001), "1.0000001");
+        assert_eq!(super::exact(5e-324), "5e-324");
+        assert_eq!(super::exact(-0.5), "-0.5");
+        assert_eq!(super::exact(f64::NAN), "NaN");
     }
 }

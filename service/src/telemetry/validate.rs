@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::Snapshot;
+use crate::fmt::exact;
 
 /// Longest accepted `worker_id`, bytes.
 pub const MAX_WORKER_ID_BYTES: usize = 128;
@@ -113,7 +114,7 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             "out_of_range",
             format!(
                 "cpu_usage {} is outside 0..=1 (values up to {CPU_CLAMP_LIMIT} are clamped)",
-                s.cpu_usage
+                exact(s.cpu_usage)
             ),
         );
     }
@@ -122,7 +123,10 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             err(
                 field,
                 "out_of_range",
-                format!("{field} {v} must be within 0..={MAX_LATENCY_MS} ms"),
+                format!(
+                    "{field} {} must be within 0..={MAX_LATENCY_MS} ms",
+                    exact(v)
+                ),
             );
         }
     };
@@ -136,7 +140,7 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             err(
                 field,
                 "out_of_range",
-                format!("{field} {v} is outside the fraction range 0..=1"),
+                format!("{field} {} is outside the fraction range 0..=1", exact(v)),
             );
         }
     };
@@ -166,7 +170,10 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
         err(
             "capacity",
             "out_of_range",
-            format!("capacity {c} must be within {MIN_CAPACITY}..={MAX_CAPACITY}"),
+            format!(
+                "capacity {} must be within {MIN_CAPACITY}..={MAX_CAPACITY}",
+                exact(c)
+            ),
         );
     }
     out.cpu_clamped = s.cpu_usage > 1.0 && s.cpu_usage <= CPU_CLAMP_LIMIT;
@@ -245,7 +252,7 @@ mod tests {
         assert_eq!(fields(&s), ["rtt_ms_p99", "disk_io_await_ms"]);
         let c = check_snapshot(0, &s);
         assert!(
-            c.errors[0].reason.contains("0..=86400000 ms"),
+            c.errors[0].reason == "rtt_ms_p99 1.7e308 must be within 0..=86400000 ms",
             "{:?}",
             c.errors[0]
         );
