@@ -73,6 +73,17 @@ async fn softmax_temperatures_behave_as_specified() {
             .unwrap_or("")
             .contains("temperature")
     );
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["a"], "temperature": -1.7e308}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(
+        b["error"]["message"],
+        "`temperature` must be finite and >= 0, got -1.7e308"
+    );
     let (s, _) = app
         .post(
             "/v1/score",
@@ -178,13 +189,15 @@ async fn feedback_is_validated_counted_and_releases_picks() {
     );
 
     let (s, f) = app
-        .post_json("/v1/feedback", &json!({"decision_id": "from-before-restart", "worker_id": "a", "latency_ms": 1, "success": false}))
+        .post_json("/v1/feedback", &json!({"decision_id": "from-before-restart", "worker_id": "a", "latency_ms": 86_400_000, "success": false}))
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(f["known_decision"], false);
     for bad in [
         json!({"decision_id": "", "worker_id": "a", "latency_ms": 1, "success": true}),
         json!({"decision_id": "x", "worker_id": "a", "latency_ms": -1, "success": true}),
+        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 86_400_001, "success": true}),
+        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1.7e308, "success": true}),
         json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1}),
         json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1, "success": true, "extra": 0}),
         json!({"decision_id": "x\u{0}", "worker_id": "a", "latency_ms": 1, "success": true}),

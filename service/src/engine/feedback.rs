@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use crate::telemetry::validate::MAX_LATENCY_MS;
 
 const SHARDS: usize = 16;
 
@@ -158,8 +159,11 @@ impl Engine {
                 "must be 1..=128 bytes without control characters",
             );
         }
-        if !(f.latency_ms.is_finite() && f.latency_ms >= 0.0) {
-            return bad("latency_ms", "must be a finite number of ms >= 0");
+        if !(0.0..=MAX_LATENCY_MS).contains(&f.latency_ms) {
+            return bad(
+                "latency_ms",
+                "must be a number of ms within 0..=86400000 (one day)",
+            );
         }
         self.counters.feedback.fetch_add(1, Ordering::Relaxed);
         let lookup = self.decisions.take_if_picked(&f.decision_id, &f.worker_id);

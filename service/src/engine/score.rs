@@ -55,7 +55,7 @@ pub enum ScoreError {
     #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash or none")]
     BadPolicy(String),
     /// `temperature` is negative, NaN or infinite (422).
-    #[error("`temperature` must be finite and >= 0, got {0}")]
+    #[error("`temperature` must be finite and >= 0, got {}", crate::fmt::exact(*.0))]
     BadTemperature(f64),
     /// Every candidate is dead or unknown (503).
     #[error("no eligible workers: every candidate is dead or has never reported")]
