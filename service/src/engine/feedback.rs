@@ -137,8 +137,8 @@ impl Engine {
     ///
     /// # Errors
     /// [`FeedbackError::Invalid`] for an empty or oversized id, an id with a
-    /// control character, or a negative or non-finite latency; nothing is
-    /// recorded then.
+    /// control character, or a latency outside 0..=[`MAX_LATENCY_MS`] (NaN
+    /// included); nothing is recorded then.
     pub fn feedback(&self, f: &Feedback, now_ms: u64) -> Result<FeedbackOutcome, FeedbackError> {
         let bad = |field, reason: &str| {
             Err(FeedbackError::Invalid {

@@ -45,7 +45,7 @@ where
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                "expected `content-type: application/json`",
+                "expected `content-type: application/json` (or `application/*+json`)",
             ));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
