@@ -248,3 +248,44 @@ async fn penalty_state_is_visible_in_workers_and_adjustments() {
     assert_eq!(b["scores"][0]["rule_score"], 35.0);
     assert_eq!(b["scores"][0]["final_score"], 29.75);
 }
+
+#[tokio::test]
+async fn workers_show_the_selection_weight_a_decision_uses() {
+    // Default config: new workers ramp up (slow start) and warm up.
+    let app = test_app(service::config::Config::default());
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.3)]});
+    assert_eq!(
+        app.post_json("/v1/telemetry", &batch).await.0,
+        StatusCode::OK
+    );
+    app.clock.advance(9_000);
+    let batch = json!({"snapshots": [snap("a", WALL + 9_000, 0.2), snap("b", WALL + 9_000, 0.3)]});
+    assert_eq!(
+        app.post_json("/v1/telemetry", &batch).await.0,
+        StatusCode::OK
+    );
+    let (s, r) = app
+        .post_json("/v1/score", &json!({"key": "k", "candidates": ["a", "b"]}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (_, w) = app.get("/v1/workers").await;
+    // 9 s of the 30 s ramp: max(0.2, 9/30) = 0.3 for both.
+    for (i, id) in ["a", "b"].iter().enumerate() {
+        let listed = &w["workers"][i];
+        assert_eq!(listed["worker_id"], *id);
+        let score = r["scores"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["worker_id"] == *id))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(listed["weight"], score["weight"], "{listed} vs {score}");
+        assert!(
+            (listed["weight"].as_f64().unwrap_or(0.0) - 0.3).abs() < 1e-12,
+            "{listed}"
+        );
+        assert_eq!(
+            listed["penalty"]["slow_start_fraction"], 1.0,
+            "no cooldown ramp"
+        );
+    }
+}

@@ -25,7 +25,7 @@ use serde::Serialize;
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
 pub use reconfigure::ConfigReloadReport;
-pub use score::{ScoreError, ScoreMode};
+pub use score::{ScoreError, ScoreMode, selection_weight};
 
 use crate::config::Config;
 use crate::decision_log::DecisionLog;

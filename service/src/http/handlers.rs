@@ -230,6 +230,10 @@ struct WorkerInfo {
     cpu_clamped: bool,
     history: HistoryView,
     penalty: PenaltyView,
+    /// Selection weight a decision would give this worker now if it is live
+    /// (`weight` in a score answer): capacity × the slow-start ramp,
+    /// new-worker ramp included.
+    weight: f64,
     in_flight: f64,
 }
 
@@ -298,6 +302,8 @@ pub(super) async fn workers(
         .map(|slot| {
             let v = slot.view_full();
             let registered = v.registered_for_ms(now);
+            let penalty = v.penalty.state_at(now, &cfg.penalty);
+            let weight = crate::engine::selection_weight(&v, &penalty, now, &cfg);
             WorkerInfo {
                 worker_id: v.worker_id.to_string(),
                 last_report_age_ms: v.age_ms(now),
@@ -313,7 +319,8 @@ pub(super) async fn workers(
                 capacity: v.capacity,
                 cpu_clamped: v.cpu_clamped,
                 history: v.history.into(),
-                penalty: v.penalty.state_at(now, &cfg.penalty),
+                penalty,
+                weight,
                 in_flight: slot.inflight().value(now),
             }
         })
