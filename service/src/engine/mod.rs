@@ -6,6 +6,8 @@
 //!   state machine.
 //! - [`Engine::score`] (in `score.rs`) scores candidates, applies dynamics
 //!   and picks one with the requested policy.
+//! - [`selection_weight`] (in `weight.rs`) is a worker's selection weight,
+//!   shared by the score path and `GET /v1/workers`.
 //! - [`Engine::feedback`] (in `feedback.rs`) records an outcome and releases
 //!   the in-flight count of the picked worker.
 
@@ -15,6 +17,7 @@ mod logging;
 mod model_stage;
 mod reconfigure;
 mod score;
+mod weight;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +28,8 @@ use serde::Serialize;
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
 pub use reconfigure::ConfigReloadReport;
-pub use score::{ScoreError, ScoreMode, selection_weight};
+pub use score::{ScoreError, ScoreMode};
+pub use weight::selection_weight;
 
 use crate::config::Config;
 use crate::decision_log::DecisionLog;

@@ -19,9 +19,7 @@ use rand::RngCore;
 use super::Engine;
 use super::freshness::Priors;
 use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
-use crate::dynamics::{
-    FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction, slow_start_fraction,
-};
+use crate::dynamics::{FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction};
 use crate::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use crate::key::KeyFingerprint;
 use crate::scoring::{
@@ -345,7 +343,7 @@ impl Engine {
                         );
                     }
                 }
-                ramp = selection_weight(v, &pv, now_ms, cfg);
+                ramp = super::weight::selection_weight(v, &pv, now_ms, cfg);
                 if let Some(s) = &slot {
                     in_flight = s.inflight().value(now_ms);
                     let d = inflight_deduction(in_flight, cfg.inflight.per_pick, cfg.inflight.cap);
@@ -605,26 +603,4 @@ impl Engine {
             config_hash: active.hash.clone(),
         })
     }
-}
-
-/// The selection weight of a live worker at `now_ms` (dimensionless, `>= 0`):
-/// `capacity × ramp`, where the ramp is the penalty view's slow-start
-/// fraction after a cooldown and, with `selection.slow_start_new_workers`,
-/// at most the new-worker ramp `max(min_weight_fraction, registered_ms /
-/// slow_start_ms)` (Envoy `slow_start_config`; issue #3). What a decision's
-/// `weight` shows and `GET /v1/workers` reports.
-pub fn selection_weight(
-    v: &WorkerView,
-    pv: &crate::dynamics::PenaltyView,
-    now_ms: u64,
-    cfg: &crate::config::Config,
-) -> f64 {
-    let mut ramp = pv.slow_start_fraction;
-    if cfg.selection.slow_start_new_workers {
-        ramp = ramp.min(slow_start_fraction(
-            v.registered_for_ms(now_ms),
-            &cfg.penalty,
-        ));
-    }
-    ramp * v.capacity
 }
