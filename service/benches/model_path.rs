@@ -8,6 +8,8 @@
 //!   builds a new state per call (what the reuse saves);
 //! * `complete_layout` / `pointer_walk`: `FlatEnsemble::eval_batch` alone
 //!   (the op's kernel) + sigmoid, with the complete-tree layout and without;
+//! * `control`: the evaluator alone, [`CONTROL_REPEAT`] times per call, so
+//!   about as long as the whole 16-candidate path but pure computation;
 //! * `score_path`: `Engine::score` for 16 and 256 candidates, rules only vs
 //!   rules + model (+ pick).
 //!
@@ -18,6 +20,13 @@
 //! [`ROUNDS`] rounds times every case once (a fixed number of calls), and
 //! each line reports the median over rounds of the per-round p50 and p99,
 //! plus the spread of the per-round p99.
+//!
+//! Before and after the cases it probes the host for stalls (gaps between
+//! back-to-back clock reads, [`host_stalls`]): on a VM a periodic stall of
+//! tens of µs lands in a fraction `p50 / interval` of the calls, and once
+//! that fraction passes 1% it sets the p99. Each line prints that fraction.
+//!
+//! The bench binary uses the service's allocator (mimalloc).
 //!
 //! `cargo bench -p service --bench model_path`
 
@@ -40,7 +49,14 @@ use service::model::{FlatEnsemble, ModelHub, load_model_dir, run};
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
+/// The allocator the service binary uses (`service/src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WALL: u64 = 1_750_000_000_000;
+/// Evaluator calls in the control case (16 rows each): about the length of
+/// the whole 16-candidate score path.
+const CONTROL_REPEAT: usize = 3;
 /// Interleaved rounds per case.
 const ROUNDS: usize = 7;
 
@@ -63,6 +79,43 @@ fn time(iters: usize, f: &mut dyn FnMut()) -> (f64, f64) {
     percentiles(ns)
 }
 
+/// A gap between two back-to-back clock reads at least this long is a stall.
+const STALL_MIN_NS: u64 = 2_000;
+/// How long [`host_stalls`] watches the clock.
+const STALL_PROBE_MS: u64 = 1_000;
+
+/// Host stalls seen by a thread that only reads the clock for
+/// [`STALL_PROBE_MS`]: mean interval between stalls (µs; `f64::INFINITY`
+/// when none), and the median and p90 stall length (µs).
+fn host_stalls() -> (f64, f64, f64) {
+    let start = Instant::now();
+    let mut last = start;
+    let mut stalls = Vec::new();
+    while start.elapsed().as_millis() < u128::from(STALL_PROBE_MS) {
+        let t = Instant::now();
+        let gap = t.duration_since(last).as_nanos() as u64;
+        if gap >= STALL_MIN_NS {
+            stalls.push(gap);
+        }
+        last = t;
+    }
+    if stalls.is_empty() {
+        return (f64::INFINITY, 0.0, 0.0);
+    }
+    stalls.sort_unstable();
+    let at = |q: f64| stalls[((stalls.len() - 1) as f64 * q).round() as usize] as f64 / 1_000.0;
+    let interval_us = (STALL_PROBE_MS * 1_000) as f64 / stalls.len() as f64;
+    (interval_us, at(0.5), at(0.9))
+}
+
+fn print_stalls(when: &str) -> f64 {
+    let (interval_us, p50, p90) = host_stalls();
+    println!(
+        "host stalls ({when}): one every {interval_us:.0} µs, lasting p50 {p50:.1} µs / p90 {p90:.1} µs"
+    );
+    interval_us
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -74,7 +127,7 @@ type Case<'a> = (String, usize, Box<dyn FnMut() + 'a>);
 /// When set, only the cases whose name contains its value run (for `perf record`).
 const ONLY_ENV: &str = "MODEL_PATH_ONLY";
 
-fn run_cases(cases: &mut Vec<Case<'_>>) {
+fn run_cases(cases: &mut Vec<Case<'_>>, stall_interval_us: f64) {
     if let Ok(only) = std::env::var(ONLY_ENV) {
         cases.retain(|(name, _, _)| name.contains(&only));
     }
@@ -89,10 +142,11 @@ fn run_cases(cases: &mut Vec<Case<'_>>) {
         let (lo, hi) = p99s
             .iter()
             .fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let p50 = median(r.iter().map(|x| x.0).collect());
         println!(
-            "  {name:<30} p50 {:>8.2}  p99 {:>8.2}  (p99 over rounds {lo:.2}..{hi:.2}; {iters} calls × {ROUNDS})",
-            median(r.iter().map(|x| x.0).collect()),
+            "  {name:<30} p50 {p50:>8.2}  p99 {:>8.2}  (p99 over rounds {lo:.2}..{hi:.2}; {iters} calls × {ROUNDS}; {:.2}% of calls meet a stall)",
             median(p99s),
+            100.0 * p50 / stall_interval_us,
         );
     }
 }
@@ -176,6 +230,21 @@ fn main() {
             ));
         }
     }
+    // Control: pure computation (no allocation, lock or clock read) about as
+    // long as the whole 16-candidate path, to tell the host's tail from ours.
+    if let Some(rows) = rows.last() {
+        let mut out = vec![0f32; rows.len() / FEATURE_COUNT];
+        let flat = &flat;
+        cases.push((
+            format!("control: layout ×{CONTROL_REPEAT} n={}", out.len()),
+            iters,
+            Box::new(move || {
+                for _ in 0..CONTROL_REPEAT {
+                    flat.eval_batch(std::hint::black_box(rows), &mut out);
+                }
+            }),
+        ));
+    }
 
     for n in [16usize, 256] {
         for with_model in [false, true] {
@@ -230,6 +299,8 @@ fn main() {
             ));
         }
     }
-    run_cases(&mut cases);
+    let interval_us = print_stalls("before");
+    run_cases(&mut cases, interval_us);
+    print_stalls("after");
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -14,6 +14,10 @@ use service::config::Config;
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
+/// The allocator the service binary uses (`service/src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WALL: u64 = 1_750_000_000_000;
 
 fn bench(c: &mut Criterion) {

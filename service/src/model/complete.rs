@@ -35,6 +35,8 @@
 //! [`ROW_WIDTH`]. The shipped model (50 trees, depth ≤ 6) takes
 //! 50 × 128 nodes × 8 bytes = 51 KB.
 
+use std::cell::RefCell;
+
 use super::ensemble::FlatNode;
 
 /// Deepest ensemble (root at depth 0) laid out as complete trees.
@@ -74,9 +76,16 @@ impl Node {
     };
 
     /// 1 when the walk goes to the false (right) child.
+    ///
+    /// Written `!(x <= t)` rather than `x > t`: the two agree here (the row
+    /// buffer holds no NaN and NaN thresholds are refused at load), and on
+    /// x86-64 the unordered form lets the compare read the row value straight
+    /// from memory and fold the `+ 1` into the index update: 7% fewer
+    /// instructions per 16-row batch, measured under callgrind.
     #[inline(always)]
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // deliberate: see above
     fn right(self, row: &RowBuf) -> usize {
-        usize::from(row[usize::from(self.column)] > self.value)
+        usize::from(!(row[usize::from(self.column)] <= self.value))
     }
 }
 
@@ -176,19 +185,31 @@ impl CompleteForest {
             out.fill(f32::NAN);
             return;
         }
-        // One monomorphised kernel per depth: stride and step count are constants.
-        match self.depth {
-            0 => eval::<2>(&self.nodes, rows, width, out),
-            1 => eval::<4>(&self.nodes, rows, width, out),
-            2 => eval::<8>(&self.nodes, rows, width, out),
-            3 => eval::<16>(&self.nodes, rows, width, out),
-            4 => eval::<32>(&self.nodes, rows, width, out),
-            5 => eval::<64>(&self.nodes, rows, width, out),
-            6 => eval::<128>(&self.nodes, rows, width, out),
-            7 => eval::<256>(&self.nodes, rows, width, out),
-            8 => eval::<512>(&self.nodes, rows, width, out),
-            9 => eval::<1024>(&self.nodes, rows, width, out),
-            _ => eval::<2048>(&self.nodes, rows, width, out),
+        // One monomorphised kernel per stride, so the index mask is a
+        // constant and needs no bounds check. The step count is passed as a
+        // run-time value on purpose: with it constant, LLVM unrolls the walk
+        // and keeps every lane's branch bits apart in registers, spilling
+        // most of them (50% more instructions per step, measured on the
+        // shipped model).
+        let walk = Walk {
+            rows,
+            width,
+            steps: self.depth,
+        };
+        match self.nodes.len().checked_div(self.n_trees) {
+            Some(2) => walk.eval::<2>(&self.nodes, out),
+            Some(4) => walk.eval::<4>(&self.nodes, out),
+            Some(8) => walk.eval::<8>(&self.nodes, out),
+            Some(16) => walk.eval::<16>(&self.nodes, out),
+            Some(32) => walk.eval::<32>(&self.nodes, out),
+            Some(64) => walk.eval::<64>(&self.nodes, out),
+            Some(128) => walk.eval::<128>(&self.nodes, out),
+            Some(256) => walk.eval::<256>(&self.nodes, out),
+            Some(512) => walk.eval::<512>(&self.nodes, out),
+            Some(1024) => walk.eval::<1024>(&self.nodes, out),
+            Some(2048) => walk.eval::<2048>(&self.nodes, out),
+            // No trees, or a stride `build` never makes.
+            _ => out.fill(0.0),
         }
     }
 }
@@ -207,44 +228,76 @@ fn fill(buf: &mut RowBuf, row: &[f32]) {
     }
 }
 
-fn eval<const S: usize>(nodes: &[Node], rows: &[f32], width: usize, out: &mut [f32]) {
-    let trees = nodes.as_chunks::<S>().0;
-    let mut buf = [[0f32; BUF]; ROW_LANES];
-    let mut row_chunks = rows.chunks_exact(width * ROW_LANES);
-    let mut out_chunks = out.chunks_exact_mut(ROW_LANES);
-    for (chunk, o) in (&mut row_chunks).zip(&mut out_chunks) {
-        for (b, row) in buf.iter_mut().zip(chunk.chunks_exact(width)) {
-            fill(b, row);
-        }
-        o.copy_from_slice(&rows_through_trees::<S>(trees, &buf));
+/// A batch to walk: `rows` holds `out.len()` rows of `width` features, and
+/// each tree takes `steps` (the padded depth) steps.
+#[derive(Clone, Copy)]
+struct Walk<'a> {
+    rows: &'a [f32],
+    width: usize,
+    steps: usize,
+}
+
+thread_local! {
+    /// Row buffers reused across calls (8 KB: zeroing a fresh one cost a
+    /// `memset` per call). Columns the batch does not fill keep older rows'
+    /// values; no node reads them (every node's column is below twice the
+    /// ensemble's feature count, and the caller checked the row width).
+    static ROW_BUFS: RefCell<[RowBuf; ROW_LANES]> =
+        const { RefCell::new([[0f32; BUF]; ROW_LANES]) };
+}
+
+impl Walk<'_> {
+    fn eval<const S: usize>(self, nodes: &[Node], out: &mut [f32]) {
+        ROW_BUFS.with(|bufs| match bufs.try_borrow_mut() {
+            Ok(mut buf) => self.eval_in::<S>(nodes, out, &mut buf),
+            // Not reachable (nothing inside borrows again); kept panic-free.
+            Err(_) => self.eval_in::<S>(nodes, out, &mut [[0f32; BUF]; ROW_LANES]),
+        });
     }
-    let rest = row_chunks.remainder();
-    let out_rest = out_chunks.into_remainder();
-    if out_rest.len() >= CHUNK_REMAINDER_MIN {
-        for (b, row) in buf.iter_mut().zip(rest.chunks_exact(width)) {
-            fill(b, row);
+
+    fn eval_in<const S: usize>(
+        self,
+        nodes: &[Node],
+        out: &mut [f32],
+        buf: &mut [RowBuf; ROW_LANES],
+    ) {
+        let trees = nodes.as_chunks::<S>().0;
+        let mut row_chunks = self.rows.chunks_exact(self.width * ROW_LANES);
+        let mut out_chunks = out.chunks_exact_mut(ROW_LANES);
+        for (chunk, o) in (&mut row_chunks).zip(&mut out_chunks) {
+            for (b, row) in buf.iter_mut().zip(chunk.chunks_exact(self.width)) {
+                fill(b, row);
+            }
+            o.copy_from_slice(&rows_through_trees::<S>(trees, buf, self.steps));
         }
-        let sums = rows_through_trees::<S>(trees, &buf);
-        out_rest.copy_from_slice(&sums[..out_rest.len()]);
-    } else {
-        for (o, row) in out_rest.iter_mut().zip(rest.chunks_exact(width)) {
-            fill(&mut buf[0], row);
-            *o = row_through_trees::<S>(trees, &buf[0]);
+        let rest = row_chunks.remainder();
+        let out_rest = out_chunks.into_remainder();
+        if out_rest.len() >= CHUNK_REMAINDER_MIN {
+            for (b, row) in buf.iter_mut().zip(rest.chunks_exact(self.width)) {
+                fill(b, row);
+            }
+            let sums = rows_through_trees::<S>(trees, buf, self.steps);
+            out_rest.copy_from_slice(&sums[..out_rest.len()]);
+        } else {
+            for (o, row) in out_rest.iter_mut().zip(rest.chunks_exact(self.width)) {
+                fill(&mut buf[0], row);
+                *o = row_through_trees::<S>(trees, &buf[0], self.steps);
+            }
         }
     }
 }
 
-/// [`ROW_LANES`] rows through each tree in turn.
+/// [`ROW_LANES`] rows through each tree in turn, `steps` steps each.
 #[inline]
 fn rows_through_trees<const S: usize>(
     trees: &[[Node; S]],
     rows: &[RowBuf; ROW_LANES],
+    steps: usize,
 ) -> [f32; ROW_LANES] {
-    let depth = S.trailing_zeros() - 1;
     let mut sums = [0f32; ROW_LANES];
     for tree in trees {
         let mut idx = [0usize; ROW_LANES];
-        for _ in 0..depth {
+        for _ in 0..steps {
             for (i, row) in idx.iter_mut().zip(rows) {
                 *i = 2 * *i + 1 + tree[*i & (S - 1)].right(row);
             }
@@ -256,15 +309,14 @@ fn rows_through_trees<const S: usize>(
     sums
 }
 
-/// One row through [`TREE_LANES`] trees at a time.
+/// One row through [`TREE_LANES`] trees at a time, `steps` steps each.
 #[inline]
-fn row_through_trees<const S: usize>(trees: &[[Node; S]], row: &RowBuf) -> f32 {
-    let depth = S.trailing_zeros() - 1;
+fn row_through_trees<const S: usize>(trees: &[[Node; S]], row: &RowBuf, steps: usize) -> f32 {
     let (groups, rest) = trees.as_chunks::<TREE_LANES>();
     let mut sum = 0f32;
     for group in groups {
         let mut idx = [0usize; TREE_LANES];
-        for _ in 0..depth {
+        for _ in 0..steps {
             for (i, tree) in idx.iter_mut().zip(group) {
                 *i = 2 * *i + 1 + tree[*i & (S - 1)].right(row);
             }
@@ -275,7 +327,7 @@ fn row_through_trees<const S: usize>(trees: &[[Node; S]], row: &RowBuf) -> f32 {
     }
     for tree in rest {
         let mut i = 0;
-        for _ in 0..depth {
+        for _ in 0..steps {
             i = 2 * i + 1 + tree[i & (S - 1)].right(row);
         }
         sum += tree[i & (S - 1)].value;

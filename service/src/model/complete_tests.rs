@@ -86,13 +86,9 @@ fn assert_matches_reference(e: &FlatEnsemble, width: usize, seed: u64) {
 
 #[test]
 fn unbalanced_trees_match_the_reference_bit_for_bit() {
-    for (seed, depth) in [
-        (1u64, 1usize),
-        (2, 4),
-        (3, 6),
-        (4, 8),
-        (5, COMPLETE_MAX_DEPTH),
-    ] {
+    // Every depth the layout takes: one kernel per tree stride.
+    for depth in 1..=COMPLETE_MAX_DEPTH {
+        let seed = depth as u64;
         let e = FlatEnsemble::from_attributes(&random_ensemble(23, depth, 5, seed)).unwrap();
         assert!(e.uses_complete_layout(), "depth {depth}");
         assert_matches_reference(&e, 5, seed * 100);
@@ -101,7 +97,7 @@ fn unbalanced_trees_match_the_reference_bit_for_bit() {
 
 #[test]
 fn single_leaf_trees_and_wide_rows() {
-    // Depth 0: every tree is one leaf (stride 1, no step).
+    // Depth 0: every tree is one leaf (stride 2, no step).
     let e = FlatEnsemble::from_attributes(&random_ensemble(1, 0, 3, 7)).unwrap();
     assert!(e.uses_complete_layout());
     assert_matches_reference(&e, 3, 70);
@@ -109,6 +105,30 @@ fn single_leaf_trees_and_wide_rows() {
     let e = FlatEnsemble::from_attributes(&random_ensemble(9, 5, ROW_WIDTH, 8)).unwrap();
     assert!(e.uses_complete_layout());
     assert_matches_reference(&e, ROW_WIDTH + 6, 80);
+}
+
+#[test]
+fn reused_row_buffers_carry_nothing_between_calls() {
+    // The kernel's row buffers are per thread and not cleared between calls:
+    // a wide batch of extreme values, then a narrow one, must give what the
+    // narrow one gives alone.
+    let narrow = FlatEnsemble::from_attributes(&random_ensemble(17, 6, 3, 11)).unwrap();
+    let wide = FlatEnsemble::from_attributes(&random_ensemble(17, 6, ROW_WIDTH, 12)).unwrap();
+    let rows = boundary_rows(16, 3, 13);
+    let mut first = vec![0f32; 16];
+    narrow.eval_batch(&rows, &mut first);
+    let extreme: Vec<f32> = (0..16 * ROW_WIDTH)
+        .map(|i| if i % 2 == 0 { f32::MAX } else { f32::NAN })
+        .collect();
+    let mut sink = vec![0f32; 16];
+    wide.eval_batch(&extreme, &mut sink);
+    let mut again = vec![0f32; 16];
+    narrow.eval_batch(&rows, &mut again);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&first), bits(&again));
+    for (row, got) in rows.chunks_exact(3).zip(&again) {
+        assert_eq!(narrow.eval_reference(row).to_bits(), got.to_bits());
+    }
 }
 
 #[test]
