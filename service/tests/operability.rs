@@ -328,6 +328,37 @@ async fn metrics_text(app: &TestApp) -> String {
 }
 
 #[tokio::test]
+async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
+    // Default config: a new worker pays up to 10 points, falling linearly
+    // to 0 over 30 s, in decisions and in the metric alike.
+    let app = test_app(service::config::Config::default());
+    let snaps = serde_json::json!({"snapshots": [
+        {"worker_id": "w1", "timestamp_ms": common::WALL, "cpu_usage": 0.9, "queue_depth": 1,
+         "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0, "error_rate": 0.0}]});
+    app.post_json("/v1/telemetry", &snaps).await;
+    app.clock.advance(1_500);
+    let metric = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(r#"scorer_worker_rule_score{worker="w1"} "#))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let (s, scored) = app
+        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // CPU 90%: −8; 1.5 s into the 30 s warm-up: −10 × (1 − 1.5/30) = −9.5.
+    let text = metrics_text(&app).await;
+    assert_eq!(metric(&text), Some(82.5), "{text}");
+    assert_eq!(scored["scores"][0]["rule_score"].as_f64(), Some(82.5));
+    // Warm-up over: only the CPU deduction is left.
+    app.clock.advance(30_000);
+    let mut later = snaps.clone();
+    later["snapshots"][0]["timestamp_ms"] = (common::WALL + 31_500).into();
+    app.post_json("/v1/telemetry", &later).await;
+    assert_eq!(metric(&metrics_text(&app).await), Some(92.0));
+}
+
+#[tokio::test]
 async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
     let app = test_app(common::no_warmup());
     let snaps = serde_json::json!({"snapshots": [

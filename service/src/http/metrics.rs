@@ -322,7 +322,9 @@ fn registry(st: &AppState) -> Registry {
         dead_after_ms: cfg.telemetry.dead_after_ms,
         request_type: None,
         now_ms: now,
-        warmup: false,
+        // As the score path applies it; only the penalty state machine
+        // leaves it out.
+        warmup: true,
     };
     let fresh_cfg = FreshnessConfig {
         fresh_ms: cfg.freshness.fresh_ms,
@@ -361,7 +363,7 @@ fn registry(st: &AppState) -> Registry {
     }
     r.register(
         "scorer_worker_rule_score",
-        "Request-independent rule score, points 0..=100",
+        "Request-independent rule score (warm-up deduction included), points 0..=100",
         rule,
     );
     r.register(
