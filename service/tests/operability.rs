@@ -328,6 +328,41 @@ async fn metrics_text(app: &TestApp) -> String {
 }
 
 #[tokio::test]
+async fn every_refused_telemetry_batch_is_counted_by_its_error_code() {
+    let app = test_app(common::no_warmup());
+    let (s, _) = app.post("/v1/telemetry", "{not json").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _) = app
+        .post("/v1/telemetry", r#"{"snapshots":[{"worker_id":""}]}"#)
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, _) = app
+        .send(
+            Request::post("/v1/telemetry")
+                .header("content-type", "text/plain")
+                .body(Body::from("{}"))
+                .expect("request"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let bad_cpu = serde_json::json!({"snapshots": [
+        {"worker_id": "w1", "timestamp_ms": common::WALL, "cpu_usage": 9.0, "queue_depth": 1,
+         "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0, "error_rate": 0.0}]});
+    let (s, _) = app.post_json("/v1/telemetry", &bad_cpu).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let text = metrics_text(&app).await;
+    for reason in [
+        "malformed_json",
+        "invalid_body",
+        "unsupported_media_type",
+        "invalid_telemetry",
+    ] {
+        let line = format!(r#"scorer_telemetry_batches_rejected_total{{reason="{reason}"}} 1"#);
+        assert!(text.contains(&line), "missing `{line}` in\n{text}");
+    }
+}
+
+#[tokio::test]
 async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
     // Default config: a new worker pays up to 10 points, falling linearly
     // to 0 over 30 s, in decisions and in the metric alike.

@@ -41,8 +41,10 @@ pub(super) struct Accepted {
     ))]
 pub(super) async fn telemetry(
     State(st): State<AppState>,
-    ApiJson(batch): ApiJson<TelemetryBatch>,
+    body: Result<ApiJson<TelemetryBatch>, ApiError>,
 ) -> Result<Json<Accepted>, ApiError> {
+    // Every refusal counts, the body's too (415, 413, 400, 422 `invalid_body`).
+    let ApiJson(batch) = body.inspect_err(|e| st.metrics.telemetry_rejected(e.code))?;
     let out = st
         .engine
         .ingest(
