@@ -132,6 +132,23 @@ fn reused_row_buffers_carry_nothing_between_calls() {
 }
 
 #[test]
+fn streaming_a_cold_ensemble_in_changes_no_result() {
+    let e = FlatEnsemble::from_attributes(&random_ensemble(29, 6, 7, 21)).unwrap();
+    let rows = boundary_rows(16, 7, 22);
+    let mut hot = vec![0f32; 16];
+    e.eval_batch(&rows, &mut hot);
+    let mut cold = vec![0f32; 16];
+    assert!(crate::model::warmth::before_inference(u64::MAX), "cold");
+    e.eval_batch(&rows, &mut cold);
+    assert!(
+        !crate::model::warmth::take_stream_request(),
+        "the evaluation consumed the request"
+    );
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&hot), bits(&cold));
+}
+
+#[test]
 fn outside_the_limits_the_pointer_walk_is_used_and_agrees() {
     let deep =
         FlatEnsemble::from_attributes(&random_ensemble(5, COMPLETE_MAX_DEPTH + 2, 4, 9)).unwrap();

@@ -275,8 +275,11 @@ impl ModelHub {
             return Err(FallbackReason::ModelError);
         }
         let t0 = self.clock.monotonic_ns();
+        super::warmth::before_inference(t0);
         let res = model.runner.predict(rows, n, out);
-        let elapsed_ns = self.clock.monotonic_ns().saturating_sub(t0);
+        let t1 = self.clock.monotonic_ns();
+        super::warmth::after_inference(t1);
+        let elapsed_ns = t1.saturating_sub(t0);
         if record {
             self.stats.record_latency_ns(elapsed_ns);
         }

@@ -11,7 +11,8 @@
 //! * [`attributes`]: the ONNX-ML `TreeEnsembleRegressor` attributes as vectors.
 //! * [`ensemble`]: flat tree-ensemble representation built from ONNX-ML
 //!   `TreeEnsembleRegressor` attributes, with a reference and a fast batch
-//!   evaluator; [`complete`]: its complete-tree layout for shallow trees.
+//!   evaluator; [`complete`]: its complete-tree layout for shallow trees;
+//!   [`warmth`]: when that layout streams a cold ensemble in first.
 //! * [`op`]: the `TreeEnsembleRegressor` op registered in tract's ONNX op
 //!   registry (stock tract 0.23.9 has none), [`op::load_model`] and [`op::run`].
 //! * [`export`]: LightGBM tree structure ([`export::LgbModel`]) → ONNX
@@ -37,6 +38,7 @@ pub mod op;
 pub mod runner;
 pub mod shadow;
 pub mod stats;
+pub mod warmth;
 
 pub use ab::{Arm, arm_for};
 pub use blend::{Blend, model_action, rule_actions};
