@@ -68,9 +68,13 @@ pub struct WorkerScore {
     /// Penalty state: `healthy`, `observation`, `cooldown`, `recovering`
     /// (`unknown` for a worker that never reported).
     pub penalty_state: &'static str,
-    /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments.
+    /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments (shown
+    /// rounded to 1e-12, [`crate::fmt::points`]).
+    #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub rule_score: f64,
-    /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics, model).
+    /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics,
+    /// model; shown rounded to 1e-12).
+    #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub final_score: f64,
     /// Effective selection weight: capacity × slow-start ramp (> 0), or 0 when not selectable.
     pub weight: f64,
@@ -156,4 +160,45 @@ pub struct ShadowDecision {
     /// Per candidate (same order as `scores`): the shadow's action and the
     /// final score it would have given, `None` outside the selectable set.
     pub rows: Vec<Option<(f64, f64)>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scoring::Explained;
+
+    #[test]
+    fn scores_are_shown_without_float_noise_and_still_add_up() {
+        let mut e = Explained::new();
+        e.deduct("rtt_p99_high", 3.75, String::new(), None);
+        e.deduct("warming_up", 9.994667, String::new(), None);
+        assert_eq!(e.score, 86.25533300000001, "f64 noise in the running score");
+        let w = WorkerScore {
+            worker_id: "w1".into(),
+            eligible: true,
+            reason: None,
+            penalty_state: "healthy",
+            rule_score: e.score,
+            final_score: e.score,
+            weight: 1.0,
+            probability: Some(1.0),
+            adjustments: e.adjustments,
+            features: None,
+            observation: [0.0; FEATURE_COUNT],
+            model_action: None,
+            rule_action: None,
+        };
+        let text = serde_json::to_string(&w).expect("serialises");
+        assert!(text.contains(r#""final_score":86.255333,"#), "{text}");
+        assert!(text.contains(r#""rule_score":86.255333,"#), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let sum: f64 = 100.0
+            + v["adjustments"]
+                .as_array()
+                .expect("adjustments")
+                .iter()
+                .filter_map(|a| a["impact"].as_f64())
+                .sum::<f64>();
+        assert!((sum - 86.255333).abs() < 1e-9, "{sum}");
+    }
 }

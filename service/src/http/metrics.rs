@@ -341,10 +341,11 @@ fn registry(st: &AppState) -> Registry {
         let labels = WorkerLabels {
             worker: worker.clone(),
         };
+        // Rounded as answers show them (`fmt::points`).
         rule.get_or_create(&labels)
-            .set(rule_score(&v, &inputs).0.score);
+            .set(crate::fmt::points(rule_score(&v, &inputs).0.score));
         if let Some(f) = slot.last_final_score() {
-            last_final.get_or_create(&labels).set(f);
+            last_final.get_or_create(&labels).set(crate::fmt::points(f));
         }
         fresh
             .get_or_create(&labels)

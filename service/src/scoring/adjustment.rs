@@ -45,7 +45,9 @@ pub struct Adjustment {
     pub stage: Stage,
     /// How it applies.
     pub kind: AdjustmentKind,
-    /// Signed change of the score, points (negative lowers it).
+    /// Signed change of the score, points (negative lowers it; shown
+    /// rounded to 1e-12, [`crate::fmt::points`]).
+    #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub impact: f64,
     /// The multiplier, for [`AdjustmentKind::Multiply`].
     #[serde(skip_serializing_if = "Option::is_none")]
