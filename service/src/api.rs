@@ -69,7 +69,7 @@ pub struct WorkerScore {
     /// (`unknown` for a worker that never reported).
     pub penalty_state: &'static str,
     /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments (shown
-    /// rounded to 1e-12, [`crate::fmt::points`]).
+    /// rounded to 1e-12 to drop binary float noise, e.g. `86.255333`).
     #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub rule_score: f64,
     /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics,

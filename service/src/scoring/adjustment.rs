@@ -46,7 +46,7 @@ pub struct Adjustment {
     /// How it applies.
     pub kind: AdjustmentKind,
     /// Signed change of the score, points (negative lowers it; shown
-    /// rounded to 1e-12, [`crate::fmt::points`]).
+    /// rounded to 1e-12 to drop binary float noise, e.g. `86.255333`).
     #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub impact: f64,
     /// The multiplier, for [`AdjustmentKind::Multiply`].
