@@ -330,6 +330,11 @@ async fn metrics_text(app: &TestApp) -> String {
 #[tokio::test]
 async fn every_refused_telemetry_batch_is_counted_by_its_error_code() {
     let app = test_app(common::no_warmup());
+    let fresh = metrics_text(&app).await;
+    for reason in ["malformed_json", "body_too_large", "too_many_workers"] {
+        let line = format!(r#"scorer_telemetry_batches_rejected_total{{reason="{reason}"}} 0"#);
+        assert!(fresh.contains(&line), "missing `{line}` before any refusal");
+    }
     let (s, _) = app.post("/v1/telemetry", "{not json").await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     let (s, _) = app

@@ -202,6 +202,8 @@ async fn feedback_is_validated_counted_and_releases_picks() {
         json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1, "success": true, "extra": 0}),
         json!({"decision_id": "x\u{0}", "worker_id": "a", "latency_ms": 1, "success": true}),
         json!({"decision_id": "x", "worker_id": "\u{1}", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "x", "worker_id": "a\u{200b}", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "x", "worker_id": " a", "latency_ms": 1, "success": true}),
     ] {
         let (s, b) = app.post_json("/v1/feedback", &bad).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {b}");

@@ -227,7 +227,43 @@ async fn oversized_body_is_413_with_json() {
     let (s, b) = app.post("/v1/telemetry", &body).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{b}");
     assert_eq!(b["error"]["code"], "body_too_large");
+    assert_eq!(
+        b["error"]["message"],
+        "request body is over server.max_body_bytes"
+    );
     assert_eq!(app.get("/v1/workers").await.1["workers"], json!([]));
+}
+
+#[tokio::test]
+async fn unclosed_deep_nesting_is_reported_as_json_syntax() {
+    let app = seeded().await;
+    let (s, b) = app.post("/v1/telemetry", &"[".repeat(100_000)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(b["error"]["code"], "malformed_json");
+    let message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("invalid type"), "{message}");
+}
+
+#[tokio::test]
+async fn json_suffix_media_types_need_a_subtype() {
+    let app = seeded().await;
+    let body = r#"{"key":"k","candidates":["w1"]}"#;
+    for (ct, want) in [
+        ("application/vnd.router+json", StatusCode::OK),
+        ("application/json; charset=utf-8", StatusCode::OK),
+        ("application/+json", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        ("application/jsonx", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+    ] {
+        let (s, b) = app
+            .send(
+                axum::http::Request::post("/v1/score")
+                    .header("content-type", ct)
+                    .body(axum::body::Body::from(body))
+                    .expect("request"),
+            )
+            .await;
+        assert_eq!(s, want, "{ct}: {b}");
+    }
 }
 
 #[tokio::test]
@@ -272,6 +308,11 @@ async fn bad_score_requests_are_422_and_never_500() {
             r#"{"key":"k","candidates":["w1","a\u0001"]}"#,
             "invalid_request",
         ),
+        (
+            r#"{"key":"k","candidates":["w1","\ufeffw1"]}"#,
+            "invalid_request",
+        ),
+        (r#"{"key":"k","candidates":["w1 "]}"#, "invalid_request"),
         (
             r#"{"key":"k","candidates":["w1"],"bogus":1}"#,
             "invalid_body",

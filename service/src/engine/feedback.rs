@@ -153,10 +153,13 @@ impl Engine {
                 "must be 1..=64 bytes without control characters",
             );
         }
-        if f.worker_id.is_empty() || f.worker_id.len() > 128 || control(&f.worker_id) {
+        if f.worker_id.is_empty()
+            || f.worker_id.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES
+            || crate::telemetry::validate::worker_id_chars_problem(&f.worker_id).is_some()
+        {
             return bad(
                 "worker_id",
-                "must be 1..=128 bytes without control characters",
+                "must be 1..=128 bytes without control or invisible formatting characters or whitespace at either end",
             );
         }
         if !(0.0..=MAX_LATENCY_MS).contains(&f.latency_ms) {

@@ -45,9 +45,12 @@ pub enum ScoreError {
     /// The key is empty or longer than [`MAX_KEY_BYTES`] (422).
     #[error("`key` must be 1..={MAX_KEY_BYTES} bytes, got {0}")]
     BadKey(usize),
-    /// A candidate id is empty, longer than 128 bytes or holds a control
-    /// character (422), as telemetry refuses such worker ids.
-    #[error("candidate {0} is not a valid worker id (1..=128 bytes, no control characters)")]
+    /// A candidate id is empty, longer than 128 bytes, or breaks
+    /// [`crate::telemetry::validate::worker_id_chars_problem`] (422), as
+    /// telemetry refuses such worker ids.
+    #[error(
+        "candidate {0} is not a valid worker id (1..=128 bytes; no control or invisible formatting characters; no whitespace at either end)"
+    )]
     BadCandidate(usize),
     /// `policy` is not a policy name (422).
     #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash or none")]
@@ -168,7 +171,7 @@ impl Engine {
         for (i, c) in req.candidates.iter().enumerate() {
             if c.is_empty()
                 || c.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES
-                || c.chars().any(char::is_control)
+                || crate::telemetry::validate::worker_id_chars_problem(c).is_some()
             {
                 return Err(ScoreError::BadCandidate(i));
             }

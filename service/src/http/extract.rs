@@ -30,7 +30,10 @@ fn is_json(req: &Request) -> bool {
         .trim()
         .to_ascii_lowercase();
     essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+        || essence
+            .strip_prefix("application/")
+            .and_then(|sub| sub.strip_suffix("+json"))
+            .is_some_and(|prefix| !prefix.is_empty())
 }
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -50,12 +53,16 @@ where
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
             let status = rej.status();
-            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "body_too_large"
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                // The same words as the score route's body limit.
+                ApiError::new(
+                    status,
+                    "body_too_large",
+                    "request body is over server.max_body_bytes",
+                )
             } else {
-                "bad_body"
-            };
-            ApiError::new(status, code, rej.body_text())
+                ApiError::new(status, "bad_body", rej.body_text())
+            }
         })?;
         parse(&bytes).map(Self)
     }
@@ -77,19 +84,26 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde_json calls some type mismatches "syntax"; a body that parses as a
     // JSON value is well-formed all the same, so it is a 422, not a 400.
     Err(
-        if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
-            let at = if path == "." {
-                String::new()
-            } else {
-                format!("{path}: ")
-            };
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_body",
-                format!("{at}{inner}"),
-            )
-        } else {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", inner.to_string())
+        match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => {
+                let at = if path == "." {
+                    String::new()
+                } else {
+                    format!("{path}: ")
+                };
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_body",
+                    format!("{at}{inner}"),
+                )
+            }
+            // Not JSON: say why as JSON syntax (the typed error may be a type
+            // mismatch met before the syntax error, e.g. in `[[[…` unclosed).
+            Err(syntax) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                syntax.to_string(),
+            ),
         },
     )
 }

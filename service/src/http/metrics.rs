@@ -84,14 +84,33 @@ pub struct HttpMetrics {
     telemetry_rejected: Family<ReasonLabels, Counter>,
 }
 
+/// Every code a refused `POST /v1/telemetry` can carry, exported at 0 from
+/// the start so that a rate query has a series before the first refusal.
+const TELEMETRY_REJECTION_CODES: [&str; 7] = [
+    "malformed_json",
+    "invalid_body",
+    "unsupported_media_type",
+    "body_too_large",
+    "bad_body",
+    "invalid_telemetry",
+    "too_many_workers",
+];
+
 impl Default for HttpMetrics {
     fn default() -> Self {
+        let telemetry_rejected: Family<ReasonLabels, Counter> = Family::default();
+        for code in TELEMETRY_REJECTION_CODES {
+            // Creates the series at 0; the guard is dropped at once.
+            drop(telemetry_rejected.get_or_create(&ReasonLabels {
+                reason: code.to_owned(),
+            }));
+        }
         Self {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             score_duration: latency_histogram(),
             snapshots_accepted: Counter::default(),
-            telemetry_rejected: Family::default(),
+            telemetry_rejected,
         }
     }
 }

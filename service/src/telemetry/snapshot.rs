@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
-    /// Worker identifier, 1..=128 bytes, no control characters.
+    /// Worker identifier, 1..=128 bytes, no control or invisible formatting
+    /// characters, no whitespace at either end.
     #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
     /// The reporter's wall clock when the sample was taken, Unix ms.

@@ -60,6 +60,40 @@ pub struct Checked {
     pub cpu_clamped: bool,
 }
 
+/// Invisible formatting characters (Unicode category Cf and kin) refused in
+/// worker ids: they make two ids that print alike differ (`"w1"` and
+/// `"\u{feff}w1"`), or reorder how an id prints (bidi overrides).
+fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+    )
+}
+
+/// What is wrong with the characters of a worker id, if anything: control
+/// characters, invisible formatting characters, or whitespace at either
+/// end. One rule for telemetry, score candidates and feedback; lengths are
+/// checked by the callers (1..=[`MAX_WORKER_ID_BYTES`] bytes).
+pub fn worker_id_chars_problem(id: &str) -> Option<&'static str> {
+    if id.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else if id.chars().any(is_invisible_format) {
+        Some("must not contain invisible formatting characters (zero-width, bidi, BOM)")
+    } else if id.starts_with(char::is_whitespace) || id.ends_with(char::is_whitespace) {
+        Some("must not start or end with whitespace")
+    } else {
+        None
+    }
+}
+
 /// Truncate an id for echoing in an error without splitting a UTF-8 char.
 pub(crate) fn display_id(id: &str) -> String {
     let mut end = id.len().min(MAX_WORKER_ID_BYTES);
@@ -100,12 +134,8 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
                 s.worker_id.len()
             ),
         );
-    } else if s.worker_id.chars().any(char::is_control) {
-        err(
-            "worker_id",
-            "invalid_id",
-            "worker_id must not contain control characters".into(),
-        );
+    } else if let Some(problem) = worker_id_chars_problem(&s.worker_id) {
+        err("worker_id", "invalid_id", format!("worker_id {problem}"));
     }
 
     if !s.cpu_usage.is_finite() || s.cpu_usage < 0.0 || s.cpu_usage > CPU_CLAMP_LIMIT {
@@ -269,6 +299,32 @@ mod tests {
         assert!(fields(&s).is_empty());
         s.worker_id = "a\u{7}b".into();
         assert_eq!(fields(&s), ["worker_id"]);
+    }
+
+    #[test]
+    fn worker_ids_that_print_alike_or_hide_characters_are_refused() {
+        let mut s = ok();
+        for bad in [
+            "\u{feff}w1",
+            "w\u{200b}1",
+            "a\u{202e}b",
+            "w1\u{2066}",
+            "\u{ad}w1",
+            "   ",
+            " w1",
+            "w1\t",
+            "w1\u{a0}",
+        ] {
+            s.worker_id = bad.into();
+            let c = check_snapshot(0, &s);
+            assert_eq!(c.errors.len(), 1, "{bad:?}");
+            assert_eq!(c.errors[0].field, "worker_id");
+            assert_eq!(c.errors[0].code, "invalid_id");
+        }
+        for good in ["w1", "worker 1", "节点-1", "é", "redis-7.2:6379"] {
+            s.worker_id = good.into();
+            assert!(fields(&s).is_empty(), "{good:?}");
+        }
     }
 
     #[test]
