@@ -153,10 +153,7 @@ impl Engine {
                 "must be 1..=64 bytes without control characters",
             );
         }
-        if f.worker_id.is_empty()
-            || f.worker_id.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES
-            || crate::telemetry::validate::worker_id_chars_problem(&f.worker_id).is_some()
-        {
+        if !crate::telemetry::validate::is_valid_worker_id(&f.worker_id) {
             return bad(
                 "worker_id",
                 "must be 1..=128 bytes without control or invisible formatting characters or whitespace at either end",

@@ -45,9 +45,8 @@ pub enum ScoreError {
     /// The key is empty or longer than [`MAX_KEY_BYTES`] (422).
     #[error("`key` must be 1..={MAX_KEY_BYTES} bytes, got {0}")]
     BadKey(usize),
-    /// A candidate id is empty, longer than 128 bytes, or breaks
-    /// [`crate::telemetry::validate::worker_id_chars_problem`] (422), as
-    /// telemetry refuses such worker ids.
+    /// A candidate id fails [`crate::telemetry::validate::is_valid_worker_id`]
+    /// (422), as telemetry refuses such worker ids.
     #[error(
         "candidate {0} is not a valid worker id (1..=128 bytes; no control or invisible formatting characters; no whitespace at either end)"
     )]
@@ -169,10 +168,7 @@ impl Engine {
         );
         let mut ids = Vec::with_capacity(req.candidates.len());
         for (i, c) in req.candidates.iter().enumerate() {
-            if c.is_empty()
-                || c.len() > crate::telemetry::validate::MAX_WORKER_ID_BYTES
-                || crate::telemetry::validate::worker_id_chars_problem(c).is_some()
-            {
+            if !crate::telemetry::validate::is_valid_worker_id(c) {
                 return Err(ScoreError::BadCandidate(i));
             }
             if seen.insert(c.as_str()) {

@@ -94,6 +94,13 @@ pub fn worker_id_chars_problem(id: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether `id` is a valid worker id: 1..=[`MAX_WORKER_ID_BYTES`] bytes and
+/// no [`worker_id_chars_problem`]. What score candidates and feedback check;
+/// telemetry reports each rule with its own message.
+pub fn is_valid_worker_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_WORKER_ID_BYTES && worker_id_chars_problem(id).is_none()
+}
+
 /// Truncate an id for echoing in an error without splitting a UTF-8 char.
 pub(crate) fn display_id(id: &str) -> String {
     let mut end = id.len().min(MAX_WORKER_ID_BYTES);
