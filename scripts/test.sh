@@ -49,6 +49,13 @@ if ! python3 -c 'import pyarrow' >/dev/null 2>&1; then
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow
 fi
 
+# A fresh debug build of the workspace takes ~6 GB (measured 5.7 GB): say so
+# up front rather than fail half-way with "No space left on device".
+free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ -n "$free_kb" ] && [ "$free_kb" -lt $((7 * 1024 * 1024)) ]; then
+  echo "warning: $((free_kb / 1024)) MB free here; the test build needs ~6 GB" >&2
+fi
+
 # CI builds once: incremental artifacts would only take disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo test --workspace --all-targets
