@@ -16,7 +16,9 @@
 //!    `[reload] max_weight_step` × max(|old|, 1) refuses the whole reload
 //!    unless `force` is set, so that a typo (`cpu_max_deduct = 200`) or a
 //!    large retune cannot swing every score at once. Walk a weight in
-//!    several reloads, or force it.
+//!    several reloads, or force it. The limit itself ([`STEP_LIMIT_KEY`])
+//!    obeys the same rule when it rises (lowering it is free), so raising it
+//!    in one reload and using it in the next is no way around the rule.
 //!
 //! The limit is relative (a fraction of the current value) because weights
 //! come in different units: deductions in score points (0..=100), the blend
@@ -30,6 +32,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{Config, ConfigError};
+
+/// The dotted key of `[reload] max_weight_step`, which may rise by at most
+/// its own step per reload without `force`.
+pub const STEP_LIMIT_KEY: &str = "reload.max_weight_step";
 
 /// Default `[reload] max_weight_step`: a weight may move by 25% of its
 /// current magnitude (at least 0.25 units) per reload.
@@ -192,7 +198,8 @@ pub fn diff(old: &Config, new: &Config) -> Vec<ConfigChange> {
 /// [`ReloadError::StepTooLarge`] when a weight moved by more than `old`'s
 /// `[reload] max_weight_step` allows and `force` is false. (The step of the
 /// *current* config applies, so a reload cannot raise its own limit and use
-/// it at once.)
+/// it at once; and the limit itself rises by at most one step per reload,
+/// so two reloads cannot do it either.)
 pub fn plan(old: &Config, new: &Config, force: bool) -> Result<Vec<ConfigChange>, ReloadError> {
     new.validate()?;
     let changes = diff(old, new);
@@ -206,10 +213,17 @@ pub fn plan(old: &Config, new: &Config, force: bool) -> Result<Vec<ConfigChange>
     }
     if !force {
         let fraction = old.reload.max_weight_step;
-        for c in changes.iter().filter(|c| is_weight(&c.key)) {
+        for c in changes.iter() {
             let (Some(o), Some(n)) = (c.old.as_f64(), c.new.as_f64()) else {
                 continue;
             };
+            // The limit itself rises by at most one step per reload (lowering
+            // it is always safe): otherwise two reloads without force, one
+            // raising the limit and one using it, would make any jump.
+            let limit_raised = c.key == STEP_LIMIT_KEY && n > o;
+            if !is_weight(&c.key) && !limit_raised {
+                continue;
+            }
             let max_step = fraction * o.abs().max(1.0);
             // A hair of tolerance so that an exact step (0.25 × 20 = 5) passes
             // despite binary rounding of the two decimals.

@@ -97,6 +97,36 @@ fn the_current_step_applies_not_the_new_one() {
 }
 
 #[test]
+fn the_step_limit_rises_by_one_step_per_reload_and_falls_freely() {
+    // Found by a fresh-eyes run: reload 1 raised the limit to 100 without
+    // force, reload 2 then moved a weight 2 → 10, also without force.
+    let mut raised = base();
+    raised.reload.max_weight_step = 100.0;
+    match plan(&base(), &raised, false) {
+        Err(ReloadError::StepTooLarge { key, old, new, .. }) => {
+            assert_eq!(key, STEP_LIMIT_KEY);
+            assert_eq!((old, new), (0.25, 100.0));
+        }
+        other => panic!("expected StepTooLarge, got {other:?}"),
+    }
+    assert!(plan(&base(), &raised, true).is_ok(), "force waives it");
+    // One step: 0.25 + 0.25 × max(0.25, 1).
+    let mut one_step = base();
+    one_step.reload.max_weight_step = 0.5;
+    assert!(plan(&base(), &one_step, false).is_ok());
+    let mut too_far = base();
+    too_far.reload.max_weight_step = 0.51;
+    assert!(matches!(
+        plan(&base(), &too_far, false),
+        Err(ReloadError::StepTooLarge { .. })
+    ));
+    // Lowering a large limit is always allowed.
+    let mut lowered = base();
+    lowered.reload.max_weight_step = 0.01;
+    assert!(plan(&raised, &lowered, false).is_ok());
+}
+
+#[test]
 fn start_up_keys_refuse_the_whole_reload() {
     let mut new = base();
     new.server.listen = "127.0.0.1:9999".into();

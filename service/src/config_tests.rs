@@ -69,10 +69,18 @@ fn out_of_range_values_are_named() {
         ),
         ("[server]\nlisten = \"nowhere\"", "server.listen"),
         ("[server]\nmax_body_bytes = 0", "server.max_body_bytes"),
+        // A fraction for arm B without arm B's model (found by a fresh-eyes
+        // run: it started with the fraction silently ignored).
+        ("[model.ab]\nfraction = 0.5", "model.ab.fraction"),
     ] {
         let e = Config::from_toml_str(toml).unwrap_err().to_string();
         assert!(e.contains(key), "{toml}: {e}");
     }
+    let e = Config::from_toml_str("[model.ab]\nfraction = 0.5")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ab.dir is unset"), "{e}");
+    assert!(Config::from_toml_str("[model.ab]\nfraction = 0.0").is_ok());
     let e = Config::from_toml_str("[telemetry]\ndead_after_ms = -1")
         .unwrap_err()
         .to_string();

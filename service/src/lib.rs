@@ -18,6 +18,7 @@ mod fmt;
 pub mod http;
 pub mod key;
 pub mod model;
+pub mod regular_file;
 pub mod scoring;
 pub mod selection;
 pub mod state;

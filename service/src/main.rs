@@ -39,14 +39,24 @@ struct Args {
 /// sockets, and even refused ones wait (measured: `scripts/bench_shedding.sh`).
 const BLOCKING_THREADS_PER_CORE: usize = 1;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-    tokio::runtime::Builder::new_multi_thread()
+    let run = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads((cores * BLOCKING_THREADS_PER_CORE).max(1))
         .build()
-        .context("cannot start the async runtime")?
-        .block_on(serve())
+        .context("cannot start the async runtime")
+        .and_then(|rt| rt.block_on(serve()));
+    match run {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The message and its causes on one line; no backtrace even with
+            // RUST_BACKTRACE set (a refused config is not a crash).
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn serve() -> anyhow::Result<()> {
@@ -129,8 +139,7 @@ async fn reload_on_sighup(state: AppState) {
     while hup.recv().await.is_some() {
         match (state.config_source)() {
             Ok(cfg) => {
-                let engine = state.engine.clone();
-                match tokio::task::spawn_blocking(move || engine.reload_config(cfg, false)).await {
+                match service::http::reload_on_own_thread(state.engine.clone(), cfg, false).await {
                     Ok(Ok(r)) => tracing::info!(
                         new_hash = %r.new_hash,
                         changed = r.changes.len(),

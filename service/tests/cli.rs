@@ -34,6 +34,26 @@ fn invalid_config_file_stops_startup_naming_the_key() {
 }
 
 #[test]
+fn a_refused_config_prints_one_error_line_and_no_backtrace() {
+    // Found by a fresh-eyes run: with RUST_BACKTRACE=1 every config error
+    // was followed by a ~30-frame backtrace.
+    let (ok, err) = run(
+        &[],
+        &[
+            ("SCORER_SCORING__WARMUP_MS", "soon"),
+            ("RUST_BACKTRACE", "1"),
+        ],
+    );
+    assert!(!ok);
+    assert!(err.starts_with("error: invalid configuration"), "{err}");
+    assert!(
+        !err.contains("backtrace") && !err.contains("Stack"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
 fn invalid_environment_override_stops_startup() {
     let (ok, err) = run(&[], &[("SCORER_SCORING__WARMUP_MS", "soon")]);
     assert!(!ok);

@@ -262,3 +262,35 @@ async fn reload_without_a_model_in_use_still_applies_the_config() {
         Value::from(0.8)
     );
 }
+
+#[test]
+fn a_reload_completes_while_the_blocking_pool_is_saturated() {
+    // The service runs with one blocking-pool thread per core, shared with
+    // the score path; a reload used to run there too, so slow reloads could
+    // take every scoring thread (found by a fresh-eyes run). Here the pool's
+    // only thread is held for the whole test: the reload must still finish.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (t, next) = reloadable(base(), None);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let holder = tokio::task::spawn_blocking(move || held.recv());
+        let mut cfg = base();
+        cfg.scoring.cpu_high = 0.8;
+        *next.lock().expect("lock") = cfg;
+        let (s, b) = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            t.post("/v1/admin/reload", ""),
+        )
+        .await
+        .expect("the reload finished without a blocking-pool thread");
+        assert_eq!(s, StatusCode::OK, "{b}");
+        assert_eq!(b["changes"][0]["key"], "scoring.cpu_high", "{b}");
+        release.send(()).expect("release");
+        holder.await.expect("holder").expect("recv");
+    });
+}

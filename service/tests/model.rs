@@ -336,6 +336,22 @@ async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
     assert_eq!(reason, "model_error", "{msg}");
     assert!(msg.contains("not a regular file"), "{msg}");
 
+    // A FIFO with no writer is refused at once too (it hung start-up, a
+    // reload and the trainer, found by a fresh-eyes run): card, golden, ONNX.
+    for file in [ONNX_FILE, "card.json", GOLDEN_FILE] {
+        let piped = fx.dir.join(format!("fifo-{file}"));
+        write_model_dir(&piped, &fx.models[0].1, "p", 5, 1).expect("fixture");
+        std::fs::remove_file(piped.join(file)).expect("rm");
+        let made = std::process::Command::new("mkfifo")
+            .arg(piped.join(file))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (reason, msg) = refusal(&piped);
+        assert_eq!(reason, "model_error", "{file}: {msg}");
+        assert!(msg.contains("not a regular file"), "{file}: {msg}");
+    }
+
     // Golden rows that disagree with the model (another model's outputs).
     let wrong = fx.dir.join("wrong");
     write_model_dir(&wrong, &fx.models[0].1, "w", 5, 1).expect("fixture");

@@ -162,9 +162,11 @@ pub struct CompareArgs {
     /// Where to write the JSON report.
     #[arg(long, value_name = "FILE", default_value = "compare.json")]
     pub out: PathBuf,
-    /// Good-outcome definition for the off-policy estimate.
-    #[command(flatten)]
-    pub labels: LabelArgs,
+    /// Good outcome for the off-policy estimate: success with observed
+    /// latency below this, in milliseconds; every other outcome is a reward
+    /// of 0 (no rows are dropped, so there is no --bad-ms here).
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    pub good_ms: f64,
 }
 
 /// `trainer synth`.

@@ -21,8 +21,11 @@
 //!   `w = min(1[target pick = logged pick] / propensity, clip)`,
 //!   `IPS = Σ w·r / n`, self-normalised `SNIPS = Σ w·r / Σ w`, and the
 //!   effective sample size `ESS = (Σ w)² / Σ w²`; `r` = 1 for a good
-//!   outcome (success and latency `< good_ms`), else 0. A small ESS (or
-//!   few matches) means the estimate is weak.
+//!   outcome (success and latency `< good_ms`), else 0: every outcome counts,
+//!   there is no "in between" (training's `--bad-ms` has no role here). A
+//!   small ESS (or few matches) means the estimate is weak; with no usable
+//!   decision the estimates are `None` (`null` in JSON, `n/a` in the table),
+//!   never a 0 that would read as a measured rate.
 
 use std::path::{Path, PathBuf};
 
@@ -35,7 +38,7 @@ use crate::error::{Result, TrainerError, io_err};
 use crate::parity::served_probabilities;
 use crate::pipeline::load_with_progress;
 use crate::progress::Progress;
-use crate::validate::load_model_dir;
+use crate::validate::{load_model_dir, vet_as_service};
 
 /// Default cap on importance weights.
 pub const DEFAULT_CLIP: f64 = 20.0;
@@ -47,8 +50,9 @@ pub struct OffPolicy {
     pub decisions: usize,
     /// Of those, where the target policy picks the logged pick.
     pub matches: usize,
-    /// Clipped IPS estimate of the good-outcome rate.
-    pub ips: f64,
+    /// Clipped IPS estimate of the good-outcome rate (`None` without usable
+    /// decisions).
+    pub ips: Option<f64>,
     /// Self-normalised IPS (`None` without matches).
     pub snips: Option<f64>,
     /// Effective sample size `(Σw)² / Σw²`.
@@ -93,8 +97,8 @@ pub struct CompareReport {
     pub logged_good_rate: Option<f64>,
     /// Weight cap.
     pub clip: f64,
-    /// Label thresholds defining a good outcome.
-    pub labels: LabelRule,
+    /// A good outcome: success and latency below this, ms.
+    pub good_ms: f64,
     /// Blend used for final scores.
     pub blend: BlendJson,
 }
@@ -157,11 +161,7 @@ impl Ips {
         OffPolicy {
             decisions: self.decisions,
             matches: self.matches,
-            ips: if self.decisions == 0 {
-                0.0
-            } else {
-                self.swr / self.decisions as f64
-            },
+            ips: (self.decisions > 0).then(|| self.swr / self.decisions as f64),
             snips: (self.sw > 0.0).then(|| self.swr / self.sw),
             ess: if self.sw2 > 0.0 {
                 self.sw * self.sw / self.sw2
@@ -179,7 +179,7 @@ pub fn compare_probabilities(
     table: &LogTable,
     pa: &[f32],
     pb: &[f32],
-    labels: &LabelRule,
+    good_ms: f64,
     blend: &Blend,
     clip: f64,
 ) -> (CompareReport, [f64; 2]) {
@@ -237,7 +237,7 @@ pub fn compare_probabilities(
         if prop.is_nan() || prop <= 0.0 {
             continue;
         }
-        let r = labels.reward(lat, ok);
+        let r = LabelRule::reward_below(good_ms, lat, ok);
         logged_r += r;
         logged_n += 1;
         for m in 0..2 {
@@ -269,7 +269,7 @@ pub fn compare_probabilities(
         mean_abs_action_diff: if rows == 0 { 0.0 } else { dsum / rows as f64 },
         logged_good_rate: (logged_n > 0).then(|| logged_r / logged_n as f64),
         clip,
-        labels: *labels,
+        good_ms,
         blend: BlendJson {
             blend_model: blend.blend_model,
             blend_rule: blend.blend_rule,
@@ -282,20 +282,28 @@ pub fn compare_probabilities(
 /// Runs `trainer compare`: loads both models and the logs, compares, and
 /// writes the report as JSON to `out`.
 ///
+/// `good_ms`: a good outcome is a success faster than this, ms (> 0);
+/// `clip`: cap on importance weights (>= 1).
+///
 /// # Errors
-/// Model-directory, log and tract errors; [`TrainerError::NoData`] when no
+/// Model-directory, log and tract errors ([`TrainerError::Refused`] for a
+/// model the service would refuse); [`TrainerError::NoData`] when no
 /// decision has an eligible candidate; [`TrainerError::InvalidArgument`]
-/// for `clip < 1`.
+/// for `clip < 1` or `good_ms` not a positive finite number.
 pub fn run_compare(
     a: &Path,
     b: &Path,
     logs: &[PathBuf],
-    labels: &LabelRule,
+    good_ms: f64,
     clip: f64,
     out: &Path,
     progress: Progress,
 ) -> Result<CompareReport> {
-    labels.validate()?;
+    if !(good_ms > 0.0 && good_ms.is_finite()) {
+        return Err(TrainerError::InvalidArgument(format!(
+            "--good-ms must be a finite number of ms > 0, got {good_ms}"
+        )));
+    }
     if !(clip >= 1.0 && clip.is_finite()) {
         return Err(TrainerError::InvalidArgument(format!(
             "--clip must be a finite weight >= 1, got {clip}"
@@ -303,6 +311,8 @@ pub fn run_compare(
     }
     let ma = load_model_dir(a)?;
     let mb = load_model_dir(b)?;
+    vet_as_service(a)?;
+    vet_as_service(b)?;
     let table = load_with_progress(logs, progress)?;
     let n = table.len() as u64;
     let pb_a = progress.bar(n, "scoring A", "rows");
@@ -311,7 +321,8 @@ pub fn run_compare(
     let pb_b = progress.bar(n, "scoring B", "rows");
     let pbv = served_probabilities(&mb.plan, &table.features, |d| pb_b.set_position(d as u64))?;
     pb_b.finish_and_clear();
-    let (mut report, _) = compare_probabilities(&table, &pa, &pbv, labels, &Blend::default(), clip);
+    let (mut report, _) =
+        compare_probabilities(&table, &pa, &pbv, good_ms, &Blend::default(), clip);
     if report.decisions == 0 {
         return Err(TrainerError::NoData(
             "no logged decision has an eligible candidate".into(),
@@ -352,11 +363,11 @@ impl CompareReport {
         for (name, m) in [("A", &self.a), ("B", &self.b)] {
             let op = &m.off_policy;
             s.push_str(&format!(
-                "{:<4} {:<28} {:>8.4} {:>8.4} {:>8} {:>9.1} {:>10} {:>8}\n",
+                "{:<4} {:<28} {:>8.4} {:>8} {:>8} {:>9.1} {:>10} {:>8}\n",
                 name,
                 m.model_version,
                 m.mean_action,
-                op.ips,
+                o(op.ips),
                 o(op.snips),
                 op.ess,
                 format!("{}/{}", op.matches, op.decisions),
@@ -365,8 +376,13 @@ impl CompareReport {
         }
         s.push_str(&format!(
             "(good = success and latency < {} ms; weights clipped at {}; IPS is weak when ESS is small)\n",
-            self.labels.good_ms, self.clip
+            self.good_ms, self.clip
         ));
+        if self.a.off_policy.decisions == 0 {
+            s.push_str(
+                "(no decision has a picked candidate with an outcome and a propensity: no off-policy estimate; give the outcomes directory too)\n",
+            );
+        }
         s
     }
 }
@@ -391,8 +407,17 @@ mod tests {
         ips.add(false, 0.5, 1.0, 20.0);
         let o = ips.finish();
         assert_eq!((o.decisions, o.matches, o.clipped), (3, 2, 1));
-        assert!((o.ips - 2.0 / 3.0).abs() < 1e-12);
+        assert!((o.ips.unwrap() - 2.0 / 3.0).abs() < 1e-12);
         assert!((o.snips.unwrap() - 2.0 / 22.0).abs() < 1e-12);
         assert!((o.ess - 22.0 * 22.0 / 404.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_usable_decision_is_no_estimate_not_zero() {
+        // Found by a fresh-eyes run: logs without outcomes printed IPS 0.0000.
+        let o = Ips::default().finish();
+        assert_eq!((o.decisions, o.ips, o.snips, o.ess), (0, None, None, 0.0));
+        let json = serde_json::to_value(o).unwrap();
+        assert!(json["ips"].is_null(), "{json}");
     }
 }

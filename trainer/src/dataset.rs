@@ -8,6 +8,9 @@
 //!   service's [`join_outcomes`]. Shadow rows (`arm = "shadow"`, a shadow
 //!   model's scores of the same candidates, issue #6) are dropped: they
 //!   were not acted on and would duplicate the decision's candidates.
+//!   Decisions the service could not have logged (a non-finite feature, a
+//!   score, propensity or latency out of range, several picks, an id
+//!   already loaded) are dropped and counted in [`DroppedDecisions`].
 //! * [`LogTable::labelled`] keeps the picked candidate of each decision
 //!   that has an outcome and labels it with [`LabelRule`]: positive when
 //!   the request succeeded with latency `< good_ms`, negative when it
@@ -27,6 +30,9 @@ use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
 use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 use crate::error::{Result, TrainerError};
+
+/// Largest outcome latency the service accepts, ms (one day).
+pub use service::telemetry::validate::MAX_LATENCY_MS;
 
 /// `arm` of the shadow rows the service logs next to a decision; the
 /// trainer drops them.
@@ -80,6 +86,45 @@ pub struct LogTable {
     pub outcome_rows: usize,
     /// Shadow rows (`arm = "shadow"`) dropped.
     pub shadow_rows: usize,
+    /// Decisions dropped because the service could not have logged them.
+    pub dropped: DroppedDecisions,
+}
+
+/// Decisions dropped while loading because the service could not have
+/// logged them (a damaged or hand-edited file): kept out of training,
+/// validation and comparison, and counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DroppedDecisions {
+    /// A row with a NaN or ±∞ feature (the service imputes and clamps every
+    /// feature), a rule score outside 0..=100, a propensity outside 0..=1,
+    /// or an outcome latency outside 0..=86 400 000 ms (the feedback
+    /// endpoint's range).
+    pub impossible_values: usize,
+    /// More than one candidate marked picked.
+    pub several_picks: usize,
+    /// A decision id already loaded (a copy of a log file under another
+    /// name); the first one loaded is kept.
+    pub duplicate_ids: usize,
+}
+
+impl DroppedDecisions {
+    /// All dropped decisions.
+    pub fn total(&self) -> usize {
+        self.impossible_values + self.several_picks + self.duplicate_ids
+    }
+}
+
+impl std::fmt::Display for DroppedDecisions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} decisions dropped: {} with impossible values (non-finite feature, rule score outside 0..=100, propensity outside 0..=1, latency outside 0..=86400000 ms), {} with several picks, {} with a duplicate decision_id",
+            self.total(),
+            self.impossible_values,
+            self.several_picks,
+            self.duplicate_ids
+        )
+    }
 }
 
 impl LogTable {
@@ -229,11 +274,59 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     let all = values.values();
 
     let mut t = LogTable::default();
+    let shadow = |i: usize| arm.is_valid(i) && arm.value(i) == SHADOW_ARM;
+    // Rows of one decision are written together, so consecutive: judge each
+    // group of rows (shadow rows aside) once, before taking any of it.
+    let row_ok = |i: usize| {
+        let start = feats.value_offset_at(i);
+        all[start..start + FEATURE_COUNT]
+            .iter()
+            .all(|x| x.is_finite())
+            && (0.0..=100.0).contains(&rule.value(i))
+            && (!prob.is_valid(i) || (0.0..=1.0).contains(&prob.value(i)))
+            && (!lat.is_valid(i) || (0.0..=MAX_LATENCY_MS).contains(&lat.value(i)))
+    };
+    let mut keep = vec![false; n];
+    let mut seen = std::collections::HashSet::new();
+    let mut i = 0;
+    while i < n {
+        if shadow(i) {
+            i += 1;
+            continue;
+        }
+        let id = ids.value(i);
+        let mut end = i;
+        let (mut all_ok, mut picks) = (true, 0);
+        while end < n && (shadow(end) || ids.value(end) == id) {
+            if !shadow(end) {
+                all_ok &= row_ok(end);
+                picks += usize::from(picked.value(end));
+            }
+            end += 1;
+        }
+        let verdict = if !seen.insert(id) {
+            &mut t.dropped.duplicate_ids
+        } else if !all_ok {
+            &mut t.dropped.impossible_values
+        } else if picks > 1 {
+            &mut t.dropped.several_picks
+        } else {
+            keep[i..end].fill(true);
+            i = end;
+            continue;
+        };
+        *verdict += 1;
+        i = end;
+    }
+
     t.decision_of.reserve(n);
     t.features.reserve(n * FEATURE_COUNT);
-    for i in 0..n {
-        if arm.is_valid(i) && arm.value(i) == SHADOW_ARM {
+    for (i, kept) in keep.into_iter().enumerate() {
+        if shadow(i) {
             t.shadow_rows += 1;
+            continue;
+        }
+        if !kept {
             continue;
         }
         let id = ids.value(i);
@@ -318,7 +411,13 @@ impl LabelRule {
     /// 1.0 when the outcome is good (success and latency `< good_ms`),
     /// else 0.0: the reward of the off-policy estimate.
     pub fn reward(&self, latency_ms: f64, success: bool) -> f64 {
-        if success && latency_ms < self.good_ms {
+        Self::reward_below(self.good_ms, latency_ms, success)
+    }
+
+    /// [`LabelRule::reward`] with only the good threshold, ms: `trainer
+    /// compare` has no "in between".
+    pub fn reward_below(good_ms: f64, latency_ms: f64, success: bool) -> f64 {
+        if success && latency_ms < good_ms {
             1.0
         } else {
             0.0
@@ -343,6 +442,30 @@ pub struct LabelCounts {
     pub positives: usize,
     /// Negative rows.
     pub negatives: usize,
+}
+
+impl std::fmt::Display for LabelCounts {
+    /// One line for error messages, with a hint when no picked row has an
+    /// outcome (the outcomes directory was probably not given).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} decisions, {} picked, {} without an outcome, {} between the thresholds, {} positive, {} negative",
+            self.decisions,
+            self.picked_rows,
+            self.missing_outcome,
+            self.between_thresholds,
+            self.positives,
+            self.negatives
+        )?;
+        if self.picked_rows > 0 && self.missing_outcome == self.picked_rows {
+            write!(
+                f,
+                "; no picked row has an outcome: give the outcomes directory too (--logs <dir>/outcomes)"
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Labelled rows (picked candidates with an outcome outside the gap).
@@ -476,6 +599,74 @@ mod tests {
     use super::*;
 
     #[test]
+    fn decisions_the_service_could_not_log_are_dropped_and_counted() {
+        // Found by a fresh-eyes run: NaN/negative latencies, ±∞ features,
+        // NaN rule scores, several picks and copied files all trained.
+        use crate::synth::{Synth, SynthConfig, write_file};
+        use service::decision_log::naming::final_path;
+        use service::decision_log::schema::{decisions_batch, outcomes_batch};
+        let mut synth = Synth::new(SynthConfig::default()).unwrap();
+        let (mut ds, mut os) = (Vec::new(), Vec::new());
+        while ds.len() < 40 {
+            let (d, o) = synth.next_decision().unwrap();
+            // Keep decisions with an outcome, so each one is labelled.
+            if let Some(o) = o {
+                ds.push(d);
+                os.push(o);
+            }
+        }
+        ds[1].candidates[0].features[3] = f32::INFINITY;
+        ds[2].candidates[1].rule_score = f64::NAN;
+        ds[3].candidates[0].probability = Some(1.5);
+        os[4].latency_ms = -5.0;
+        os[5].latency_ms = f64::NAN;
+        for c in &mut ds[6].candidates {
+            c.picked = true;
+        }
+        let mut copy = ds[7].clone();
+        copy.ts_ms += 1;
+        ds.push(copy);
+
+        let dir = tempfile::tempdir().unwrap();
+        let opened = u64::try_from(ds[0].ts_ms).unwrap();
+        write_file(
+            &final_path(dir.path(), LogKind::Decisions, opened, 1),
+            vec![decisions_batch(&ds).unwrap()],
+        )
+        .unwrap();
+        write_file(
+            &final_path(dir.path(), LogKind::Outcomes, opened, 1),
+            vec![outcomes_batch(&os).unwrap()],
+        )
+        .unwrap();
+        let t = load_logs(&[dir.path().to_path_buf()], |_, _, _| {}).unwrap();
+        assert_eq!(
+            t.dropped,
+            DroppedDecisions {
+                impossible_values: 5,
+                several_picks: 1,
+                duplicate_ids: 1,
+            }
+        );
+        assert_eq!(t.decisions.len(), 41 - 7);
+        let kept: Vec<&str> = t.decisions.iter().map(|d| d.id.as_str()).collect();
+        for bad in &ds[1..=6] {
+            assert!(
+                !kept.contains(&bad.decision_id.as_str()),
+                "{}",
+                bad.decision_id
+            );
+        }
+        assert!(
+            kept.contains(&ds[7].decision_id.as_str()),
+            "the first copy stays"
+        );
+        let labelled = t.labelled(&LabelRule::default());
+        assert_eq!(labelled.counts.picked_rows, 40 - 6);
+        assert!(labelled.features.iter().all(|x| x.is_finite()));
+    }
+
+    #[test]
     fn label_rule_edges() {
         let r = LabelRule::default();
         assert_eq!(r.label(19.9, true), Some(1.0));
@@ -493,6 +684,26 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn label_counts_read_as_a_sentence_with_a_hint_for_missing_outcomes() {
+        let c = LabelCounts {
+            decisions: 5000,
+            candidate_rows: 20000,
+            picked_rows: 5000,
+            missing_outcome: 5000,
+            ..LabelCounts::default()
+        };
+        assert_eq!(
+            c.to_string(),
+            "5000 decisions, 5000 picked, 5000 without an outcome, 0 between the thresholds, 0 positive, 0 negative; no picked row has an outcome: give the outcomes directory too (--logs <dir>/outcomes)"
+        );
+        let some = LabelCounts {
+            missing_outcome: 10,
+            ..c
+        };
+        assert!(!some.to_string().contains("give the"), "{some}");
     }
 
     #[test]

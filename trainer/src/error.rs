@@ -82,6 +82,15 @@ pub enum TrainerError {
     /// than the tolerance on some row.
     #[error("{0}")]
     Parity(Box<ParityFailure>),
+    /// The service would refuse this model directory (its own vetting:
+    /// card, schema hash, tract plan, golden rows present and within 1e-5).
+    #[error("{dir}: the service would refuse this model: {source}")]
+    Refused {
+        /// Model directory.
+        dir: PathBuf,
+        /// The service's reason.
+        source: service::model::LoadError,
+    },
     /// A command-line value is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -103,11 +112,12 @@ impl From<ParityFailure> for TrainerError {
 }
 
 impl TrainerError {
-    /// Process exit code for this error: 2 for a parity failure (the model
-    /// must not ship), 1 for everything else.
+    /// Process exit code for this error: 2 for a parity failure or a model
+    /// the service would refuse (the model must not ship), 1 for everything
+    /// else.
     pub fn exit_code(&self) -> i32 {
         match self {
-            TrainerError::Parity(_) => 2,
+            TrainerError::Parity(_) | TrainerError::Refused { .. } => 2,
             _ => 1,
         }
     }

@@ -147,7 +147,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &args.a,
                 &args.b,
                 &args.logs,
-                &args.labels.into(),
+                args.good_ms,
                 args.clip,
                 &args.out,
                 progress,

@@ -97,7 +97,8 @@ pub struct TrainSummary {
     pub files: Vec<PathBuf>,
 }
 
-/// Loads `dirs` with a progress bar over files.
+/// Loads `dirs` with a progress bar over files; prints a `warning:` line on
+/// stderr when decisions were dropped ([`crate::dataset::DroppedDecisions`]).
 ///
 /// # Errors
 /// As [`load_logs`].
@@ -112,7 +113,12 @@ pub fn load_with_progress(dirs: &[PathBuf], progress: Progress) -> Result<LogTab
         pb.set_position(i as u64);
     });
     pb.finish_and_clear();
-    table
+    let table = table?;
+    if table.dropped.total() > 0 {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "warning: {}", table.dropped);
+    }
+    Ok(table)
 }
 
 /// Probabilities of `features` from LightGBM and from the service's ONNX
@@ -153,8 +159,47 @@ pub fn golden_parity(
     Ok(check("golden", &flat, &stored, &served, Some(&kinds))?)
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).map_err(io_err(path))
+/// Writes every `(path, bytes)` or none: each goes first to a hidden
+/// temporary file beside it (`.NAME.tmp`, synced), and only when all are
+/// written, and no target is a directory or other non-file, are they renamed
+/// over their targets in order (a rename within a directory is atomic). A
+/// failure removes the temporary files and leaves the targets as they were,
+/// so a failed `train` into the live model directory leaves it loadable.
+fn write_all_or_nothing(files: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    use std::io::Write as _;
+    let tmp_of = |path: &Path| {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        path.with_file_name(format!(".{name}.tmp"))
+    };
+    let stage = || -> Result<()> {
+        for (path, bytes) in files {
+            if let Ok(meta) = std::fs::symlink_metadata(path)
+                && !meta.is_file()
+            {
+                return Err(io_err(path)(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "exists and is not a regular file; nothing was written",
+                )));
+            }
+            let tmp = tmp_of(path);
+            let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(bytes).map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+        }
+        Ok(())
+    };
+    if let Err(e) = stage() {
+        for (path, _) in files {
+            let _ = std::fs::remove_file(tmp_of(path));
+        }
+        return Err(e);
+    }
+    for (path, _) in files {
+        std::fs::rename(tmp_of(path), path).map_err(io_err(path))?;
+    }
+    Ok(())
 }
 
 /// `golden.json` bytes: one row per line, so diffs stay readable.
@@ -207,7 +252,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     let labelled = table.labelled(&opts.labels);
     if labelled.len() < 10 {
         return Err(TrainerError::NoData(format!(
-            "only {} labelled rows ({:?})",
+            "only {} labelled rows ({})",
             labelled.len(),
             labelled.counts
         )));
@@ -274,6 +319,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "decision_rows": table.decision_rows,
             "outcome_rows": table.outcome_rows,
             "shadow_rows_dropped": table.shadow_rows,
+            "decisions_dropped": table.dropped,
             "label_counts": labelled.counts,
             "train_rows": train_set.len(),
             "validation_rows": valid.len(),
@@ -316,12 +362,15 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         opts.out.join(GOLDEN_FILE),
         opts.out.join(CARD_FILE),
     ];
-    write(&files[0], &onnx)?;
-    write(&files[1], text.as_bytes())?;
-    write(&files[2], &golden_json(&golden)?)?;
     let mut card_json = serde_json::to_vec_pretty(&card)?;
     card_json.push(b'\n');
-    write(&files[3], &card_json)?;
+    // The card last: it names the model the other three files make.
+    write_all_or_nothing(&[
+        (files[0].clone(), onnx),
+        (files[1].clone(), text.into_bytes()),
+        (files[2].clone(), golden_json(&golden)?),
+        (files[3].clone(), card_json),
+    ])?;
 
     Ok(TrainSummary {
         card,

@@ -134,8 +134,19 @@ impl Default for SynthConfig {
     }
 }
 
+/// Largest `--workers`: the simulated pool is held in memory (a few
+/// hundred bytes per worker).
+pub const MAX_WORKERS: usize = 100_000;
+/// Largest `--candidates`: the service's default cap on candidates per
+/// score request ([`service::config::DEFAULT_MAX_CANDIDATES`]).
+pub const MAX_CANDIDATES: usize = service::config::DEFAULT_MAX_CANDIDATES;
+/// Largest `--rows-per-file`: a file's decisions are held in memory until
+/// it is written.
+pub const MAX_DECISIONS_PER_FILE: usize = 1_000_000;
+
 impl SynthConfig {
-    /// Checks the ranges documented on the fields.
+    /// Checks the ranges documented on the fields and on [`MAX_WORKERS`],
+    /// [`MAX_CANDIDATES`] and [`MAX_DECISIONS_PER_FILE`].
     ///
     /// # Errors
     /// [`TrainerError::InvalidArgument`] naming the offending value.
@@ -143,6 +154,12 @@ impl SynthConfig {
         let bad = |m: String| Err(TrainerError::InvalidArgument(m));
         if self.decisions == 0 {
             return bad("--rows must be >= 1".into());
+        }
+        if self.workers > MAX_WORKERS || self.candidates > MAX_CANDIDATES {
+            return bad(format!(
+                "need --workers ({}) <= {MAX_WORKERS} and --candidates ({}) <= {MAX_CANDIDATES}",
+                self.workers, self.candidates
+            ));
         }
         if self.candidates == 0 || self.workers < self.candidates {
             return bad(format!(
@@ -152,12 +169,15 @@ impl SynthConfig {
         }
         if !(self.temperature.is_finite() && self.temperature > 0.0) {
             return bad(format!(
-                "--temperature must be > 0, got {}",
+                "--temperature must be a finite number > 0, got {}",
                 self.temperature
             ));
         }
-        if self.decisions_per_file == 0 {
-            return bad("--rows-per-file must be >= 1".into());
+        if !(1..=MAX_DECISIONS_PER_FILE).contains(&self.decisions_per_file) {
+            return bad(format!(
+                "--rows-per-file must be in 1..={MAX_DECISIONS_PER_FILE}, got {}",
+                self.decisions_per_file
+            ));
         }
         Ok(())
     }
@@ -530,7 +550,7 @@ pub struct SynthReport {
 /// Decisions per record batch within a file.
 const BATCH_DECISIONS: usize = 8_192;
 
-fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()> {
+pub(crate) fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()> {
     let Some(first) = batches.first() else {
         return Ok(());
     };
@@ -539,7 +559,9 @@ fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()
     }
     let file = File::create(path).map_err(io_err(path))?;
     let props = writer_properties(&LogConfig::default());
-    let mut w = ArrowWriter::try_new(file, first.schema(), Some(props))?;
+    let schema = first.schema();
+    let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
+    service::decision_log::schema::append_version_metadata(&mut w, &schema);
     for b in &batches {
         w.write(b)?;
     }
@@ -552,15 +574,28 @@ fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()
 /// `out/dt=…/outcomes-….parquet`, one pair per `cfg.decisions_per_file`
 /// decisions. `on_progress` is called with the number of decisions done.
 ///
+/// `out` must be absent or empty: file names come from the simulated clock,
+/// so a second run into the same directory would overwrite some files and
+/// leave others, silently mixing two runs.
+///
 /// # Errors
-/// [`TrainerError::InvalidArgument`] for a bad configuration,
-/// [`TrainerError::Io`] / [`TrainerError::Parquet`] when writing fails.
+/// [`TrainerError::InvalidArgument`] for a bad configuration or a non-empty
+/// `out`, [`TrainerError::Io`] / [`TrainerError::Parquet`] when writing fails.
 pub fn write_logs(
     cfg: &SynthConfig,
     out: &Path,
     mut on_progress: impl FnMut(usize),
 ) -> Result<SynthReport> {
     let mut synth = Synth::new(cfg.clone())?;
+    if out.exists() {
+        let mut entries = std::fs::read_dir(out).map_err(io_err(out))?;
+        if entries.next().is_some() {
+            return Err(TrainerError::InvalidArgument(format!(
+                "--out {} is not empty: synth writes a fresh log directory (remove it or pick another)",
+                out.display()
+            )));
+        }
+    }
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let mut report = SynthReport::default();
     let mut seq = 0u64;
@@ -662,6 +697,25 @@ mod tests {
             },
             SynthConfig {
                 temperature: 0.0,
+                ..SynthConfig::default()
+            },
+            SynthConfig {
+                temperature: f64::INFINITY,
+                ..SynthConfig::default()
+            },
+            // Found by a fresh-eyes run: 4e9 workers aborted on a 640 GB
+            // allocation, 1e8 took 24 GB.
+            SynthConfig {
+                workers: MAX_WORKERS + 1,
+                ..SynthConfig::default()
+            },
+            SynthConfig {
+                workers: MAX_CANDIDATES + 1,
+                candidates: MAX_CANDIDATES + 1,
+                ..SynthConfig::default()
+            },
+            SynthConfig {
+                decisions_per_file: MAX_DECISIONS_PER_FILE + 1,
                 ..SynthConfig::default()
             },
         ] {

@@ -5,7 +5,9 @@
 //!    (tract) and through LightGBM (`model.txt`) must match the stored
 //!    probability within 1e-5 (a changed `model.onnx`, `model.txt` or
 //!    `golden.json` fails here).
-//! 3. With logs: the labelled rows (thresholds from the card unless
+//! 3. The service's own vetting ([`vet_as_service`]) must pass: a model
+//!    `validate` passes is one the service loads.
+//! 4. With logs: the labelled rows (thresholds from the card unless
 //!    overridden) are scored by LightGBM and by the ONNX path; parity on
 //!    every row, then AUC, log loss, Brier score and calibration by decile.
 
@@ -66,6 +68,22 @@ pub fn read_checked_card(dir: &Path) -> Result<ModelCard> {
         });
     }
     Ok(card)
+}
+
+/// Runs the service's own vetting of `dir` ([`service::model::load_model_dir`]:
+/// card, schema hash, tract plan, golden rows present and within 1e-5), so
+/// `validate` and `compare` never pass a directory the service would refuse
+/// (an empty `golden.json`, a `model.onnx` that is not the card's model).
+///
+/// # Errors
+/// [`TrainerError::Refused`] with the service's reason.
+pub fn vet_as_service(dir: &Path) -> Result<()> {
+    service::model::load_model_dir(dir, &service::model::ModelConfig::default(), 0)
+        .map(drop)
+        .map_err(|source| TrainerError::Refused {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Loads the card, `model.txt` (LightGBM) and `model.onnx` (service path).
@@ -163,6 +181,8 @@ pub fn run_validate(
     let mut r = check("golden (model.txt)", &flat, &stored, &lgb, Some(&kinds))?;
     r.set = "golden (LightGBM model.txt vs stored)".into();
     parity.push(r);
+    // After the checks above, whose failures print the row's features.
+    vet_as_service(dir)?;
 
     let mut summary = ValidateSummary {
         model_version: m.card.model_version.clone(),
@@ -181,7 +201,7 @@ pub fn run_validate(
     let set = table.labelled(&rule);
     if set.is_empty() {
         return Err(TrainerError::NoData(format!(
-            "no labelled rows in the logs ({:?})",
+            "no labelled rows in the logs ({})",
             set.counts
         )));
     }

@@ -139,6 +139,110 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         serde_json::from_slice(&std::fs::read(d.join("v.json")).unwrap()).unwrap();
     assert!(v["metrics"]["auc"].as_f64().unwrap() > 0.8);
 
+    // Found by a fresh-eyes run: a model with no golden rows passed
+    // `validate` and `compare` though the service refuses it; now both
+    // refuse it with the service's reason (exit 2: must not ship).
+    let nogolden = d.join("models/nogolden");
+    std::fs::create_dir_all(&nogolden).unwrap();
+    for f in ["model.onnx", "model.txt", "card.json"] {
+        std::fs::copy(d.join("models/m2").join(f), nogolden.join(f)).unwrap();
+    }
+    std::fs::write(nogolden.join("golden.json"), r#"{"rows": []}"#).unwrap();
+    let o = trainer(&["validate", "--model", "models/nogolden"], d);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains("the service would refuse this model: golden.json has no rows"),
+        "{err}"
+    );
+    let o = trainer(
+        &[
+            "compare",
+            "--a",
+            "models/m1",
+            "--b",
+            "models/nogolden",
+            "--logs",
+            "logs",
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!d.join("compare.json").exists(), "nothing written");
+    // A failed train into an existing model directory leaves it as it was
+    // (found by a fresh-eyes run: model.onnx and model.txt were replaced
+    // before golden.json failed).
+    let hw = d.join("models/hw");
+    std::fs::create_dir_all(hw.join("golden.json")).unwrap();
+    for f in ["model.onnx", "model.txt", "card.json"] {
+        std::fs::copy(d.join("models/m2").join(f), hw.join(f)).unwrap();
+    }
+    let o = trainer(
+        &[
+            "train",
+            "--logs",
+            "logs",
+            "--out",
+            "models/hw",
+            "--num-trees",
+            "7",
+            "--seed",
+            "8",
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a regular file; nothing was written"),
+        "{}",
+        text(&o)
+    );
+    for f in ["model.onnx", "model.txt", "card.json"] {
+        assert_eq!(
+            std::fs::read(hw.join(f)).unwrap(),
+            std::fs::read(d.join("models/m2").join(f)).unwrap(),
+            "{f} changed"
+        );
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&hw)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["card.json", "golden.json", "model.onnx", "model.txt"]
+    );
+
+    // compare has no "in between" outcomes, so it takes no --bad-ms.
+    let o = trainer(
+        &[
+            "compare",
+            "--a",
+            "models/m1",
+            "--b",
+            "models/m2",
+            "--logs",
+            "logs",
+            "--bad-ms",
+            "50",
+        ],
+        d,
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--bad-ms"));
+    // synth refuses a non-empty --out instead of mixing two runs.
+    let o = trainer(
+        &["synth", "--out", "logs", "--rows", "10", "--seed", "9"],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not empty"),
+        "{}",
+        text(&o)
+    );
+
     let o = trainer(
         &[
             "compare",
@@ -190,6 +294,29 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     let o = trainer(&["validate", "--model", "models/m1", "--logs", "logs"], d);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("parity check failed"));
+    // compare refused it too (it labelled it by its card and compared the
+    // other model's ONNX before).
+    let o = trainer(
+        &[
+            "compare",
+            "--a",
+            "models/m2",
+            "--b",
+            "models/m1",
+            "--logs",
+            "logs",
+            "--out",
+            "c2.json",
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("would refuse this model: golden row"),
+        "{}",
+        text(&o)
+    );
+    assert!(!d.join("c2.json").exists());
 
     // Card of another feature schema: refused, exit 1.
     let card_path = d.join("models/m2/card.json");
@@ -210,7 +337,7 @@ fn cli_bad_inputs_are_errors_not_panics() {
     let tmp = TempDir::new("clibad");
     let d = tmp.path();
     std::fs::create_dir_all(d.join("empty")).unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["train", "--logs", "missing", "--out", "m"],
             "does not exist",
@@ -228,6 +355,31 @@ fn cli_bad_inputs_are_errors_not_panics() {
         (
             &["synth", "--out", "s", "--rows", "5", "--candidates", "40"],
             "--candidates",
+        ),
+        (
+            &[
+                "synth",
+                "--out",
+                "s",
+                "--rows",
+                "5",
+                "--workers",
+                "4000000000",
+            ],
+            "--workers",
+        ),
+        (
+            &[
+                "compare",
+                "--a",
+                "x",
+                "--b",
+                "y",
+                "--logs",
+                "empty",
+                "--good-ms=-1",
+            ],
+            "--good-ms",
         ),
     ];
     for (args, needle) in cases {

@@ -5,19 +5,20 @@
 //! (`dt=` partitions, then the timestamp in the name). In-progress files
 //! (`*.inprogress`), anything under a `quarantine/` directory and files of the
 //! other kind are ignored. Each file's columns must equal the expected schema's
-//! and its metadata must carry the current versions ([`META_LOG_SCHEMA_VERSION`]
+//! (up to the name of the feature list's item: `element` as pyarrow writes it,
+//! or `item`) and its metadata must carry the current versions ([`META_LOG_SCHEMA_VERSION`]
 //! for both kinds, [`META_FEATURE_SCHEMA_VERSION`] for decisions); a file that
 //! does not is listed in [`LoadedLog::skipped`] with the reason, never mixed in.
 //! A file that cannot be decoded at all (empty, truncated, not Parquet, corrupt)
 //! is an error naming the file: final files are only ever produced complete, so
 //! such a file signals real damage and is not skipped silently.
 
-use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{RecordBatch, make_array};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::LogKind;
@@ -50,19 +51,59 @@ pub(crate) enum FileContents {
     Mismatch(String),
 }
 
-/// Why `schema` is not the expected one for `kind`, if it is not.
+/// Whether two column types are the same up to the names of nested list
+/// items: Parquet's compliant nested types (pyarrow's default when it writes)
+/// call a list's child `element`, arrow-rs calls it `item`; the values are
+/// laid out the same.
+fn same_shape(a: &DataType, b: &DataType) -> bool {
+    match (a, b) {
+        (DataType::FixedSizeList(fa, na), DataType::FixedSizeList(fb, nb)) => {
+            na == nb && same_shape(fa.data_type(), fb.data_type())
+        }
+        (DataType::List(fa), DataType::List(fb)) => same_shape(fa.data_type(), fb.data_type()),
+        _ => a == b,
+    }
+}
+
+/// Why `schema` is not the expected one for `kind`, if it is not: the first
+/// column that is missing, extra, renamed, or of another type or
+/// nullability, with what was expected.
 pub fn schema_mismatch(kind: LogKind, schema: &SchemaRef) -> Option<String> {
     let expected = kind.schema();
-    if schema.fields() != expected.fields() {
-        let got: Vec<String> = schema
-            .fields()
-            .iter()
-            .map(|f| format!("{}: {}", f.name(), f.data_type()))
-            .collect();
+    let (got, want) = (schema.fields(), expected.fields());
+    for i in 0..got.len().max(want.len()) {
+        let problem = match (got.get(i), want.get(i)) {
+            (Some(g), Some(w)) if g.name() != w.name() => {
+                format!("column {i} is `{}`, expected `{}`", g.name(), w.name())
+            }
+            (Some(g), Some(w)) if !same_shape(g.data_type(), w.data_type()) => format!(
+                "column `{}` is {}, expected {}",
+                g.name(),
+                g.data_type(),
+                w.data_type()
+            ),
+            (Some(g), Some(w)) if g.is_nullable() != w.is_nullable() => format!(
+                "column `{}` is {}, expected {}",
+                g.name(),
+                if g.is_nullable() {
+                    "nullable"
+                } else {
+                    "non-nullable"
+                },
+                if w.is_nullable() {
+                    "nullable"
+                } else {
+                    "non-nullable"
+                }
+            ),
+            (Some(_), Some(_)) => continue,
+            (Some(g), None) => format!("extra column `{}`", g.name()),
+            (None, Some(w)) => format!("column `{}` ({}) is missing", w.name(), w.data_type()),
+            (None, None) => continue,
+        };
         return Some(format!(
-            "columns differ from the {} schema (got [{}])",
-            kind.prefix(),
-            got.join(", ")
+            "columns differ from the {} schema: {problem}",
+            kind.prefix()
         ));
     }
     let meta = schema.metadata();
@@ -80,8 +121,31 @@ pub fn schema_mismatch(kind: LogKind, schema: &SchemaRef) -> Option<String> {
     None
 }
 
+/// `batch` under `schema`, whose columns it matches up to nested item names
+/// ([`same_shape`]): such columns are relabelled (same buffers).
+fn restamp(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                let data = c
+                    .to_data()
+                    .into_builder()
+                    .data_type(f.data_type().clone())
+                    .build()?;
+                Ok(make_array(data))
+            }
+        })
+        .collect::<Result<Vec<_>, ArrowError>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
 fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
+    let file = crate::regular_file::open_regular(path).map_err(|e| e.to_string())?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
     let expected = match kind {
         Some(kind) => {
@@ -100,8 +164,7 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     for batch in reader {
         let batch = batch.map_err(|e| e.to_string())?;
         let batch = match &expected {
-            Some(schema) => RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                .map_err(|e| e.to_string())?,
+            Some(schema) => restamp(schema, &batch).map_err(|e| e.to_string())?,
             None => batch,
         };
         batches.push(batch);

@@ -332,11 +332,13 @@ impl RollingFile {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(LogError::io(&inprogress, e)),
             };
-            let writer = ArrowWriter::try_new(file, self.kind.schema(), Some(self.props.clone()))
+            let schema = self.kind.schema();
+            let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(self.props.clone()))
                 .map_err(|source| LogError::Parquet {
                 path: inprogress.clone(),
                 source,
             })?;
+            super::schema::append_version_metadata(&mut writer, &schema);
             return Ok(OpenFile {
                 writer,
                 inprogress,

@@ -85,6 +85,27 @@ fn feature_list_len() -> i32 {
     i32::try_from(FEATURE_COUNT).unwrap_or(i32::MAX)
 }
 
+/// Adds `schema`'s metadata (the version keys) to `writer` as plain Parquet
+/// key-value metadata. arrow-rs otherwise keeps it only inside the
+/// serialized Arrow schema (`ARROW:schema`), which pyarrow does not surface
+/// (`pq.ParquetFile(f).schema_arrow.metadata` is empty) and drops when it
+/// rewrites a file; as key-value metadata the versions are visible to every
+/// Parquet tool and survive a rewrite. arrow-rs reads both places into the
+/// schema's metadata.
+pub fn append_version_metadata<W: std::io::Write + Send>(
+    writer: &mut parquet::arrow::ArrowWriter<W>,
+    schema: &Schema,
+) {
+    let mut keys: Vec<_> = schema.metadata().iter().collect();
+    keys.sort();
+    for (k, v) in keys {
+        writer.append_key_value_metadata(parquet::file::metadata::KeyValue::new(
+            k.clone(),
+            v.clone(),
+        ));
+    }
+}
+
 /// Schema of the decisions log (see the module table). Cheap: cloned from a cache.
 pub fn decisions_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();

@@ -483,6 +483,33 @@ fn recovery_renames_complete_and_quarantines_broken_leftovers() {
 }
 
 #[test]
+fn recovery_quarantines_a_fifo_instead_of_blocking_on_it() {
+    // Found by a fresh-eyes run: a FIFO named `*.parquet.inprogress` hung
+    // start-up (opening it waited for a writer).
+    let tmp = TempDir::new("recover-fifo");
+    let root = tmp.path().join("r");
+    std::fs::create_dir_all(&root).unwrap();
+    let fifo = root.join("decisions-x-000001.parquet.inprogress");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let report = recover_dir(&root).unwrap();
+    assert!(report.recovered.is_empty());
+    assert_eq!(report.quarantined.len(), 1);
+    assert_eq!(
+        report.quarantined[0].0,
+        root.join("quarantine/decisions-x-000001.parquet.inprogress")
+    );
+    assert!(
+        report.quarantined[0].1.contains("not a regular file"),
+        "{}",
+        report.quarantined[0].1
+    );
+}
+
+#[test]
 fn recover_dir_reports_paths_and_reasons() {
     let tmp = TempDir::new("recover-fn");
     let root = tmp.path().join("r");

@@ -40,8 +40,9 @@ impl Engine {
     /// still takes config changes, and the report's `model` says why the
     /// model stays out.
     ///
-    /// Blocking (loads model files): call from a blocking task. Concurrent
-    /// reloads are serialised.
+    /// Blocking (loads model files): call from a thread of its own
+    /// ([`crate::http::reload_on_own_thread`]), not the blocking pool the
+    /// score path uses. Concurrent reloads are serialised.
     ///
     /// # Errors
     /// [`ReloadError`] when the config is invalid, changes a start-up key,

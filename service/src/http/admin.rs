@@ -23,6 +23,16 @@ pub fn token_matches(presented: &str, expected: &str) -> bool {
     presented.len() == expected.len() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme name
+/// is case-insensitive (RFC 9110 §11.1: `bearer`, `BEARER` too); one or more
+/// spaces separate it from the token.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
 /// Middleware for the admin routes.
 pub(super) async fn require_admin(
     State(st): State<AppState>,
@@ -36,7 +46,7 @@ pub(super) async fn require_admin(
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
+                .and_then(bearer_token);
             match presented {
                 Some(t) if token_matches(t, expected) => next.run(req).await,
                 _ => ApiError::new(
@@ -69,6 +79,19 @@ pub(super) async fn require_admin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        // Found by a fresh-eyes run: `bearer <token>` got 401.
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "Bearer  t0k"] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v}");
+        }
+        for v in ["Basic t0k", "Bearert0k", "Bearer", "t0k"] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
+        // The token itself stays exact.
+        assert_eq!(bearer_token("bearer T0K"), Some("T0K"));
+    }
 
     #[test]
     fn tokens_compare_exactly() {

@@ -21,7 +21,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-pub use admin::token_matches;
+pub use admin::{bearer_token, token_matches};
 pub use body_first::{BodyLimit, read_body_first};
 pub use error::ApiError;
 pub use explain::explain_line;
@@ -29,6 +29,7 @@ pub use extract::ApiJson;
 pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 pub use metrics::HttpMetrics;
 pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
+pub use reconfigure::reload_on_own_thread;
 
 use crate::clock::Clock;
 use crate::engine::Engine;

@@ -6,9 +6,13 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::openapi::ErrorBody;
 use super::{ApiError, AppState};
+use crate::config::Config;
 use crate::config_reload::{ReloadError, SECRET_KEYS};
+use crate::engine::{ConfigReloadReport, Engine};
 
 /// Query of `POST /v1/admin/reload`.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
@@ -17,6 +21,31 @@ use crate::config_reload::{ReloadError, SECRET_KEYS};
 pub(super) struct ReloadQuery {
     /// Waive the `[reload] max_weight_step` limit. Default false.
     force: Option<bool>,
+}
+
+/// Runs [`crate::engine::Engine::reload_config`] on a thread of its own
+/// and awaits it. Not on tokio's blocking pool: the score path runs there
+/// with one thread per core (`service/src/main.rs`), and a reload reads and
+/// parses model files, which a slow disk can stretch without bound; on the
+/// pool, two such reloads took every scoring thread (found by a fresh-eyes
+/// run: every `/v1/score` then timed out).
+///
+/// # Errors
+/// The thread could not be started, or it panicked: the message.
+pub async fn reload_on_own_thread(
+    engine: Arc<Engine>,
+    cfg: Config,
+    force: bool,
+) -> Result<Result<ConfigReloadReport, ReloadError>, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("config-reload".into())
+        .spawn(move || {
+            let _ = tx.send(engine.reload_config(cfg, force));
+        })
+        .map_err(|e| format!("cannot start the reload thread: {e}"))?;
+    rx.await
+        .map_err(|_| "the reload thread stopped without an answer".to_owned())
 }
 
 fn refused(e: &ReloadError) -> ApiError {
@@ -57,10 +86,9 @@ pub(super) async fn reload(
         .force
         .unwrap_or(false);
     let cfg = (st.config_source)().map_err(|e| refused(&ReloadError::Invalid(e)))?;
-    let engine = st.engine.clone();
-    let report = tokio::task::spawn_blocking(move || engine.reload_config(cfg, force))
+    let report = reload_on_own_thread(st.engine.clone(), cfg, force)
         .await
-        .map_err(|e| ApiError::internal(format!("reload task failed: {e}")))?
+        .map_err(|e| ApiError::internal(format!("reload failed: {e}")))?
         .map_err(|e| {
             tracing::warn!(error = %e, "reload refused; nothing changed");
             refused(&e)

@@ -42,8 +42,10 @@ pub const MAX_JSON_BYTES: u64 = 16 << 20;
 pub const MAX_TEXT_MODEL_BYTES: u64 = 256 << 20;
 
 /// Reads a model-directory file of at most `max_bytes`: a regular file
-/// (symlinks followed), read through a bounded reader, so a device, a pipe
-/// or an oversized file is refused instead of exhausting memory.
+/// (symlinks followed, opened by [`crate::regular_file::open_regular`], so a
+/// FIFO is refused at once instead of blocking), read through a bounded
+/// reader, so a device, a pipe or an oversized file is refused instead of
+/// exhausting memory or hanging.
 ///
 /// # Errors
 /// The `std::io::Error` of opening or reading; `InvalidInput` when `path`
@@ -51,10 +53,7 @@ pub const MAX_TEXT_MODEL_BYTES: u64 = 256 << 20;
 /// `max_bytes` bytes.
 pub fn read_capped(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
-    let file = std::fs::File::open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
-    }
+    let file = crate::regular_file::open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)?;

@@ -121,6 +121,12 @@ impl ModelConfig {
                 self.ab.fraction
             ));
         }
+        if self.ab.fraction > 0.0 && self.ab.dir.is_none() {
+            return Err(format!(
+                "ab.fraction is {} but ab.dir is unset: no key could be served by arm B; set [model.ab] dir, or fraction = 0",
+                self.ab.fraction
+            ));
+        }
         Ok(())
     }
 }
