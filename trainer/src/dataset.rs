@@ -29,6 +29,8 @@ use service::decision_log::reader::list_files;
 use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
 use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
+pub use crate::admissible::DroppedDecisions;
+use crate::admissible::admissible_rows;
 use crate::error::{Result, TrainerError};
 
 /// Largest outcome latency the service accepts, ms (one day).
@@ -88,43 +90,6 @@ pub struct LogTable {
     pub shadow_rows: usize,
     /// Decisions dropped because the service could not have logged them.
     pub dropped: DroppedDecisions,
-}
-
-/// Decisions dropped while loading because the service could not have
-/// logged them (a damaged or hand-edited file): kept out of training,
-/// validation and comparison, and counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DroppedDecisions {
-    /// A row with a NaN or ±∞ feature (the service imputes and clamps every
-    /// feature), a rule score outside 0..=100, a propensity outside 0..=1,
-    /// or an outcome latency outside 0..=86 400 000 ms (the feedback
-    /// endpoint's range).
-    pub impossible_values: usize,
-    /// More than one candidate marked picked.
-    pub several_picks: usize,
-    /// A decision id already loaded (a copy of a log file under another
-    /// name); the first one loaded is kept.
-    pub duplicate_ids: usize,
-}
-
-impl DroppedDecisions {
-    /// All dropped decisions.
-    pub fn total(&self) -> usize {
-        self.impossible_values + self.several_picks + self.duplicate_ids
-    }
-}
-
-impl std::fmt::Display for DroppedDecisions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} decisions dropped: {} with impossible values (non-finite feature, rule score outside 0..=100, propensity outside 0..=1, latency outside 0..=86400000 ms), {} with several picks, {} with a duplicate decision_id",
-            self.total(),
-            self.impossible_values,
-            self.several_picks,
-            self.duplicate_ids
-        )
-    }
 }
 
 impl LogTable {
@@ -275,8 +240,6 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
 
     let mut t = LogTable::default();
     let shadow = |i: usize| arm.is_valid(i) && arm.value(i) == SHADOW_ARM;
-    // Rows of one decision are written together, so consecutive: judge each
-    // group of rows (shadow rows aside) once, before taking any of it.
     let row_ok = |i: usize| {
         let start = feats.value_offset_at(i);
         all[start..start + FEATURE_COUNT]
@@ -286,38 +249,8 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
             && (!prob.is_valid(i) || (0.0..=1.0).contains(&prob.value(i)))
             && (!lat.is_valid(i) || (0.0..=MAX_LATENCY_MS).contains(&lat.value(i)))
     };
-    let mut keep = vec![false; n];
-    let mut seen = std::collections::HashSet::new();
-    let mut i = 0;
-    while i < n {
-        if shadow(i) {
-            i += 1;
-            continue;
-        }
-        let id = ids.value(i);
-        let mut end = i;
-        let (mut all_ok, mut picks) = (true, 0);
-        while end < n && (shadow(end) || ids.value(end) == id) {
-            if !shadow(end) {
-                all_ok &= row_ok(end);
-                picks += usize::from(picked.value(end));
-            }
-            end += 1;
-        }
-        let verdict = if !seen.insert(id) {
-            &mut t.dropped.duplicate_ids
-        } else if !all_ok {
-            &mut t.dropped.impossible_values
-        } else if picks > 1 {
-            &mut t.dropped.several_picks
-        } else {
-            keep[i..end].fill(true);
-            i = end;
-            continue;
-        };
-        *verdict += 1;
-        i = end;
-    }
+    let keep;
+    (keep, t.dropped) = admissible_rows(n, shadow, |i| ids.value(i), row_ok, |i| picked.value(i));
 
     t.decision_of.reserve(n);
     t.features.reserve(n * FEATURE_COUNT);
@@ -597,74 +530,6 @@ impl LogTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decisions_the_service_could_not_log_are_dropped_and_counted() {
-        // Found by a fresh-eyes run: NaN/negative latencies, ±∞ features,
-        // NaN rule scores, several picks and copied files all trained.
-        use crate::synth::{Synth, SynthConfig, write_file};
-        use service::decision_log::naming::final_path;
-        use service::decision_log::schema::{decisions_batch, outcomes_batch};
-        let mut synth = Synth::new(SynthConfig::default()).unwrap();
-        let (mut ds, mut os) = (Vec::new(), Vec::new());
-        while ds.len() < 40 {
-            let (d, o) = synth.next_decision().unwrap();
-            // Keep decisions with an outcome, so each one is labelled.
-            if let Some(o) = o {
-                ds.push(d);
-                os.push(o);
-            }
-        }
-        ds[1].candidates[0].features[3] = f32::INFINITY;
-        ds[2].candidates[1].rule_score = f64::NAN;
-        ds[3].candidates[0].probability = Some(1.5);
-        os[4].latency_ms = -5.0;
-        os[5].latency_ms = f64::NAN;
-        for c in &mut ds[6].candidates {
-            c.picked = true;
-        }
-        let mut copy = ds[7].clone();
-        copy.ts_ms += 1;
-        ds.push(copy);
-
-        let dir = tempfile::tempdir().unwrap();
-        let opened = u64::try_from(ds[0].ts_ms).unwrap();
-        write_file(
-            &final_path(dir.path(), LogKind::Decisions, opened, 1),
-            vec![decisions_batch(&ds).unwrap()],
-        )
-        .unwrap();
-        write_file(
-            &final_path(dir.path(), LogKind::Outcomes, opened, 1),
-            vec![outcomes_batch(&os).unwrap()],
-        )
-        .unwrap();
-        let t = load_logs(&[dir.path().to_path_buf()], |_, _, _| {}).unwrap();
-        assert_eq!(
-            t.dropped,
-            DroppedDecisions {
-                impossible_values: 5,
-                several_picks: 1,
-                duplicate_ids: 1,
-            }
-        );
-        assert_eq!(t.decisions.len(), 41 - 7);
-        let kept: Vec<&str> = t.decisions.iter().map(|d| d.id.as_str()).collect();
-        for bad in &ds[1..=6] {
-            assert!(
-                !kept.contains(&bad.decision_id.as_str()),
-                "{}",
-                bad.decision_id
-            );
-        }
-        assert!(
-            kept.contains(&ds[7].decision_id.as_str()),
-            "the first copy stays"
-        );
-        let labelled = t.labelled(&LabelRule::default());
-        assert_eq!(labelled.counts.picked_rows, 40 - 6);
-        assert!(labelled.features.iter().all(|x| x.is_finite()));
-    }
 
     #[test]
     fn label_rule_edges() {

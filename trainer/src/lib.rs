@@ -5,6 +5,7 @@
 //! | [`cli`] | the command line (clap) |
 //! | [`synth`] | synthetic logs from a documented generative model |
 //! | [`dataset`] | logs → candidate table → labelled rows, time split |
+//! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
 //! | [`text_model`] | LightGBM's text model → [`service::model::export::LgbModel`], f64 evaluation |
 //! | [`metrics`] | AUC, log loss, Brier score, calibration by decile |
@@ -20,6 +21,7 @@
 //! Export to ONNX and serving live in [`service::model`] so the service
 //! never links LightGBM.
 
+pub mod admissible;
 pub mod card;
 pub mod cli;
 pub mod compare;

@@ -16,6 +16,16 @@ fn trainer(args: &[&str], cwd: &Path) -> Output {
         .expect("run trainer")
 }
 
+/// Asserts `o` exited with `code` and its stderr contains `needle`.
+fn assert_fails(o: &Output, code: i32, needle: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", text(o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(needle),
+        "stderr lacks {needle:?}: {}",
+        text(o)
+    );
+}
+
 fn text(o: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -149,11 +159,10 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     }
     std::fs::write(nogolden.join("golden.json"), r#"{"rows": []}"#).unwrap();
     let o = trainer(&["validate", "--model", "models/nogolden"], d);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(
-        err.contains("the service would refuse this model: golden.json has no rows"),
-        "{err}"
+    assert_fails(
+        &o,
+        2,
+        "the service would refuse this model: golden.json has no rows",
     );
     let o = trainer(
         &[
@@ -191,12 +200,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         ],
         d,
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not a regular file; nothing was written"),
-        "{}",
-        text(&o)
-    );
+    assert_fails(&o, 1, "not a regular file; nothing was written");
     for f in ["model.onnx", "model.txt", "card.json"] {
         assert_eq!(
             std::fs::read(hw.join(f)).unwrap(),
@@ -236,12 +240,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         &["synth", "--out", "logs", "--rows", "10", "--seed", "9"],
         d,
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("is not empty"),
-        "{}",
-        text(&o)
-    );
+    assert_fails(&o, 1, "is not empty");
 
     let o = trainer(
         &[
@@ -292,8 +291,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     )
     .unwrap();
     let o = trainer(&["validate", "--model", "models/m1", "--logs", "logs"], d);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("parity check failed"));
+    assert_fails(&o, 2, "parity check failed");
     // compare refused it too (it labelled it by its card and compared the
     // other model's ONNX before).
     let o = trainer(
@@ -310,12 +308,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         ],
         d,
     );
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("would refuse this model: golden row"),
-        "{}",
-        text(&o)
-    );
+    assert_fails(&o, 2, "would refuse this model: golden row");
     assert!(!d.join("c2.json").exists());
 
     // Card of another feature schema: refused, exit 1.
@@ -324,12 +317,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     let hash = service::features::schema_hash();
     std::fs::write(&card_path, card.replace(hash, "0000000000000000")).unwrap();
     let o = trainer(&["validate", "--model", "models/m2"], d);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("feature schema"),
-        "{}",
-        text(&o)
-    );
+    assert_fails(&o, 1, "feature schema");
 }
 
 #[test]
