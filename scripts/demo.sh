@@ -149,7 +149,10 @@ done
 
 # Plain (uncoloured) logs in the log files.
 export NO_COLOR=1
+# The demo's decision log goes to its scratch directory (removed at the
+# end), never into the checkout's data/ next to a real service's log.
 SCORER_SCORING__WARMUP_MS=0 SCORER_SERVER__LISTEN="$SERVICE_ADDR" \
+    SCORER_LOG__DIR="$WORKDIR/decisions" \
     target/release/service >"$WORKDIR/service.log" 2>&1 &
 PIDS+=($!)
 log "service $SERVICE_URL pid $!"

@@ -54,8 +54,9 @@ pub enum ConfigError {
 /// One redis-server worker to poll, parsed from `id=host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerSpec {
-    /// Worker id as reported to the service (1..=128 bytes, no control
-    /// characters, no `=`).
+    /// Worker id as reported to the service (1..=128 bytes, no `=`, and the
+    /// service's character rule:
+    /// [`service::telemetry::validate::worker_id_chars_problem`]).
     pub id: String,
     /// Host name or IP address of the redis-server (IPv6 without brackets).
     pub host: String,
@@ -77,8 +78,11 @@ impl FromStr for WorkerSpec {
         if id.is_empty() || id.len() > MAX_WORKER_ID_BYTES {
             return Err(bad("worker id must be 1..=128 bytes"));
         }
-        if id.chars().any(char::is_control) {
-            return Err(bad("worker id must not contain control characters"));
+        // The service's own rule (no control or invisible formatting
+        // characters, no whitespace at either end): an id it would refuse
+        // with 422 every interval is refused here, at start.
+        if let Some(problem) = service::telemetry::validate::worker_id_chars_problem(id) {
+            return Err(bad(problem));
         }
         let (host, port) = addr.rsplit_once(':').ok_or(bad("expected host:port"))?;
         let host = match host.strip_prefix('[') {
@@ -185,21 +189,55 @@ impl AgentConfig {
     }
 }
 
-/// `{base}/v1/telemetry`, tolerating a trailing `/` on `base`.
+/// `{base}/v1/telemetry`, tolerating a trailing `/` on `base`. `base` is
+/// the service's base URL: scheme, host, port and at most a path prefix (a
+/// service behind a reverse proxy); a query, a fragment, credentials or a
+/// base that already ends in `/v1/telemetry` are refused, since the
+/// telemetry path would be appended after them.
 fn telemetry_url(base: &str) -> Result<reqwest::Url, ConfigError> {
     let bad = |reason: String| ConfigError::InvalidServiceUrl {
-        url: base.to_owned(),
+        url: redact(base),
         reason,
     };
-    let joined = format!("{}/v1/telemetry", base.trim_end_matches('/'));
-    let url = reqwest::Url::parse(&joined).map_err(|e| bad(e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
+    let parsed = reqwest::Url::parse(base).map_err(|e| bad(e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad("scheme must be http or https".to_owned()));
     }
-    if url.host_str().is_none() {
+    if parsed.host_str().is_none() {
         return Err(bad("missing host".to_owned()));
     }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad(
+            "credentials in the URL are not supported (the telemetry endpoint takes none)"
+                .to_owned(),
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(bad(
+            "give the service's base URL without a query or fragment".to_owned(),
+        ));
+    }
+    let prefix = parsed.path().trim_end_matches('/');
+    if prefix.ends_with("/v1/telemetry") {
+        return Err(bad(
+            "give the service's base URL (e.g. http://127.0.0.1:8080); /v1/telemetry is appended"
+                .to_owned(),
+        ));
+    }
+    let mut url = parsed.clone();
+    url.set_path(&format!("{prefix}/v1/telemetry"));
     Ok(url)
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+fn redact(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -240,6 +278,12 @@ mod tests {
             "w1=::1:6379",
             "w1=[::1:6379",
             "w\u{7}=h:1",
+            // The service's id rule (found by a fresh-eyes run: these were
+            // accepted, then refused by the service every second).
+            "w3 =h:1",
+            " w3=h:1",
+            "w\u{202e}3=h:1",
+            "\u{feff}w3=h:1",
         ] {
             assert!(bad.parse::<WorkerSpec>().is_err(), "{bad:?} accepted");
         }
@@ -274,6 +318,34 @@ mod tests {
                 .validate()
                 .is_err()
         );
+
+        // A path prefix is kept (a service behind a proxy); query, fragment,
+        // credentials and a full telemetry URL are refused, the password
+        // never echoed.
+        assert_eq!(
+            AgentConfig::new("http://h:1/scorer/", vec![w("a=h:1")])
+                .validate()
+                .unwrap()
+                .as_str(),
+            "http://h:1/scorer/v1/telemetry"
+        );
+        for url in [
+            "http://h:1/?x=1",
+            "http://h:1/#f",
+            "http://h:1/v1/telemetry",
+            "http://user:pw@h:1/",
+        ] {
+            let e = AgentConfig::new(url, vec![w("a=h:1")]).validate();
+            assert!(
+                matches!(e, Err(ConfigError::InvalidServiceUrl { .. })),
+                "{url}: {e:?}"
+            );
+        }
+        let e = AgentConfig::new("http://user:s3cret@h:1/", vec![w("a=h:1")])
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret") && e.contains("***"), "{e}");
 
         let mut slow = AgentConfig::new("http://x", vec![w("a=h:1")]);
         slow.probe_timeout_ms = 500;

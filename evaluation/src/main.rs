@@ -105,6 +105,12 @@ fn main() -> ExitCode {
             opts.duration_s = duration_s;
             opts.log_dir = log_dir;
             if let Some(dir) = model_dir {
+                // Given explicitly, a model directory that is not there is an
+                // error, not a silently skipped arm.
+                if !dir.is_dir() {
+                    eprintln!("error: --model-dir {} is not a directory", dir.display());
+                    return ExitCode::FAILURE;
+                }
                 opts.model_dir = dir;
             }
             if let Some(path) = service_config {
@@ -116,12 +122,15 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            run_sim(&opts).and_then(|r| {
-                let w = report::write_scenario(&out, &r, &command_line())?;
-                print!("{}", report::table(&r.policies));
-                println!("wrote {} and {}", w.json.display(), w.markdown.display());
-                Ok(())
-            })
+            std::fs::create_dir_all(&out)
+                .map_err(|e| format!("--out {}: {e}", out.display()))
+                .and_then(|()| run_sim(&opts))
+                .and_then(|r| {
+                    let w = report::write_scenario(&out, &r, &command_line())?;
+                    print!("{}", report::table(&r.policies));
+                    println!("wrote {} and {}", w.json.display(), w.markdown.display());
+                    Ok(())
+                })
         }
         Cmd::Testbed(args) => evaluation::testbed::run_cli(&args, &command_line()),
         Cmd::All {

@@ -62,6 +62,29 @@ pub fn is_known(name: &str) -> bool {
     POLICIES.contains(&name)
 }
 
+/// Checks a `--policies` list: at least one name, every name known, none
+/// twice (a repeated arm would be run and reported twice).
+///
+/// # Errors
+/// The first unknown or repeated name, or an empty list.
+pub fn check_names(names: &[String]) -> Result<(), String> {
+    if names.is_empty() {
+        return Err("--policies must name at least one policy".to_owned());
+    }
+    for (i, p) in names.iter().enumerate() {
+        if !is_known(p) {
+            return Err(format!(
+                "unknown policy `{p}`: expected one of {}",
+                POLICIES.join(", ")
+            ));
+        }
+        if names[..i].contains(p) {
+            return Err(format!("policy `{p}` is given twice"));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `name` is a model arm (`model`, `model-retrained`).
 pub fn is_model_arm(name: &str) -> bool {
     matches!(name, "model" | "model-retrained")

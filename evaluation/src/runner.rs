@@ -94,14 +94,7 @@ pub struct ScenarioResults {
 /// Unknown scenario or policy names, or a decision log that cannot start.
 pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
     let sc = Scenario::preset(&opts.scenario, opts.workers, opts.duration_s)?;
-    for p in &opts.policies {
-        if !policies::is_known(p) {
-            return Err(format!(
-                "unknown policy `{p}`: expected one of {}",
-                POLICIES.join(", ")
-            ));
-        }
-    }
+    policies::check_names(&opts.policies)?;
     let fault = sc
         .faults
         .iter()

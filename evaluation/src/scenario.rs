@@ -174,6 +174,11 @@ pub const SCENARIOS: [&str; 8] = [
 pub const DEFAULT_WORKERS: usize = 12;
 /// Default run length, s.
 pub const DEFAULT_DURATION_S: f64 = 120.0;
+/// Largest simulated pool (the simulator holds per-worker queues and the
+/// selectors' tables in memory).
+pub const MAX_WORKERS: usize = 1_000;
+/// Longest simulated run, s (events are held per request in memory).
+pub const MAX_DURATION_S: f64 = 3_600.0;
 
 impl Scenario {
     fn base(name: &str, description: &str, n: usize, duration_ms: f64) -> Self {
@@ -205,14 +210,27 @@ impl Scenario {
         }
     }
 
-    /// The preset `name` for `workers` workers (≥ 2) over `duration_s`
-    /// seconds; fault times scale with the duration (the nominal layout is for 120 s).
+    /// The preset `name` for `workers` workers
+    /// (2..=[`MAX_WORKERS`]) over `duration_s` seconds
+    /// (1..=[`MAX_DURATION_S`]); fault times scale with the duration (the
+    /// nominal layout is for 120 s).
     ///
     /// # Errors
-    /// An unknown name.
+    /// An unknown name; `workers` or `duration_s` out of range (never
+    /// silently changed: results record the run's real parameters).
     pub fn preset(name: &str, workers: usize, duration_s: f64) -> Result<Self, String> {
-        let n = workers.max(2);
-        let d = duration_s.max(1.0) * 1000.0;
+        if !(2..=MAX_WORKERS).contains(&workers) {
+            return Err(format!(
+                "--workers must be in 2..={MAX_WORKERS}, got {workers}"
+            ));
+        }
+        if !(duration_s.is_finite() && (1.0..=MAX_DURATION_S).contains(&duration_s)) {
+            return Err(format!(
+                "--duration-s must be in 1..={MAX_DURATION_S} s, got {duration_s}"
+            ));
+        }
+        let n = workers;
+        let d = duration_s * 1000.0;
         // Fault times are laid out on a 120 s run and scaled.
         let at = |ms: f64| ms * d / 120_000.0;
         let mut s = match name {
@@ -370,6 +388,68 @@ mod tests {
             assert!(s.arrival_rate_per_ms() > 0.0);
         }
         assert!(Scenario::preset("nope", 12, 1.0).is_err());
+    }
+
+    #[test]
+    fn sizes_out_of_range_are_refused_not_changed() {
+        // Found by a fresh-eyes run: 0/NaN s ran 1 s, 0 or 1 worker ran 2,
+        // inf s panicked, 1e12 s aborted on allocation.
+        for (workers, duration_s) in [
+            (0, 10.0),
+            (1, 10.0),
+            (MAX_WORKERS + 1, 10.0),
+            (12, 0.0),
+            (12, f64::NAN),
+            (12, f64::INFINITY),
+            (12, 1e12),
+        ] {
+            let e = Scenario::preset("homogeneous", workers, duration_s).unwrap_err();
+            assert!(e.contains("--workers") || e.contains("--duration-s"), "{e}");
+        }
+        let s = Scenario::preset("homogeneous", 2, 1.0).expect("smallest");
+        assert_eq!((s.workers.len(), s.duration_ms), (2, 1_000.0));
+    }
+
+    #[test]
+    fn policy_lists_are_checked() {
+        let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(crate::policies::check_names(&names(&["random", "rules-max"])).is_ok());
+        for bad in [&[][..], &["random", "random"][..], &["nope"][..]] {
+            assert!(
+                crate::policies::check_names(&names(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn testbed_flags_are_checked() {
+        let ok = crate::testbed::TestbedArgs::defaults("pause", std::path::Path::new("o"));
+        assert!(ok.validate().is_ok());
+        let mut long_fault = ok.clone();
+        (
+            long_fault.duration_s,
+            long_fault.fault_at_s,
+            long_fault.fault_ms,
+        ) = (3.0, 1.0, 20_000);
+        assert!(
+            long_fault
+                .validate()
+                .unwrap_err()
+                .contains("inside the run")
+        );
+        let mut nan = ok.clone();
+        nan.fault_at_s = f64::NAN;
+        assert!(nan.validate().is_err());
+        let mut no_rate = ok.clone();
+        no_rate.rate = 0.0;
+        assert!(no_rate.validate().unwrap_err().contains("--rate"));
+        let mut one = ok.clone();
+        one.workers = 1;
+        assert!(one.validate().unwrap_err().contains("--workers"));
+        let mut forever = ok;
+        forever.duration_s = f64::INFINITY;
+        assert!(forever.validate().unwrap_err().contains("--duration-s"));
     }
 
     #[test]

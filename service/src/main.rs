@@ -69,6 +69,11 @@ async fn serve() -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref()).context("invalid configuration")?;
     let listen = config.server.listen.clone();
     tracing::info!(config_hash = %config.hash(), %listen, "starting");
+    // Bind first: a start that cannot serve must not touch the model or log
+    // directories (log recovery renames and quarantines files).
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let clock = Arc::new(SystemClock::new());
     let log_cfg = config.log.clone();
     let models = Arc::new(ModelHub::load(&config.model, clock.clone()));
@@ -102,9 +107,6 @@ async fn serve() -> anyhow::Result<()> {
             }
         })
     };
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
     axum::serve(
         listener,
         app(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>(),

@@ -90,9 +90,14 @@ impl Conns {
         if w.is_none() {
             let client =
                 redis::Client::open(format!("redis://127.0.0.1:{}/", self.ports[i])).ok()?;
+            // No response timeout in the client (redis-rs defaults to
+            // 500 ms): the per-request `--timeout-ms` alone decides, so a
+            // slow reply counts as a timeout, not as an error, and a timeout
+            // above 500 ms takes effect (found by a fresh-eyes run).
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
             let c = tokio::time::timeout(
                 Duration::from_millis(300),
-                client.get_multiplexed_async_connection(),
+                client.get_multiplexed_async_connection_with_config(&config),
             )
             .await
             .ok()?
@@ -183,7 +188,8 @@ async fn report(
 }
 
 /// Run the load; returns every finished request and how many arrivals were
-/// dropped because too many were outstanding.
+/// dropped: too many outstanding, or no pick (the service's `/v1/score`
+/// failed or timed out), so none is lost from the counts.
 pub async fn run(
     picker: Arc<Picker>,
     conns: Arc<Conns>,
@@ -205,8 +211,10 @@ pub async fn run(
             tokio::time::sleep(wait).await;
         }
         while let Some(r) = tasks.try_join_next() {
-            if let Ok(Some(s)) = r {
-                samples.push(s);
+            match r {
+                Ok(Some(s)) => samples.push(s),
+                // No pick (the service call failed): counted, not lost.
+                _ => dropped += 1,
             }
         }
         let op = if rng.random::<f64>() < load.put_fraction {
@@ -268,8 +276,9 @@ pub async fn run(
         });
     }
     while let Some(r) = tasks.join_next().await {
-        if let Ok(Some(s)) = r {
-            samples.push(s);
+        match r {
+            Ok(Some(s)) => samples.push(s),
+            _ => dropped += 1,
         }
     }
     (samples, dropped)

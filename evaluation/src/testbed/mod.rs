@@ -84,11 +84,65 @@ impl TestbedArgs {
     }
 }
 
+/// Largest testbed pool: one `redis-server` process per worker.
+pub const MAX_WORKERS: usize = 64;
+/// Longest load per policy, s.
+pub const MAX_DURATION_S: f64 = 600.0;
+/// Highest request rate, requests/s (one loopback load generator).
+pub const MAX_RATE: f64 = 100_000.0;
+
+impl TestbedArgs {
+    /// Checks the ranges: `workers` 2..=[`MAX_WORKERS`], `duration_s`
+    /// 1..=[`MAX_DURATION_S`], `rate` in (0, [`MAX_RATE`]], `timeout_ms`
+    /// ≥ 1, and the fault inside the run (`fault_at_s` ≥ 0 and
+    /// `fault_at_s` + `fault_ms` ≤ `duration_s`), so every policy meets the
+    /// same fault and none carries into the next policy's setup.
+    ///
+    /// # Errors
+    /// The first value out of range, named by its flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(2..=MAX_WORKERS).contains(&self.workers) {
+            return Err(format!(
+                "--workers must be in 2..={MAX_WORKERS}, got {}",
+                self.workers
+            ));
+        }
+        if !(self.duration_s.is_finite() && (1.0..=MAX_DURATION_S).contains(&self.duration_s)) {
+            return Err(format!(
+                "--duration-s must be in 1..={MAX_DURATION_S} s, got {}",
+                self.duration_s
+            ));
+        }
+        if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= MAX_RATE) {
+            return Err(format!(
+                "--rate must be in (0, {MAX_RATE}] requests/s, got {}",
+                self.rate
+            ));
+        }
+        if self.timeout_ms == 0 {
+            return Err("--timeout-ms must be at least 1".to_owned());
+        }
+        let fault_end_s = self.fault_at_s + self.fault_ms as f64 / 1000.0;
+        if !(self.fault_at_s.is_finite()
+            && self.fault_at_s >= 0.0
+            && fault_end_s <= self.duration_s)
+        {
+            return Err(format!(
+                "the fault must lie inside the run: need 0 <= --fault-at-s ({}) and --fault-at-s + --fault-ms/1000 ({fault_end_s}) <= --duration-s ({})",
+                self.fault_at_s, self.duration_s
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Run `evaluate testbed` and write its results.
 ///
 /// # Errors
 /// As [`run`], or output that cannot be written.
 pub fn run_cli(args: &TestbedArgs, command: &str) -> Result<(), String> {
+    // Refuse an unusable --out before the run, not after it.
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("--out {}: {e}", args.out.display()))?;
     let r = run(args)?;
     let w = crate::report::write_scenario(&args.out, &r, command)?;
     print!("{}", crate::report::table(&r.policies));
@@ -112,21 +166,59 @@ pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
         .policies
         .clone()
         .unwrap_or_else(|| policies::POLICIES.iter().map(|s| (*s).to_owned()).collect());
-    for p in &names {
-        if !policies::is_known(p) {
-            return Err(format!("unknown policy `{p}`"));
-        }
-    }
+    policies::check_names(&names)?;
+    args.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    rt.block_on(run_async(args, &names))
+    let mut running = Box::pin(run_async(args, &names));
+    let finished = rt.block_on(async {
+        tokio::select! {
+            r = &mut running => Some(r),
+            () = interrupted() => None,
+        }
+    });
+    match finished {
+        Some(r) => r,
+        None => {
+            // Dropping the run (outside the runtime: it owns the service's
+            // own runtime) stops every redis-server by pid and removes the
+            // scratch directory, so SIGINT or SIGTERM leaves nothing behind
+            // (found by a fresh-eyes run).
+            drop(running);
+            Err("interrupted by a signal; workers stopped, scratch removed".to_owned())
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM (never, if neither can be listened for).
+async fn interrupted() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }
 
 async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResults, String> {
-    let n = args.workers.max(2);
+    let n = args.workers;
     let scratch = Scratch::new("testbed");
     let mut workers = Vec::with_capacity(n);
     for i in 0..n {
@@ -196,10 +288,10 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             )
         });
         eprintln!(
-            "testbed {} {name}: {} requests, p99 {:?} ms, pick p99 {pick_p99:.2} ms, {:.1} s",
+            "testbed {} {name}: {} requests, p99 {} ms, pick p99 {pick_p99:.2} ms, {:.1} s",
             args.scenario,
             samples.len(),
-            p.p99_ms,
+            p.p99_ms.map_or("n/a".to_owned(), |v| format!("{v:.2}")),
             started.elapsed().as_secs_f64()
         );
         out.policies.push(p);

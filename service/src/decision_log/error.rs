@@ -32,6 +32,15 @@ pub enum LogError {
     /// Building a record batch failed.
     #[error("decision log arrow: {0}")]
     Arrow(#[from] ArrowError),
+    /// Another running service writes to this log directory
+    /// ([`super::dir_lock`]).
+    #[error(
+        "decision log directory {dir} is in use by another running service (it holds {dir}/.writer.lock); give each service its own log.dir"
+    )]
+    DirInUse {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The writer thread could not be spawned or panicked.
     #[error("decision log writer thread: {0}")]
     Thread(String),

@@ -57,6 +57,7 @@
 //! the picked candidate under the logging policy, for off-policy estimators.
 
 pub mod config;
+pub mod dir_lock;
 pub mod error;
 pub mod join;
 pub mod naming;

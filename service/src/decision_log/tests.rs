@@ -267,7 +267,7 @@ fn names_under(dir: &Path) -> Vec<String> {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
-            } else {
+            } else if e.file_name() != super::dir_lock::LOCK_FILE {
                 out.push(
                     e.path()
                         .strip_prefix(dir)
@@ -507,6 +507,39 @@ fn recovery_quarantines_a_fifo_instead_of_blocking_on_it() {
         "{}",
         report.quarantined[0].1
     );
+}
+
+#[test]
+fn a_second_log_on_the_same_directory_is_refused_and_touches_nothing() {
+    // Found by a fresh-eyes run: a second service on the same log.dir
+    // quarantined the first one's open `.inprogress` file at start-up.
+    let tmp = TempDir::new("second-writer");
+    let c = clock();
+    let first = start(cfg(tmp.path()), &c);
+    assert!(first.log_decision(decision(1, 2)));
+    // Stands for the first writer's open file: recovery would quarantine it.
+    let open_file = tmp
+        .path()
+        .join("decisions/decisions-20240305T090000000Z-000001.parquet.inprogress");
+    std::fs::write(&open_file, b"PAR1").unwrap();
+    let before = names_under(tmp.path());
+    match DecisionLog::start(cfg(tmp.path()), c.clone()) {
+        Err(LogError::DirInUse { dir }) => {
+            assert_eq!(
+                dir,
+                std::fs::canonicalize(tmp.path().join("decisions")).unwrap()
+            );
+        }
+        other => panic!("expected DirInUse, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(names_under(tmp.path()), before, "nothing moved");
+    std::fs::remove_file(&open_file).unwrap();
+    first.shutdown().unwrap();
+    let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 2, "the first writer kept its rows");
+    // Once the first writer has stopped, a new one may start.
+    let again = start(cfg(tmp.path()), &c);
+    again.shutdown().unwrap();
 }
 
 #[test]

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::LogKind;
 use super::config::LogConfig;
+use super::dir_lock::{DirLock, lock_dir};
 use super::error::LogError;
 use super::record::{DecisionRecord, OutcomeRecord};
 use super::recovery::recover_dir;
@@ -141,8 +142,17 @@ impl DecisionLog {
             });
         }
         let outcomes_dir = cfg.resolved_outcomes_dir();
+        // Lock both directories before recovery touches either (a second
+        // service must not quarantine the first one's open files).
+        let mut locks: Vec<DirLock> = Vec::with_capacity(2);
         for dir in [&cfg.dir, &outcomes_dir] {
             std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
+            let canonical = std::fs::canonicalize(dir).map_err(|e| LogError::io(dir, e))?;
+            if !locks.iter().any(|l| l.dir() == canonical) {
+                locks.push(lock_dir(&canonical)?);
+            }
+        }
+        for dir in [&cfg.dir, &outcomes_dir] {
             let report = recover_dir(dir)?;
             let c = &shared.counters;
             Counters::add(&c.recovered, len_u64(report.recovered.len()));
@@ -163,6 +173,7 @@ impl DecisionLog {
             pending_decision_rows: 0,
             pending_outcomes: Vec::new(),
             first_error: None,
+            _locks: locks,
         };
         let handle = std::thread::Builder::new()
             .name(WRITER_THREAD_NAME.to_string())
@@ -337,6 +348,8 @@ struct Worker {
     pending_decision_rows: u64,
     pending_outcomes: Vec<OutcomeRecord>,
     first_error: Option<LogError>,
+    /// Held until the writer thread ends ([`super::dir_lock`]).
+    _locks: Vec<DirLock>,
 }
 
 impl Worker {
