@@ -229,14 +229,19 @@ fn telemetry_url(base: &str) -> Result<reqwest::Url, ConfigError> {
     Ok(url)
 }
 
-/// `url` with any password replaced by `***`, for messages and logs.
+/// `url` with any credentials hidden, for messages and logs: everything of
+/// the authority (after `scheme://`, or from the start) before its last `@`
+/// becomes `***`, whether or not the URL parses (found by a fresh-eyes run:
+/// a bad port printed the password).
 fn redact(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_owned(),
+    let (prefix, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{prefix}***{}", &rest[at..]),
+        None => url.to_owned(),
     }
 }
 
@@ -346,6 +351,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains("s3cret") && e.contains("***"), "{e}");
+        // Nor when the URL does not parse at all.
+        for url in [
+            "http://admin:s3cret@127.0.0.1:99999/",
+            "http://admin:s3cret@",
+            "admin:s3cret@127.0.0.1:18499",
+        ] {
+            let e = AgentConfig::new(url, vec![w("a=h:1")])
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(!e.contains("s3cret") && e.contains("***"), "{e}");
+        }
 
         let mut slow = AgentConfig::new("http://x", vec![w("a=h:1")]);
         slow.probe_timeout_ms = 500;

@@ -107,8 +107,12 @@ fn main() -> ExitCode {
             if let Some(dir) = model_dir {
                 // Given explicitly, a model directory that is not there is an
                 // error, not a silently skipped arm.
-                if !dir.is_dir() {
-                    eprintln!("error: --model-dir {} is not a directory", dir.display());
+                // The service's own vetting: a directory it would refuse is
+                // an error here, not an arm reported as skipped.
+                if let Err(e) =
+                    service::model::load_model_dir(&dir, &service::model::ModelConfig::default(), 0)
+                {
+                    eprintln!("error: --model-dir {}: {e}", dir.display());
                     return ExitCode::FAILURE;
                 }
                 opts.model_dir = dir;

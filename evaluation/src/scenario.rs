@@ -441,6 +441,9 @@ mod tests {
         let mut nan = ok.clone();
         nan.fault_at_s = f64::NAN;
         assert!(nan.validate().is_err());
+        let mut no_fault = ok.clone();
+        no_fault.fault_ms = 0;
+        assert!(no_fault.validate().unwrap_err().contains("--fault-ms"));
         let mut no_rate = ok.clone();
         no_rate.rate = 0.0;
         assert!(no_rate.validate().unwrap_err().contains("--rate"));

@@ -122,6 +122,9 @@ impl TestbedArgs {
         if self.timeout_ms == 0 {
             return Err("--timeout-ms must be at least 1".to_owned());
         }
+        if self.fault_ms == 0 {
+            return Err("--fault-ms must be at least 1 (the run injects its fault)".to_owned());
+        }
         let fault_end_s = self.fault_at_s + self.fault_ms as f64 / 1000.0;
         if !(self.fault_at_s.is_finite()
             && self.fault_at_s >= 0.0

@@ -80,22 +80,29 @@ impl RedisProc {
     /// The process could not start or never answered.
     pub async fn restart(&mut self) -> Result<(), String> {
         self.stop();
-        let mut child = spawn(self.port, &self.dir).map_err(|e| format!("redis-server: {e}"))?;
+        // Owned by `self` from the moment it exists: if this future is
+        // dropped while waiting (SIGTERM early in a run), `Drop` stops it
+        // (found by a fresh-eyes run: a server spawned during the wait
+        // outlived an interrupted `evaluate`).
+        self.child = Some(spawn(self.port, &self.dir).map_err(|e| format!("redis-server: {e}"))?);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(Some(status)) = child.try_wait() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                self.child = None;
                 return Err(format!(
                     "redis-server on port {} exited: {status}",
                     self.port
                 ));
             }
             if answers(self.port).await {
-                self.child = Some(child);
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
+                self.kill();
                 return Err(format!(
                     "redis-server on port {} did not answer within 10 s",
                     self.port
