@@ -72,31 +72,7 @@ async fn run() -> anyhow::Result<()> {
         probe_timeout_ms: args.probe_timeout_ms,
         pings_per_interval: args.pings_per_interval,
     };
-    agent::run(cfg, shutdown_signal())
+    agent::run(cfg, service::signal::interrupt_or_terminate())
         .await
         .context("agent failed")
-}
-
-/// Completes on Ctrl-C or (on Unix) SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
 }

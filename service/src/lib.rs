@@ -21,6 +21,7 @@ pub mod model;
 pub mod regular_file;
 pub mod scoring;
 pub mod selection;
+pub mod signal;
 pub mod state;
 pub mod telemetry;
 

@@ -180,7 +180,7 @@ pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
     let finished = rt.block_on(async {
         tokio::select! {
             r = &mut running => Some(r),
-            () = interrupted() => None,
+            () = service::signal::interrupt_or_terminate() => None,
         }
     });
     match finished {
@@ -193,30 +193,6 @@ pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
             drop(running);
             Err("interrupted by a signal; workers stopped, scratch removed".to_owned())
         }
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM (never, if neither can be listened for).
-async fn interrupted() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
     }
 }
 
