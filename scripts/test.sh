@@ -7,47 +7,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/lib/probes.sh
+. scripts/lib/probes.sh
+
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_updated=0
+apt_install() {
+  echo "installing: $*"
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
+pip_install() {
+  echo "installing: $* (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check "$@" \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$@"
+  hash -r
+}
+
 need_apt=()
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 # Headless Chromium renders the status page in service/tests/status_page.rs.
-command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium)
+chromium_present || need_apt+=(chromium)
+# lightgbm3's bindgen loads libclang itself (not libclang-cpp, which the
+# image may ship on its own).
+libclang_present || need_apt+=(libclang-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "installing: ${need_apt[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  apt_install "${need_apt[@]}"
 fi
+libclang_present || { echo "error: libclang-dev installed but no libclang.so found" >&2; exit 1; }
 # The packaged redis-server starts a system instance on 6379; the tests start
 # their own on free ports and never touch it.
 
-# lightgbm3 builds LightGBM from source: cmake >= 3.28 (Debian's is older,
-# so from PyPI) and libclang for bindgen.
-cmake_ok() {
-  command -v cmake >/dev/null 2>&1 || return 1
-  local v; v=$(cmake --version | head -n1 | awk '{print $3}')
-  [ "$(printf '%s\n3.28\n' "$v" | sort -V | head -n1)" = "3.28" ]
-}
-if ! cmake_ok; then
-  echo "installing: cmake>=3.28 (PyPI)"
-  python3 -m pip install --quiet --disable-pip-version-check 'cmake>=3.28' \
-    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'cmake>=3.28'
-  hash -r
-fi
-if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
-  echo "installing: libclang-dev"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libclang-dev
-fi
+# lightgbm3 builds LightGBM from source with cmake >= 3.28 (Debian's is older,
+# so from PyPI).
+cmake_at_least 3.28 || pip_install 'cmake>=3.28'
+cmake_at_least 3.28 || { echo "error: cmake >= 3.28 not on PATH after installing it" >&2; exit 1; }
 
 # pyarrow reads the decision log in the interop test, as data scientists would.
-if ! python3 -c 'import pyarrow' >/dev/null 2>&1; then
-  echo "installing: pyarrow (PyPI)"
-  python3 -m pip install --quiet --disable-pip-version-check pyarrow \
-    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow
-fi
+python_module_present pyarrow || pip_install pyarrow
 
 # A fresh debug build of the workspace takes ~6 GB (measured 5.7 GB): say so
 # up front rather than fail half-way with "No space left on device".
