@@ -250,7 +250,6 @@ fn main() {
         for with_model in [false, true] {
             let mut cfg = Config::default();
             cfg.scoring.warmup_ms = 0;
-            cfg.inflight.per_pick = 0.0;
             cfg.model = mcfg.clone();
             let mut engine = Engine::new(cfg.clone());
             if with_model {

@@ -25,7 +25,6 @@ fn bench(c: &mut Criterion) {
     for n in [16usize, 256, 1024] {
         let mut cfg = Config::default();
         cfg.scoring.warmup_ms = 0;
-        cfg.inflight.per_pick = 0.0; // keep the state steady across iterations
         let engine = Engine::new(cfg);
         let batch: Vec<Snapshot> = (0..n)
             .map(|i| {

@@ -99,6 +99,15 @@ pub struct WorkerScore {
     /// candidates outside the selectable set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule_action: Option<f64>,
+    /// The service's outstanding picks of this worker (picks without
+    /// feedback yet) when it was scored; absent for unknown workers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outstanding: Option<u32>,
+    /// Expected latency of this request on this worker, ms: the cost the
+    /// final score is `100 × fastest service time / cost` of (absent when
+    /// the worker was not selectable, or in panic mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_latency_ms: Option<f64>,
 }
 
 /// Answer of `POST /v1/score`.
@@ -187,6 +196,8 @@ mod tests {
             observation: [0.0; FEATURE_COUNT],
             model_action: None,
             rule_action: None,
+            outstanding: None,
+            expected_latency_ms: None,
         };
         let text = serde_json::to_string(&w).expect("serialises");
         assert!(text.contains(r#""final_score":86.255333,"#), "{text}");

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use crate::decision_log::LogConfig;
-pub use crate::dynamics::{InFlightConfig, PenaltyConfig};
+pub use crate::dynamics::PenaltyConfig;
 use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
 
 /// Default listen address: loopback only; binding elsewhere must be explicit.
@@ -72,8 +72,13 @@ pub struct Config {
     pub penalty: PenaltyConfig,
     /// `[freshness]`: how a snapshot's influence fades with age (issue #3).
     pub freshness: FreshnessSection,
-    /// `[inflight]`: picks counted between snapshots (issue #3).
-    pub inflight: InFlightConfig,
+    /// `[evidence]`: the service's own per-worker evidence (outstanding
+    /// picks, outcome latency, unseen backlog).
+    pub evidence: crate::dynamics::EvidenceConfig,
+    /// `[outlier]`: ejection from outcomes (Envoy semantics).
+    pub outlier: crate::dynamics::OutlierConfig,
+    /// `[cost]`: the expected-latency cost that orders the candidates.
+    pub cost: crate::scoring::CostConfig,
     /// `[selection]`: policies, propensities and panic mode (issue #3).
     pub selection: SelectionSection,
     /// `[log]`: the Parquet decision log (issue #4).
@@ -109,7 +114,7 @@ impl Default for FreshnessSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SelectionSection {
-    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `none`. Default `softmax`.
+    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `none`. Default `max` (the lowest expected latency).
     pub default_policy: String,
     /// Softmax temperature when a request names none, >= 0 (0 = max). Default 0.1.
     pub temperature: f64,
@@ -133,7 +138,7 @@ pub struct SelectionSection {
 impl Default for SelectionSection {
     fn default() -> Self {
         Self {
-            default_policy: "softmax".to_owned(),
+            default_policy: "max".to_owned(),
             temperature: crate::selection::DEFAULT_TEMPERATURE,
             hash_virtual_nodes: crate::selection::DEFAULT_HASH_VIRTUAL_NODES,
             hash_load_factor: crate::selection::DEFAULT_HASH_LOAD_FACTOR,
@@ -534,11 +539,17 @@ impl Config {
                 e,
             );
         }
-        if let Err(e) = self.inflight.validate() {
-            return bad(
-                &format!("inflight.{}", e.split_whitespace().next().unwrap_or("")),
-                e,
-            );
+        for (section, r) in [
+            ("evidence", self.evidence.validate()),
+            ("outlier", self.outlier.validate()),
+            ("cost", self.cost.validate()),
+        ] {
+            if let Err(e) = r {
+                return bad(
+                    &format!("{section}.{}", e.split_whitespace().next().unwrap_or("")),
+                    e,
+                );
+            }
         }
         if self.freshness.fresh_ms >= t.dead_after_ms {
             return bad(

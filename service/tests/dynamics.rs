@@ -197,8 +197,7 @@ fn stale_idle_looking_worker_gets_no_more_than_its_fair_share() {
 
 #[test]
 fn new_and_returning_workers_get_at_most_their_ramp_share_in_the_first_second() {
-    let mut c = config();
-    c.inflight.per_pick = 0.0; // isolate slow start from in-flight accounting
+    let c = config();
     let mut sim = Sim::new(c);
     let old = ["a", "b", "c"];
     sim.report(&[healthy, healthy, healthy], &old);
@@ -252,8 +251,7 @@ fn new_and_returning_workers_get_at_most_their_ramp_share_in_the_first_second() 
 
 #[test]
 fn identical_workers_under_max_share_evenly_in_any_order() {
-    let mut c = config();
-    c.inflight.per_pick = 0.0; // pure tie-breaking
+    let c = config();
     for order in [["w1", "w2", "w3", "w4"], ["w4", "w3", "w2", "w1"]] {
         let mut sim = Sim::new(c.clone());
         sim.report(

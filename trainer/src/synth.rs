@@ -267,6 +267,7 @@ impl SimWorker {
         WorkerView {
             worker_id: self.id.clone(),
             first_seen_ms: self.first_seen_ms,
+            revived_ms: None,
             last_receive_ms: now_ms.saturating_sub(age),
             last_timestamp_ms: now_ms.saturating_sub(age),
             reports: (now_ms - self.first_seen_ms) / 1_000,

@@ -13,9 +13,13 @@
 //!   formatted only when displayed.
 //! * [`freshness`] — trust in a telemetry snapshot as it ages, and pulling
 //!   stale metrics toward a pessimistic prior (never better than fresh).
-//! * [`inflight`] — a decaying count of picks handed out but not yet visible
-//!   in telemetry (after Finagle / Linkerd2-proxy `PeakEwma`-style decaying
-//!   load).
+//! * [`evidence`] — the service's own evidence per worker: exact
+//!   outstanding picks, a peak-EWMA service time from outcomes, the observed
+//!   failure rate and the unseen backlog (C3), never reset by a snapshot.
+//! * [`peak_ewma`] — the peak-sensitive EWMA behind the service time (tower,
+//!   Finagle).
+//! * [`outlier`] — ejection from outcomes with Envoy's semantics
+//!   (consecutive failures, success rate, `max_ejection_percent`).
 //!
 //! # Conventions
 //!
@@ -40,35 +44,32 @@
 //! on accepted snapshot (at now_ms):
 //!     raw metrics → rule_score (0..=100)
 //!     penalty.evaluate(rule_score, now_ms, &cfg.penalty)   // log the Transition, if any
-//!     inflight.reset_on_snapshot(now_ms)
+//!     evidence.on_snapshot(queue_depth, now_ms)            // unseen backlog; nothing reset
 //!
 //! on routing request (at now_ms):
-//!     age      = now_ms.saturating_sub(snapshot_ms)
-//!     fresh    = freshness_factor(age, &cfg.freshness)
-//!     metric'  = pull_toward_prior(metric, pool_median_or_threshold, fresh, higher_is_worse)
-//!     score    = rule_score(metric'...)                   // stale metrics never look better
+//!     score    = rule_score(...)                          // health, 0..=100
 //!     view     = penalty.state_at(now_ms, &cfg.penalty)   // read only
-//!     skip the worker if !view.eligible
-//!     score    = score * view.score_factor
-//!                - inflight_deduction(inflight.value(now_ms), cfg.inflight.per_pick, cfg.inflight.cap)
-//!     weight   = slow_start_weight(weight_from(score), view.slow_start_fraction)
+//!     skip the worker if !view.eligible or it is ejected by outliers
+//!     E        = scoring::apply_cost(evidence, snapshot, health)  // expected latency
 //!
-//! on pick:      inflight.add_pick(now_ms)
-//! on feedback:  inflight.release(now_ms)
+//! on pick:      evidence.pick()                          // +1 outstanding
+//! on feedback:  evidence.complete(...)                   // −1, learn, maybe eject
+//! on expiry:    evidence.expire()                        // −1
 //! ```
 
 pub mod freshness;
-pub mod inflight;
+pub mod evidence;
+pub mod outlier;
+pub mod peak_ewma;
 pub mod penalty;
 pub mod penalty_reason;
 
 pub use crate::dynamics::freshness::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_FRESH_MS, FreshnessConfig, freshness_factor, pull_toward_prior,
 };
-pub use crate::dynamics::inflight::{
-    DEFAULT_INFLIGHT_CAP, DEFAULT_INFLIGHT_DECAY_MS, DEFAULT_INFLIGHT_PER_PICK, InFlight,
-    InFlightConfig, inflight_deduction,
-};
+pub use crate::dynamics::evidence::{EvidenceConfig, EvidenceSnapshot, LocalEvidence, PickRecord};
+pub use crate::dynamics::outlier::{EjectionCause, OutlierConfig, OutlierDetector};
+pub use crate::dynamics::peak_ewma::PeakEwma;
 pub use crate::dynamics::penalty::{
     DEFAULT_BACKOFF_RESET_AFTER_MS, DEFAULT_COOLDOWN_AFTER_CONSECUTIVE_LOW,
     DEFAULT_COOLDOWN_BASE_MS, DEFAULT_COOLDOWN_FACTOR, DEFAULT_COOLDOWN_MAX_MS,

@@ -1,22 +1,24 @@
-//! `POST /v1/feedback`: the outcome of a pick. It releases the picked
-//! worker's in-flight count early (issue #3) and is counted; the decision log
-//! persists it (issue #4).
+//! `POST /v1/feedback`: the outcome of a pick. It releases the pick from the
+//! worker's outstanding count, teaches the worker's service-time estimate
+//! and failure rate, and feeds outlier ejection; the decision log persists
+//! it.
 //!
-//! Decisions are remembered in a bounded table (FIFO eviction, 16 shards so
-//! the score path never contends on one lock) to match feedback to the
-//! worker that was actually picked. Feedback for an id that is not
-//! remembered (after a restart, or evicted) is accepted and counted.
+//! Picks wait in [`super::pending`] to match feedback to the worker that
+//! was actually picked. Feedback for an id that is not remembered (after a
+//! restart, an expiry or an eviction) is accepted and counted, and changes
+//! nothing else; feedback naming another worker than the pick changes
+//! nothing and says so.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use super::pending::Lookup;
+use crate::dynamics::EjectionCause;
+use crate::state::WorkerSlot;
 use crate::telemetry::validate::MAX_LATENCY_MS;
-
-const SHARDS: usize = 16;
 
 /// Body of `POST /v1/feedback`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -40,82 +42,12 @@ pub struct Feedback {
 pub struct FeedbackOutcome {
     /// The decision id was remembered.
     pub known_decision: bool,
-    /// An in-flight pick of the worker was released.
+    /// `false` when the decision is remembered but its pick was another
+    /// worker than `worker_id`: nothing was released or learnt.
+    pub worker_was_picked: bool,
+    /// The pick was released from the worker's outstanding count and its
+    /// outcome learnt.
     pub released: bool,
-}
-
-#[derive(Debug, Default)]
-struct Shard {
-    picks: HashMap<String, String>,
-    order: VecDeque<String>,
-}
-
-/// Bounded map decision id → picked worker id.
-#[derive(Debug)]
-pub(super) struct RecentDecisions {
-    shards: Vec<Mutex<Shard>>,
-    per_shard: usize,
-}
-
-fn shard_of(id: &str) -> usize {
-    id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    }) as usize
-        % SHARDS
-}
-
-impl RecentDecisions {
-    pub(super) fn new(capacity: usize) -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            per_shard: capacity.div_ceil(SHARDS).max(1),
-        }
-    }
-
-    pub(super) fn remember(&self, decision_id: &str, worker_id: &str) {
-        let mut s = self.shards[shard_of(decision_id)]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if s.picks
-            .insert(decision_id.to_owned(), worker_id.to_owned())
-            .is_none()
-        {
-            s.order.push_back(decision_id.to_owned());
-        }
-        // `order` may hold ids already taken; it bounds memory either way.
-        while s.order.len() > self.per_shard {
-            if let Some(old) = s.order.pop_front() {
-                s.picks.remove(&old);
-            }
-        }
-    }
-
-    /// Look `decision_id` up; forget it only when its pick was `worker_id`, so
-    /// a mistaken feedback does not consume the decision.
-    pub(super) fn take_if_picked(&self, decision_id: &str, worker_id: &str) -> Lookup {
-        let mut s = self.shards[shard_of(decision_id)]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match s.picks.get(decision_id) {
-            None => Lookup::Unknown,
-            Some(w) if w != worker_id => Lookup::OtherWorker,
-            Some(_) => {
-                s.picks.remove(decision_id);
-                Lookup::Picked
-            }
-        }
-    }
-}
-
-/// What the remembered decisions say about a feedback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Lookup {
-    /// Not remembered (restart, eviction, or already answered).
-    Unknown,
-    /// Remembered, but another worker was picked.
-    OtherWorker,
-    /// Remembered and this worker was picked; now forgotten.
-    Picked,
 }
 
 /// Why a feedback body was refused (422).
@@ -166,44 +98,96 @@ impl Engine {
             );
         }
         self.counters.feedback.fetch_add(1, Ordering::Relaxed);
-        let lookup = self.decisions.take_if_picked(&f.decision_id, &f.worker_id);
-        let known = lookup != Lookup::Unknown;
+        let lookup = self.pending.take_if_picked(&f.decision_id, &f.worker_id);
+        let known = !matches!(lookup, Lookup::Unknown);
         if !known {
             self.counters
                 .feedback_unknown_decision
                 .fetch_add(1, Ordering::Relaxed);
         }
+        let worker_was_picked = !matches!(lookup, Lookup::OtherWorker);
         let mut released = false;
-        if lookup == Lookup::Picked
-            && let Some(slot) = self.registry.get(&f.worker_id)
-        {
-            slot.inflight().release(now_ms);
+        if let Lookup::Picked(p) = lookup {
+            let cfg = self.config();
+            let eject = p.slot.evidence().complete(
+                &p.record,
+                f.latency_ms,
+                f.success,
+                now_ms,
+                &cfg.evidence,
+                &cfg.outlier,
+            );
+            if eject {
+                self.try_eject(&p.slot, now_ms, EjectionCause::ConsecutiveFailures);
+            }
             released = true;
         }
+        self.outlier_sweep(now_ms);
         Ok(FeedbackOutcome {
             known_decision: known,
+            worker_was_picked,
             released,
         })
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bounded_and_take_forgets() {
-        let r = RecentDecisions::new(16); // one per shard
-        for i in 0..1000 {
-            r.remember(&format!("d{i}"), "w");
-        }
-        let kept = (0..1000)
-            .filter(|i| r.take_if_picked(&format!("d{i}"), "w") == Lookup::Picked)
+    /// Ejects `slot`'s worker at `now_ms` unless `outlier.max_ejection_percent`
+    /// of the pool is ejected already (at least one may always be).
+    fn try_eject(&self, slot: &Arc<WorkerSlot>, now_ms: u64, cause: EjectionCause) {
+        let cfg = self.config();
+        let slots = self.registry.slots();
+        let ejected = slots
+            .iter()
+            .filter(|s| s.evidence().snapshot().outlier.is_ejected(now_ms))
             .count();
-        assert!(kept <= SHARDS, "{kept}");
-        r.remember("x", "w1");
-        assert_eq!(r.take_if_picked("x", "w2"), Lookup::OtherWorker);
-        assert_eq!(r.take_if_picked("x", "w1"), Lookup::Picked);
-        assert_eq!(r.take_if_picked("x", "w1"), Lookup::Unknown);
+        let id = slot.view().worker_id.clone();
+        if ejected >= cfg.outlier.max_ejected(slots.len()) {
+            tracing::info!(worker = %id, cause = cause.as_str(), ejected, "outlier ejection skipped: max_ejection_percent reached");
+            return;
+        }
+        let len_ms = slot.evidence().eject(now_ms, cause, &cfg.outlier);
+        tracing::info!(worker = %id, cause = cause.as_str(), ejection_ms = len_ms, "outlier ejected");
+    }
+
+    /// Every `outlier.interval_ms`: Envoy's success-rate ejection over the
+    /// workers with enough outcomes, then a new interval for all.
+    fn outlier_sweep(&self, now_ms: u64) {
+        let cfg = self.config();
+        let next = self.next_outlier_sweep_ms.load(Ordering::Relaxed);
+        if now_ms < next
+            || self
+                .next_outlier_sweep_ms
+                .compare_exchange(
+                    next,
+                    now_ms.saturating_add(cfg.outlier.interval_ms),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        if next == 0 {
+            // The first feedback starts the first interval.
+            return;
+        }
+        let slots = self.registry.slots();
+        let rates: Vec<(usize, f64)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let e = s.evidence().snapshot();
+                (!e.outlier.is_ejected(now_ms))
+                    .then_some(())
+                    .and(e.outlier.window_success_rate(cfg.outlier.success_rate_request_volume))
+                    .map(|r| (i, r))
+            })
+            .collect();
+        for i in crate::dynamics::outlier::success_rate_outliers(&rates, &cfg.outlier) {
+            self.try_eject(&slots[i], now_ms, EjectionCause::SuccessRate);
+        }
+        for s in &slots {
+            s.evidence().end_interval(now_ms);
+        }
     }
 }
+

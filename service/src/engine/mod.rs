@@ -8,13 +8,16 @@
 //!   and picks one with the requested policy.
 //! - [`selection_weight`] (in `weight.rs`) is a worker's selection weight,
 //!   shared by the score path and `GET /v1/workers`.
-//! - [`Engine::feedback`] (in `feedback.rs`) records an outcome and releases
-//!   the in-flight count of the picked worker.
+//! - [`Engine::feedback`] (in `feedback.rs`) records an outcome: releases
+//!   the pick from the worker's outstanding count, learns its latency and
+//!   failure, and may eject the worker (outlier detection).
 
 mod feedback;
+mod cost_stage;
 mod freshness;
 mod logging;
 mod model_stage;
+mod pending;
 mod reconfigure;
 mod score;
 mod weight;
@@ -94,7 +97,9 @@ pub struct Engine {
     hotness: HotnessTracker,
     sharding: Box<dyn ShardingStrategy>,
     selector: ArcSwap<Selector>,
-    decisions: feedback::RecentDecisions,
+    pending: pending::PendingPicks,
+    /// When the next success-rate analysis is due, monotonic ms (0: not started).
+    next_outlier_sweep_ms: AtomicU64,
     counters: Counters,
     log: Option<Arc<DecisionLog>>,
     models: Arc<crate::model::ModelHub>,
@@ -115,7 +120,7 @@ impl Engine {
         let hotness = HotnessTracker::new(config.features.hotness_half_life_ms);
         // A validated config always builds a selector; fall back to defaults otherwise.
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
-        let decisions = feedback::RecentDecisions::new(config.selection.remembered_decisions);
+        let pending = pending::PendingPicks::new(config.selection.remembered_decisions);
         let models = Arc::new(crate::model::ModelHub::unloaded(
             &config.model,
             Arc::new(crate::clock::SystemClock::new()),
@@ -126,7 +131,8 @@ impl Engine {
             hotness,
             sharding,
             selector: ArcSwap::from_pointee(selector),
-            decisions,
+            pending,
+            next_outlier_sweep_ms: AtomicU64::new(0),
             counters: Counters::default(),
             log: None,
             models,
@@ -214,7 +220,6 @@ impl Engine {
             telemetry: &cfg.telemetry,
             server: &cfg.server,
             penalty: &cfg.penalty,
-            inflight_decay_ms: cfg.inflight.decay_ms,
             rule_score: &score,
         };
         let out = self
@@ -234,8 +239,10 @@ impl Engine {
 
     /// Forget workers silent for longer than `telemetry.forget_after_ms` at
     /// monotonic `now_ms` (the binary calls this every second); returns how
-    /// many were forgotten. Each is logged at info level.
+    /// many were forgotten. Each is logged at info level. Picks whose
+    /// feedback is overdue stop counting as outstanding here too.
     pub fn forget_silent(&self, now_ms: u64) -> usize {
+        self.pending.retire_expired(now_ms);
         let after = self.config().telemetry.forget_after_ms;
         let gone = self.registry.forget_silent(now_ms, after);
         for id in &gone {

@@ -105,11 +105,15 @@ pub(super) fn apply(
     };
     for (i, e) in es.iter_mut().enumerate() {
         e.stage = Stage::Model;
+        // The blend's points are at a score of 100 and scale with the
+        // score: the actions are multiplicative on the expected latency
+        // (score = 100 × fastest / E), whatever the score's level.
+        let at = pre[i].max(0.0) / 100.0;
         if let Some(a) = model_a[i] {
             // p = (a + 1) / 2: the probability the action came from.
             e.add(
                 "model_action",
-                blend.model_points(Some(a as f32)),
+                blend.model_points(Some(a as f32)) * at,
                 Reason::new(
                     ReasonKind::ModelAction,
                     [a, (a + 1.0) / 2.0, blend.blend_model, blend.scale, 0.0],
@@ -125,7 +129,7 @@ pub(super) fn apply(
         }
         e.add(
             "rule_action",
-            blend.rule_points(r),
+            blend.rule_points(r) * at,
             Reason::new(
                 ReasonKind::RuleAction,
                 [f64::from(r), blend.blend_rule, blend.scale, 0.0, 0.0],
@@ -171,7 +175,9 @@ pub(super) fn shadow(
         .enumerate()
         .map(|(i, p)| {
             let a = model_action(*p);
-            let fin = blend.final_score(stage.pre[i], Some(a), stage.rule_r[i] as f32);
+            let pre = stage.pre[i];
+            let points = blend.model_points(Some(a)) + blend.rule_points(stage.rule_r[i] as f32);
+            let fin = (pre + points * pre.max(0.0) / 100.0).clamp(0.0, 100.0);
             (f64::from(a), fin)
         })
         .collect();

@@ -1,10 +1,13 @@
 //! `POST /v1/score`: rule scores, dynamics, selection.
 //!
-//! Per candidate: the rule score on its (freshness-adjusted) signals; then
-//! the dynamics stage — penalty state factor (observation ×0.85, cooldown
-//! ×0.2 and ineligible), slow-start note, in-flight deduction; then a pick
-//! over the eligible candidates with the requested policy and the
-//! propensity of every candidate. When none is eligible, panic mode ranks
+//! Per candidate: the rule score (health) on its (freshness-adjusted)
+//! signals; then the dynamics stage — the snapshot's age discounting the
+//! rule deductions, the penalty state factor (observation ×0.85, cooldown
+//! ×0.2 and ineligible), outlier ejection (ineligible); then the cost stage
+//! — the expected latency from the service's own evidence
+//! ([`crate::scoring::apply_cost`]); then a pick over the eligible
+//! candidates with the requested policy and the propensity of every
+//! candidate. When none is eligible, panic mode ranks
 //! and picks among live candidates on their rule scores, ignoring penalty
 //! states (Envoy's "panic threshold" behaviour: fail open, never closed by
 //! accident).
@@ -17,14 +20,15 @@ use std::sync::atomic::Ordering;
 use rand::RngCore;
 
 use super::Engine;
+use super::cost_stage::Scored;
 use super::freshness::Priors;
 use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
-use crate::dynamics::{FreshnessConfig, PenaltyState, freshness_factor, inflight_deduction};
+use crate::dynamics::{
+    EvidenceSnapshot, FreshnessConfig, PenaltyState, PickRecord, freshness_factor,
+};
 use crate::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use crate::key::KeyFingerprint;
-use crate::scoring::{
-    Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score,
-};
+use crate::scoring::{Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score};
 use crate::selection::{Candidate, PolicyKind, SelectionError};
 use crate::state::{WorkerSlot, WorkerView};
 
@@ -63,21 +67,6 @@ pub enum ScoreError {
     /// The selector refused its input; a bug, answered 500 and logged.
     #[error("selection failed: {0}")]
     Selection(SelectionError),
-}
-
-/// One candidate while it is being scored.
-struct Scored {
-    slot: Option<Arc<WorkerSlot>>,
-    view: Option<Arc<WorkerView>>,
-    e: Explained,
-    rule: f64,
-    /// Rule score before dynamics; what panic mode ranks on.
-    base: f64,
-    reason: Option<&'static str>,
-    live: bool,
-    state: &'static str,
-    ramp: f64,
-    in_flight: f64,
 }
 
 /// Whether a scoring is a routing decision or only shows one.
@@ -312,20 +301,36 @@ impl Engine {
                     live: false,
                     state: "unknown",
                     ramp: 0.0,
-                    in_flight: 0.0,
+                    evidence: EvidenceSnapshot::default(),
+                    trust: 0.0,
+                    expected_ms: None,
                 });
                 continue;
             };
             e.clamp();
             let rule = e.score;
             let pv = v.penalty.state_at(now_ms, &cfg.penalty);
+            let evidence = slot
+                .as_ref()
+                .map(|s| s.evidence().snapshot())
+                .unwrap_or_default();
+            let trust = cfg.cost.trust(v.age_ms(now_ms));
             let mut reason = (!live).then_some("heartbeat_dead");
             let mut ramp = 0.0;
-            let mut in_flight = 0.0;
             if live {
                 e.stage = Stage::Dynamics;
+                if trust < 1.0 && rule < 100.0 {
+                    let back = (100.0 - rule) * (1.0 - trust);
+                    let age_s = v.age_ms(now_ms) as f64 / 1000.0;
+                    e.add(
+                        "snapshot_age",
+                        back,
+                        Reason::new(ReasonKind::SnapshotAge, [age_s, trust, 0.0, 0.0, 0.0]),
+                        Some(v.age_ms(now_ms) as f64),
+                    );
+                }
                 match pv.state {
-                    PenaltyState::Healthy => {}
+                    PenaltyState::Healthy | PenaltyState::Recovering => {}
                     PenaltyState::Observation => {
                         e.multiply("observation", pv.score_factor, pv.reason, None);
                     }
@@ -333,31 +338,11 @@ impl Engine {
                         e.multiply("cooldown", pv.score_factor, pv.reason, None);
                         reason = Some("cooldown");
                     }
-                    PenaltyState::Recovering => {
-                        e.multiply(
-                            "slow_start",
-                            1.0,
-                            Reason::SlowStart(pv.reason, pv.slow_start_fraction),
-                            Some(pv.slow_start_fraction),
-                        );
-                    }
                 }
-                ramp = super::weight::selection_weight(v, &pv, now_ms, cfg);
-                if let Some(s) = &slot {
-                    in_flight = s.inflight().value(now_ms);
-                    let d = inflight_deduction(in_flight, cfg.inflight.per_pick, cfg.inflight.cap);
-                    if d > 0.0 {
-                        e.deduct(
-                            "in_flight",
-                            d,
-                            Reason::new(
-                                ReasonKind::InFlight,
-                                [in_flight, cfg.inflight.per_pick, cfg.inflight.cap, 0.0, 0.0],
-                            ),
-                            Some(in_flight),
-                        );
-                    }
+                if evidence.outlier.is_ejected(now_ms) && reason.is_none() {
+                    reason = Some("outlier_ejected");
                 }
+                ramp = super::weight::selection_weight(v, &pv, &evidence, now_ms, cfg);
                 e.clamp();
             }
             scored.push(Scored {
@@ -370,7 +355,9 @@ impl Engine {
                 live,
                 state: pv.state.as_str(),
                 ramp,
-                in_flight,
+                evidence,
+                trust,
+                expected_ms: None,
             });
         }
 
@@ -393,6 +380,9 @@ impl Engine {
                 self.counters.no_eligible.fetch_add(1, Ordering::Relaxed);
             }
             return Err(ScoreError::NoEligibleWorkers);
+        }
+        if !panic {
+            self.apply_costs(&mut scored, &selectable, context, now_ms, cfg);
         }
         // Rank by rule score for the context features (0 = best).
         // Ids are distinct, so the order is total and an unstable sort is exact.
@@ -477,18 +467,12 @@ impl Engine {
             .iter()
             .map(|&i| {
                 let s = &scored[i];
-                let score = sel_score(s).clamp(0.0, 100.0);
-                let weighted = matches!(policy, PolicyKind::Max | PolicyKind::P2c);
                 Candidate {
                     worker_id: ids[i],
-                    // Slow start applies to max and p2c through the compared score.
-                    score: if weighted {
-                        score * s.ramp.min(1.0)
-                    } else {
-                        score
-                    },
+                    // Slow start is a cost factor of the compared score.
+                    score: sel_score(s).clamp(0.0, 100.0),
                     weight: s.ramp.max(f64::MIN_POSITIVE),
-                    in_flight: s.in_flight,
+                    in_flight: f64::from(s.evidence.outstanding),
                 }
             })
             .collect();
@@ -507,11 +491,20 @@ impl Engine {
             }
             pick = selectable.get(sel.pick).copied();
         }
-        if let Some(p) = pick.filter(|_| decide) {
-            if let Some(slot) = &scored[p].slot {
-                slot.inflight().add_pick(now_ms);
-            }
-            self.decisions.remember(&decision_id, ids[p]);
+        if let Some(p) = pick.filter(|_| decide)
+            && let Some(slot) = &scored[p].slot
+        {
+            let record = PickRecord {
+                outstanding_before: slot.evidence().pick(),
+                penalty_ms: cfg.evidence.penalty_ms(context.timeout_ms),
+            };
+            let pending = super::pending::PendingPick {
+                worker_id: Arc::from(ids[p]),
+                slot: slot.clone(),
+                record,
+                expires_ms: now_ms.saturating_add(cfg.evidence.expiry_ms(context.timeout_ms)),
+            };
+            self.pending.remember(&decision_id, pending, now_ms);
         }
         if decide {
             self.counters.decisions.fetch_add(1, Ordering::Relaxed);
@@ -587,6 +580,8 @@ impl Engine {
                     observation: obs,
                     model_action: model_a[i],
                     rule_action: rule_r[i],
+                    outstanding: s.slot.as_ref().map(|_| s.evidence.outstanding),
+                    expected_latency_ms: s.expected_ms,
                 }
             })
             .collect();

@@ -2,22 +2,33 @@
 //! `GET /v1/workers` reports.
 
 use crate::config::Config;
-use crate::dynamics::{PenaltyView, slow_start_fraction};
+use crate::dynamics::{EvidenceSnapshot, PenaltyView, slow_start_fraction};
 use crate::state::WorkerView;
 
 /// The selection weight of a live worker at `now_ms` (dimensionless, `>= 0`):
-/// `capacity × ramp`, where the ramp is the penalty view's slow-start
-/// fraction after a cooldown and, with `selection.slow_start_new_workers`,
-/// at most the new-worker ramp `max(min_weight_fraction, registered_ms /
-/// slow_start_ms)` (Envoy `slow_start_config`; issue #3). What a decision's
-/// `weight` shows and `GET /v1/workers` reports.
-pub fn selection_weight(v: &WorkerView, pv: &PenaltyView, now_ms: u64, cfg: &Config) -> f64 {
+/// `capacity × ramp`. The ramp is the smallest of the slow-start fractions
+/// (Envoy `slow_start_config`: linear from `penalty.min_weight_fraction` to
+/// 1 over `penalty.slow_start_ms`) that apply: after a cooldown (the
+/// penalty view's), after a return from silence (`revived_ms`), after an
+/// outlier ejection ended, and with `selection.slow_start_new_workers` since
+/// registration.
+pub fn selection_weight(
+    v: &WorkerView,
+    pv: &PenaltyView,
+    evidence: &EvidenceSnapshot,
+    now_ms: u64,
+    cfg: &Config,
+) -> f64 {
+    let since = |t: u64| slow_start_fraction(now_ms.saturating_sub(t), &cfg.penalty);
     let mut ramp = pv.slow_start_fraction;
     if cfg.selection.slow_start_new_workers {
-        ramp = ramp.min(slow_start_fraction(
-            v.registered_for_ms(now_ms),
-            &cfg.penalty,
-        ));
+        ramp = ramp.min(since(v.first_seen_ms));
+    }
+    if let Some(t) = v.revived_ms {
+        ramp = ramp.min(since(t));
+    }
+    if let Some(t) = evidence.outlier.returned_at_ms(now_ms) {
+        ramp = ramp.min(since(t));
     }
     ramp * v.capacity
 }

@@ -209,6 +209,7 @@ mod tests {
         WorkerView {
             worker_id: Arc::from("w1"),
             first_seen_ms: 1_000,
+            revived_ms: None,
             last_receive_ms: 5_000,
             last_timestamp_ms: 1,
             reports: 3,

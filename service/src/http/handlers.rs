@@ -236,7 +236,16 @@ struct WorkerInfo {
     /// (`weight` in a score answer): capacity × the slow-start ramp,
     /// new-worker ramp included.
     weight: f64,
-    in_flight: f64,
+    /// Picks without feedback yet.
+    outstanding: u32,
+    /// Peak-EWMA service time from outcomes, ms; absent before any outcome.
+    service_time_ms: Option<f64>,
+    /// Outcomes seen.
+    outcomes: u64,
+    /// Observed failure rate, fraction 0..=1.
+    observed_failure_rate: f64,
+    /// Ejected by outlier detection until this many ms from now (0: not ejected).
+    outlier_ejected_for_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -305,7 +314,8 @@ pub(super) async fn workers(
             let v = slot.view_full();
             let registered = v.registered_for_ms(now);
             let penalty = v.penalty.state_at(now, &cfg.penalty);
-            let weight = crate::engine::selection_weight(&v, &penalty, now, &cfg);
+            let ev = slot.evidence().snapshot();
+            let weight = crate::engine::selection_weight(&v, &penalty, &ev, now, &cfg);
             WorkerInfo {
                 worker_id: v.worker_id.to_string(),
                 last_report_age_ms: v.age_ms(now),
@@ -323,7 +333,11 @@ pub(super) async fn workers(
                 history: v.history.into(),
                 penalty,
                 weight,
-                in_flight: slot.inflight().value(now),
+                outstanding: ev.outstanding,
+                service_time_ms: ev.service.last_ms(),
+                outcomes: ev.outcomes,
+                observed_failure_rate: ev.failure_rate,
+                outlier_ejected_for_ms: ev.outlier.ejected_until_ms.saturating_sub(now),
             }
         })
         .collect();

@@ -30,8 +30,11 @@ pub enum Stage {
     /// The stateless rule scorer (issue #2), including stale-telemetry handling.
     #[default]
     Rule,
-    /// Per-worker dynamics: penalty states, in-flight picks (issue #3).
+    /// Per-worker dynamics: penalty states and the snapshot's age.
     Dynamics,
+    /// The expected-latency cost: service time, outstanding picks, unseen
+    /// backlog, failures, snapshot factors, slow start.
+    Cost,
     /// Model and fallback-rule actions (issue #6).
     Model,
 }

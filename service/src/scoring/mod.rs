@@ -7,11 +7,13 @@
 //! order to 100 reproduces the score exactly.
 
 mod adjustment;
+mod cost;
 mod context;
 mod reason;
 mod rules;
 
 pub use adjustment::{Adjustment, AdjustmentKind, BASE_SCORE, Explained, Stage};
 pub use context::{RequestContext, RequestType};
+pub use cost::{CostConfig, CostInputs, apply_cost};
 pub use reason::{Reason, ReasonKind};
 pub use rules::{RuleInputs, rule_score};

@@ -47,8 +47,24 @@ pub enum ReasonKind {
     StaleTelemetry,
     /// `[cap]`
     StaleCap,
-    /// `[picks, points_per_pick, cap]`
-    InFlight,
+    /// `[age_s, trust]`
+    SnapshotAge,
+    /// `[estimate_ms, fastest_ms, outcomes]`
+    ServiceTime,
+    /// `[prior_ms, fastest_ms]`
+    ServiceTimePrior,
+    /// `[outstanding, exponent]`
+    Outstanding,
+    /// `[unseen, outstanding, exponent]`
+    UnseenBacklog,
+    /// `[failure_rate, failed_attempts, reported, observed, penalty_ms]`
+    Failures,
+    /// `[factor, is_put (1/0)]`
+    CompactingRequest,
+    /// `[cpu, factor, threshold]`
+    CpuSaturated,
+    /// `[fraction]`
+    SlowStartRamp,
     /// `[action, probability, blend_model, scale]` (issue #6)
     ModelAction,
     /// `[action, blend_rule, scale]` (issue #6)
@@ -185,12 +201,64 @@ impl fmt::Display for Reason {
                 "a stale report cannot outrank the fresh candidates' median score {}",
                 num(a[0])
             ),
-            K::InFlight => write!(
+            K::SnapshotAge => write!(
                 f,
-                "{} picks handed out since the last report ({} points each, at most {})",
+                "snapshot {} s old: its deductions count {}",
                 num(a[0]),
+                pct(a[1])
+            ),
+            K::ServiceTime => write!(
+                f,
+                "service time {} ms (peak-EWMA of {} outcomes) vs {} ms for the fastest candidate",
+                num(a[0]),
+                num(a[2]),
+                num(a[1])
+            ),
+            K::ServiceTimePrior => write!(
+                f,
+                "no recent outcomes: the pool's median service time {} ms vs {} ms for the fastest candidate",
+                num(a[0]),
+                num(a[1])
+            ),
+            K::Outstanding => write!(
+                f,
+                "{} outstanding: waits behind them, cost ×(1 + {})^{}",
+                num(a[0]),
+                num(a[0]),
+                num(a[1])
+            ),
+            K::UnseenBacklog => write!(
+                f,
+                "{} queued requests the reported queue holds beyond our {} outstanding, discounted by the snapshot's age",
+                num(a[0]),
+                num(a[1])
+            ),
+            K::Failures => write!(
+                f,
+                "failure rate {} (reported {}, observed {}): {} failed attempts expected per success, {} ms each",
+                pct(a[0]),
+                pct(a[2]),
+                pct(a[3]),
                 num(a[1]),
-                num(a[2])
+                num(a[4])
+            ),
+            K::CompactingRequest => write!(
+                f,
+                "compacting, {} cost ×{}",
+                if a[1] > 0.0 { "a write" } else { "a read" },
+                num(a[0])
+            ),
+            K::CpuSaturated => write!(
+                f,
+                "CPU {} at or above {}: cost ×{}",
+                pct(a[0]),
+                pct(a[2]),
+                num(a[1])
+            ),
+            K::SlowStartRamp => write!(
+                f,
+                "slow start: selection weight {} of full",
+                pct(a[0])
             ),
             K::ModelAction => write!(
                 f,
@@ -237,7 +305,15 @@ impl Reason {
             K::Clamp => "clamp".to_owned(),
             K::StaleTelemetry => format!("report {} s old", num(a[0])),
             K::StaleCap => format!("stale cap {}", num(a[0])),
-            K::InFlight => format!("{} in flight", num(a[0])),
+            K::SnapshotAge => format!("snapshot {} s old", num(a[0])),
+            K::ServiceTime => format!("service {} ms", num(a[0])),
+            K::ServiceTimePrior => format!("service {} ms (pool)", num(a[0])),
+            K::Outstanding => format!("{} outstanding", num(a[0])),
+            K::UnseenBacklog => format!("{} unseen queued", num(a[0])),
+            K::Failures => format!("failures {}", pct(a[0])),
+            K::CompactingRequest => format!("compacting ×{}", num(a[0])),
+            K::CpuSaturated => format!("CPU {} saturated", pct(a[0])),
+            K::SlowStartRamp => format!("slow start {}", pct(a[0])),
             K::ModelAction => format!("model p {}", num(a[1])),
             K::RuleAction => format!("order rule {}", num(a[0])),
         })

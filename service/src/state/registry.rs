@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use super::history::{History, Sample};
 use super::worker::{Smoothed, WorkerView};
 use crate::config::{ServerConfig, TelemetryConfig};
-use crate::dynamics::{InFlight, PenaltyConfig, PenaltyTracker, Transition};
+use crate::dynamics::{LocalEvidence, PenaltyConfig, PenaltyTracker, Transition};
 use crate::telemetry::Snapshot;
 use crate::telemetry::validate::{FieldError, Warning, check_snapshot, display_id};
 
@@ -18,7 +18,7 @@ use crate::telemetry::validate::{FieldError, Warning, check_snapshot, display_id
 pub struct WorkerSlot {
     view: ArcSwap<WorkerView>,
     history: Mutex<History>,
-    inflight: InFlight,
+    evidence: LocalEvidence,
     /// `f64` bits of the final score of the latest decision that included
     /// this worker; NaN until the first.
     last_final_bits: AtomicU64,
@@ -30,9 +30,10 @@ impl WorkerSlot {
         self.view.load()
     }
 
-    /// Picks handed to this worker since its last report, decaying (issue #3).
-    pub fn inflight(&self) -> &InFlight {
-        &self.inflight
+    /// The service's own evidence of this worker: outstanding picks,
+    /// outcomes, unseen backlog, outlier ejection.
+    pub fn evidence(&self) -> &LocalEvidence {
+        &self.evidence
     }
 
     /// The current published view as an owned `Arc` (one refcount increment).
@@ -95,8 +96,6 @@ pub struct IngestConfig<'a> {
     pub server: &'a ServerConfig,
     /// Penalty state machine settings.
     pub penalty: &'a PenaltyConfig,
-    /// Decay of the in-flight counters of new workers, ms.
-    pub inflight_decay_ms: u64,
     /// The rule score of a freshly updated view, fed to the penalty state machine.
     pub rule_score: &'a dyn Fn(&WorkerView) -> f64,
 }
@@ -337,8 +336,11 @@ impl Registry {
                     let prev = slot.view();
                     let view =
                         next_view(Some(&prev), s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
+                    if view.revived_ms == Some(now_mono_ms) {
+                        slot.evidence.forget_outcomes();
+                    }
                     slot.view.store(Arc::new(evaluate(view)));
-                    slot.inflight.reset_on_snapshot(now_mono_ms);
+                    slot.evidence.on_snapshot(s.queue_depth, now_mono_ms);
                 }
                 None => {
                     let mut hist = History::default();
@@ -347,7 +349,7 @@ impl Registry {
                     let slot = WorkerSlot {
                         view: ArcSwap::from_pointee(evaluate(view)),
                         history: Mutex::new(hist),
-                        inflight: InFlight::new(icfg.inflight_decay_ms),
+                        evidence: LocalEvidence::default(),
                         last_final_bits: AtomicU64::new(f64::NAN.to_bits()),
                     };
                     let i = shard_of(&s.worker_id);
@@ -382,6 +384,11 @@ fn next_view(
     WorkerView {
         worker_id: prev.map_or_else(|| Arc::from(s.worker_id.as_str()), |p| p.worker_id.clone()),
         first_seen_ms: prev.map_or(now_mono_ms, |p| p.first_seen_ms),
+        revived_ms: match prev {
+            Some(p) if p.age_ms(now_mono_ms) > tcfg.dead_after_ms => Some(now_mono_ms),
+            Some(p) => p.revived_ms,
+            None => None,
+        },
         last_receive_ms: now_mono_ms,
         last_timestamp_ms: s.timestamp_ms,
         reports: prev.map_or(1, |p| p.reports + 1),
@@ -422,7 +429,6 @@ mod tests {
             telemetry: tcfg,
             server: scfg,
             penalty: &PenaltyConfig::default(),
-            inflight_decay_ms: 1_000,
             rule_score: &|_| 100.0,
         };
         r.ingest(b, mono, WALL, &icfg)

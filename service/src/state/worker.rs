@@ -92,6 +92,10 @@ pub struct WorkerView {
     /// Server monotonic time of the first accepted report, ms (warm-up starts here
     /// and is never reset by later reports).
     pub first_seen_ms: u64,
+    /// Server monotonic time of the last return from silence (a report after
+    /// more than `telemetry.dead_after_ms` without one), ms: slow start
+    /// begins again here.
+    pub revived_ms: Option<u64>,
     /// Server monotonic time of the last accepted report, ms.
     pub last_receive_ms: u64,
     /// Reporter's `timestamp_ms` of the last accepted report, Unix ms.

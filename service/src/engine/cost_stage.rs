@@ -1,0 +1,103 @@
+//! The cost stage of a scoring: each selectable candidate's expected
+//! latency from the service's own evidence and its snapshot
+//! ([`crate::scoring::apply_cost`]), relative to the fastest candidate.
+
+use std::sync::Arc;
+
+use super::Engine;
+use crate::config::Config;
+use crate::dynamics::EvidenceSnapshot;
+use crate::scoring::{CostInputs, Explained, RequestContext, Stage, apply_cost};
+use crate::state::{WorkerSlot, WorkerView};
+
+/// One candidate while it is being scored.
+pub(super) struct Scored {
+    pub slot: Option<Arc<WorkerSlot>>,
+    pub view: Option<Arc<WorkerView>>,
+    pub e: Explained,
+    pub rule: f64,
+    /// Rule score before dynamics; what panic mode ranks on.
+    pub base: f64,
+    pub reason: Option<&'static str>,
+    pub live: bool,
+    pub state: &'static str,
+    /// Selection weight (capacity × slow start).
+    pub ramp: f64,
+    pub evidence: EvidenceSnapshot,
+    /// Trust in the candidate's snapshot, fraction 0..=1.
+    pub trust: f64,
+    /// Expected latency, ms, once the cost stage ran.
+    pub expected_ms: Option<f64>,
+}
+
+/// The service-time prior of candidates without outcomes, ms: the median
+/// estimate of those with outcomes, else the median reported mean RTT,
+/// else 1 ms (all candidates then share it, so only its ratio matters).
+fn prior_ms(scored: &[Scored], selectable: &[usize]) -> f64 {
+    let sampled: Vec<f64> = selectable
+        .iter()
+        .filter_map(|&i| scored[i].evidence.service.last_ms())
+        .collect();
+    if let Some(m) = super::freshness::median(sampled) {
+        return m.max(1e-6);
+    }
+    let reported: Vec<f64> = selectable
+        .iter()
+        .filter_map(|&i| scored[i].view.as_ref().map(|v| v.smoothed.rtt_ms_avg))
+        .filter(|r| *r > 0.0)
+        .collect();
+    super::freshness::median(reported).unwrap_or(1.0).max(1e-6)
+}
+
+impl Engine {
+    /// Runs the cost stage on the `selectable` candidates of `scored`.
+    pub(super) fn apply_costs(
+        &self,
+        scored: &mut [Scored],
+        selectable: &[usize],
+        context: &RequestContext,
+        now_ms: u64,
+        cfg: &Config,
+    ) {
+        let ev = &cfg.evidence;
+        let prior = prior_ms(scored, selectable);
+        let service: Vec<f64> = selectable
+            .iter()
+            .map(|&i| {
+                scored[i]
+                    .evidence
+                    .service
+                    .value_at(now_ms, prior, ev.idle_decay_ms)
+                    .max(1e-6)
+            })
+            .collect();
+        let fastest = service.iter().copied().fold(f64::INFINITY, f64::min);
+        let penalty_ms = ev.penalty_ms(context.timeout_ms);
+        for (j, &i) in selectable.iter().enumerate() {
+            let s = &mut scored[i];
+            let Some(v) = s.view.as_deref() else {
+                continue;
+            };
+            let inputs = CostInputs {
+                service_ms: service[j],
+                service_is_prior: s.evidence.service.samples() == 0,
+                outcomes: s.evidence.outcomes,
+                fastest_ms: fastest,
+                outstanding: s.evidence.outstanding,
+                unseen_backlog: s
+                    .evidence
+                    .unseen_backlog_at(now_ms, ev.unseen_backlog_decay_ms),
+                reported_failure_rate: v.smoothed.error_rate,
+                observed_failure_rate: s.evidence.failure_rate,
+                trust: s.trust,
+                compacting: v.compacting,
+                cpu_usage: v.smoothed.cpu_usage,
+                request_type: context.request_type,
+                ramp: s.ramp.min(1.0),
+                penalty_ms,
+            };
+            s.e.stage = Stage::Cost;
+            s.expected_ms = Some(apply_cost(&mut s.e, &inputs, &cfg.cost));
+        }
+    }
+}
