@@ -205,12 +205,9 @@ async fn a_shed_request_body_is_read_and_its_connection_kept_alive() {
     let router: Router = Router::new()
         .route(
             "/slow",
-            post(handler).layer(service::http::shed_layer(1)).layer(
-                axum::middleware::from_fn_with_state(
-                    service::http::BodyLimit(1024),
-                    service::http::read_body_first,
-                ),
-            ),
+            post(handler)
+                .layer(service::http::shed_layer(1))
+                .layer(axum::middleware::from_fn(service::http::read_body_first)),
         )
         .with_state(());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
