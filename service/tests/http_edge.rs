@@ -97,7 +97,9 @@ fn fast_timeouts() -> Config {
 async fn half_a_request_line_is_closed_after_the_header_timeout() {
     let addr = start(fast_timeouts()).await;
     let mut ok = TcpStream::connect(addr).await.expect("connect");
-    ok.write_all(get("/healthz").as_bytes()).await.expect("write");
+    ok.write_all(get("/healthz").as_bytes())
+        .await
+        .expect("write");
     assert_eq!(response(&mut ok).await.0, 200);
 
     let mut slow = TcpStream::connect(addr).await.expect("connect");
@@ -105,7 +107,10 @@ async fn half_a_request_line_is_closed_after_the_header_timeout() {
     let (_, after) = until_closed(&mut slow)
         .await
         .expect("closed by the header timeout");
-    assert!(after >= Duration::from_millis(150), "closed after {after:?}");
+    assert!(
+        after >= Duration::from_millis(150),
+        "closed after {after:?}"
+    );
 }
 
 #[tokio::test]
@@ -118,11 +123,16 @@ async fn a_connection_with_no_traffic_is_closed_after_the_idle_timeout() {
     cfg.server.header_read_timeout_ms = 60_000;
     let addr = start(cfg).await;
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(get("/healthz").as_bytes()).await.expect("write");
+    s.write_all(get("/healthz").as_bytes())
+        .await
+        .expect("write");
     assert_eq!(response(&mut s).await.0, 200);
     let (rest, after) = until_closed(&mut s).await.expect("closed when idle");
     assert!(rest.is_empty(), "{rest:?}");
-    assert!(after >= Duration::from_millis(250), "closed after {after:?}");
+    assert!(
+        after >= Duration::from_millis(250),
+        "closed after {after:?}"
+    );
 }
 
 #[tokio::test]
@@ -133,7 +143,9 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(get("/healthz").as_bytes()).await.expect("write");
+        s.write_all(get("/healthz").as_bytes())
+            .await
+            .expect("write");
         assert_eq!(response(&mut s).await.0, 200);
         held.push(s);
     }
@@ -148,7 +160,9 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        let _ = s.write_all(get("/healthz").as_bytes()).await;
+        let _ = s
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+            .await;
         match until_closed(&mut s).await {
             Some((bytes, _)) if bytes.starts_with(b"HTTP/1.1 200") => break,
             _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
@@ -228,7 +242,11 @@ async fn arrays_in_place_of_objects_are_refused_everywhere() {
         ),
     ] {
         let (status, answer) = t.post_json(path, &body).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path} {body}: {answer}");
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{path} {body}: {answer}"
+        );
         assert_eq!(answer["error"]["code"], "invalid_body", "{answer}");
         let message = answer["error"]["message"].as_str().expect("message");
         assert!(message.starts_with(expected), "{path} {body}: {message}");
@@ -246,12 +264,17 @@ async fn a_timestamp_in_seconds_is_refused_suggesting_milliseconds() {
     let t = test_app(no_warmup());
     let snap = json!({"worker_id": "w1", "timestamp_ms": 1_796_147_107_u64, "cpu_usage": 0.5,
         "queue_depth": 1, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0});
-    let (status, answer) = t.post_json("/v1/telemetry", &json!({"snapshots": [snap]})).await;
+    let (status, answer) = t
+        .post_json("/v1/telemetry", &json!({"snapshots": [snap]}))
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
     let detail = &answer["error"]["details"][0];
     assert_eq!(detail["code"], "implausible_timestamp", "{answer}");
     assert!(
-        detail["reason"].as_str().expect("reason").contains("milliseconds"),
+        detail["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("milliseconds"),
         "{answer}"
     );
     let (_, workers) = t.get("/v1/workers").await;

@@ -21,8 +21,8 @@ mod strict;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::Extension;
+use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 

@@ -8,7 +8,6 @@
 //! that waits longer than that for its next request.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,9 +92,8 @@ pub async fn serve(
                 req.extensions_mut().insert(ConnectInfo(peer));
                 req
             });
-        let conn = graceful.watch(
-            http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service)),
-        );
+        let conn = graceful
+            .watch(http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service)));
         tokio::spawn(async move {
             tokio::select! {
                 done = conn => {

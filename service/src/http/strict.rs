@@ -201,7 +201,10 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Wrap<A> {
 
 impl<V> StructOnly<V> {
     fn refuse<E: de::Error>(&self, got: &str) -> E {
-        E::custom(format_args!("expected {}, got {got}", Expected(self.fields)))
+        E::custom(format_args!(
+            "expected {}, got {got}",
+            Expected(self.fields)
+        ))
     }
 }
 
@@ -297,12 +300,17 @@ mod tests {
     #[test]
     fn arrays_for_structs_are_refused_at_every_depth() {
         // Plain serde_json takes all three.
-        for json in [r#"["x", null, []]"#, r#"{"name":"x","inner":[1],"list":[]}"#] {
+        for json in [
+            r#"["x", null, []]"#,
+            r#"{"name":"x","inner":[1],"list":[]}"#,
+        ] {
             assert!(serde_json::from_str::<Outer>(json).is_ok(), "{json}");
         }
         let top = strict(r#"["x", null, []]"#).unwrap_err();
         assert!(
-            top.starts_with("expected a JSON object with fields `name`, `inner`, `list`, got an array"),
+            top.starts_with(
+                "expected a JSON object with fields `name`, `inner`, `list`, got an array"
+            ),
             "{top}"
         );
         let nested = strict(r#"{"name":"x","inner":[1],"list":[]}"#).unwrap_err();
@@ -311,7 +319,10 @@ mod tests {
             "{nested}"
         );
         let listed = strict(r#"{"name":"x","inner":null,"list":[[2]]}"#).unwrap_err();
-        assert!(listed.starts_with("list[0]: expected a JSON object"), "{listed}");
+        assert!(
+            listed.starts_with("list[0]: expected a JSON object"),
+            "{listed}"
+        );
         let scalar = strict(r#"{"name":"x","inner":7,"list":[]}"#).unwrap_err();
         assert!(scalar.contains("got a number"), "{scalar}");
     }

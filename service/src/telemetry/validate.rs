@@ -359,7 +359,11 @@ mod tests {
             (errs[0].field, errs[0].code),
             ("timestamp_ms", "implausible_timestamp")
         );
-        assert!(errs[0].reason.contains("milliseconds"), "{}", errs[0].reason);
+        assert!(
+            errs[0].reason.contains("milliseconds"),
+            "{}",
+            errs[0].reason
+        );
         s.timestamp_ms = MIN_TIMESTAMP_MS;
         assert!(check_snapshot(0, &s).errors.is_empty());
     }
