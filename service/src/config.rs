@@ -17,14 +17,14 @@ pub use crate::decision_log::LogConfig;
 pub use crate::dynamics::PenaltyConfig;
 use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
 
-/// Default listen address: loopback only; binding elsewhere must be explicit.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// Default request body limit, bytes (8 MiB).
-pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-/// Default maximum snapshots in one telemetry batch.
-pub const DEFAULT_MAX_BATCH: usize = 10_000;
-/// Default maximum candidates in one score request.
-pub const DEFAULT_MAX_CANDIDATES: usize = 1024;
+#[path = "config_server.rs"]
+mod server;
+pub use server::{
+    DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_LISTEN, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES,
+    DEFAULT_MAX_CONNECTIONS, ServerConfig,
+};
+
 /// Default tolerated reporter clock lead over the server clock, ms.
 pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 5_000;
 /// Default age after which a worker's last report makes it dead, ms.
@@ -170,25 +170,6 @@ impl SelectionSection {
     }
 }
 
-/// `[server]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Socket address to listen on. Default `127.0.0.1:8080`.
-    pub listen: String,
-    /// Largest accepted request body, bytes; larger bodies get 413. Default 8 MiB.
-    pub max_body_bytes: usize,
-    /// Largest telemetry batch, snapshots. Default 10_000.
-    pub max_batch: usize,
-    /// Most candidates in one score request. Default 1024.
-    pub max_candidates: usize,
-    /// `POST /v1/score` requests served at once; beyond it requests get 503
-    /// with `Retry-After` at once instead of queueing (load shedding). Default 256.
-    pub max_concurrent_scores: usize,
-    /// Any request taking longer gets 503, ms. Default 2000.
-    pub request_timeout_ms: u64,
-}
-
 /// `[admin]` section (issue #8).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -196,19 +177,6 @@ pub struct AdminConfig {
     /// Bearer token required by `/v1/admin/*` (env `SCORER_ADMIN__TOKEN`).
     /// Unset: admin endpoints answer only to loopback peers.
     pub token: Option<String>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            listen: DEFAULT_LISTEN.to_owned(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_batch: DEFAULT_MAX_BATCH,
-            max_candidates: DEFAULT_MAX_CANDIDATES,
-            max_concurrent_scores: 256,
-            request_timeout_ms: 2_000,
-        }
-    }
 }
 
 /// `[telemetry]` section.
@@ -425,26 +393,11 @@ impl Config {
                 reason,
             })
         }
-        let s = &self.server;
-        if s.listen.parse::<std::net::SocketAddr>().is_err() {
-            return bad(
-                "server.listen",
-                format!("`{}` is not a socket address like 127.0.0.1:8080", s.listen),
-            );
+        if let Err((key, reason)) = self.server.validate() {
+            return bad(key, reason);
         }
-        for (key, v) in [
-            ("server.max_body_bytes", s.max_body_bytes),
-            ("server.max_batch", s.max_batch),
-            ("server.max_candidates", s.max_candidates),
-            ("server.max_concurrent_scores", s.max_concurrent_scores),
-            ("telemetry.max_workers", self.telemetry.max_workers),
-        ] {
-            if v == 0 {
-                return bad(key, "must be at least 1".to_owned());
-            }
-        }
-        if s.request_timeout_ms == 0 {
-            return bad("server.request_timeout_ms", "must be at least 1".to_owned());
+        if self.telemetry.max_workers == 0 {
+            return bad("telemetry.max_workers", "must be at least 1".to_owned());
         }
         if self.admin.token.as_deref().is_some_and(|t| t.len() < 16) {
             return bad(

@@ -107,13 +107,8 @@ async fn serve() -> anyhow::Result<()> {
             }
         })
     };
-    axum::serve(
-        listener,
-        app(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await
-    .context("server error")?;
+    let limits = service::http::ConnectionLimits::from_config(&state.engine.config().server);
+    service::http::serve(listener, app(state.clone()), limits, shutdown_signal()).await;
     sweeper.abort();
     #[cfg(unix)]
     hangup.abort();

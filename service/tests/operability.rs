@@ -205,13 +205,14 @@ async fn a_shed_request_body_is_read_and_its_connection_kept_alive() {
     let router: Router = Router::new()
         .route(
             "/slow",
-            post(handler).layer(service::http::shed_layer(1)).layer(
-                axum::middleware::from_fn_with_state(
-                    service::http::BodyLimit(1024),
-                    service::http::read_body_first,
-                ),
-            ),
+            post(handler)
+                .layer(service::http::shed_layer(1))
+                .layer(axum::middleware::from_fn(service::http::read_body_first)),
         )
+        .layer(axum::Extension(service::http::BodyPolicy {
+            max_bytes: 1024,
+            ..Default::default()
+        }))
         .with_state(());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -284,6 +285,7 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     let mut cfg = common::no_warmup();
     cfg.model.dir = dir.clone();
     cfg.server.request_timeout_ms = 50;
+    cfg.server.body_read_timeout_ms = 20;
     let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
     let state = AppState::new(
         Engine::new(cfg).with_models(hub),

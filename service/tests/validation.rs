@@ -229,7 +229,7 @@ async fn oversized_body_is_413_with_json() {
     assert_eq!(b["error"]["code"], "body_too_large");
     assert_eq!(
         b["error"]["message"],
-        "request body is over server.max_body_bytes"
+        "request body is over server.max_body_bytes (1024 bytes)"
     );
     assert_eq!(app.get("/v1/workers").await.1["workers"], json!([]));
 }

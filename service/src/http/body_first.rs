@@ -6,56 +6,36 @@
 //! had an unread body on the connection and closed it after the 503, so the
 //! client saw a reset on its next write instead of a reusable keep-alive
 //! connection — at the moment when reconnecting is most expensive. Reading the
-//! body first (capped at `server.max_body_bytes`, inside the request timeout,
-//! so a slow sender still gets its 503 `timeout`) keeps the connection open
+//! body first (capped at `server.max_body_bytes` and
+//! `server.body_read_timeout_ms`, so a slow sender gets its 408) keeps the connection open
 //! for the `Retry-After` retry. The JSON extractor later reads the buffered
 //! copy; nothing is read twice from the socket.
 
-use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ApiError;
+use super::body::BodyPolicy;
 
-/// Largest body [`read_body_first`] buffers, bytes (`server.max_body_bytes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BodyLimit(pub usize);
-
-/// Middleware (for `axum::middleware::from_fn_with_state`): buffers the
-/// request body, then runs the rest of the stack on the buffered copy.
+/// Middleware (for `axum::middleware::from_fn`): buffers the request body
+/// within the [`BodyPolicy`] extension's limits (the defaults when absent),
+/// then runs the rest of the stack on the buffered copy.
 ///
-/// Answers without calling `next`: 413 `body_too_large` when the body is
-/// over `limit` bytes, 400 `bad_body` when it cannot be read (the client
-/// aborted mid-body).
-pub async fn read_body_first(
-    State(BodyLimit(limit)): State<BodyLimit>,
-    req: Request,
-    next: Next,
-) -> Response {
+/// Answers without calling `next` when the body cannot be read whole: see
+/// [`BodyPolicy::read`].
+pub async fn read_body_first(req: Request, next: Next) -> Response {
+    let policy = req
+        .extensions()
+        .get::<BodyPolicy>()
+        .copied()
+        .unwrap_or_default();
     let (parts, body) = req.into_parts();
-    match to_bytes(body, limit).await {
+    match policy.read(&parts.headers, body).await {
         Ok(bytes) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
-        Err(e) => {
-            let inner = e.into_inner();
-            if inner.is::<http_body_util::LengthLimitError>() {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!("request body is over server.max_body_bytes ({limit} bytes)"),
-                )
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_body",
-                    format!("could not read the request body: {inner}"),
-                )
-            }
-            .into_response()
-        }
+        Err(e) => e.into_response(),
     }
 }

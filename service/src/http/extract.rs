@@ -1,18 +1,22 @@
 //! A JSON extractor whose rejections are [`ApiError`]s with JSON bodies.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
+use super::body::BodyPolicy;
 use super::error::ApiError;
+use super::strict::Strict;
 
 /// Like [`axum::Json`], but every rejection is a JSON error:
 /// - no `content-type: application/json` (or `+json`) → 415 `unsupported_media_type`;
-/// - body over `server.max_body_bytes` → 413 `body_too_large`;
+/// - body (or its declared `Content-Length`) over `server.max_body_bytes` →
+///   413 `body_too_large`, at once;
+/// - body not received within `server.body_read_timeout_ms` → 408 `body_timeout`;
 /// - not JSON at all (including `NaN`/`Infinity` tokens) → 400 `malformed_json`;
 /// - valid JSON that does not fit the type (unknown field, wrong type,
-///   missing field) → 422 `invalid_body`, naming the field's path.
+///   missing field, an array where an object is expected) → 422
+///   `invalid_body`, naming the field's path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
@@ -43,7 +47,7 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         if !is_json(&req) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -51,19 +55,13 @@ where
                 "expected `content-type: application/json` (or `application/*+json`)",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
-            let status = rej.status();
-            if status == StatusCode::PAYLOAD_TOO_LARGE {
-                // The same words as the score route's body limit.
-                ApiError::new(
-                    status,
-                    "body_too_large",
-                    "request body is over server.max_body_bytes",
-                )
-            } else {
-                ApiError::new(status, "bad_body", rej.body_text())
-            }
-        })?;
+        let policy = req
+            .extensions()
+            .get::<BodyPolicy>()
+            .copied()
+            .unwrap_or_default();
+        let (parts, body) = req.into_parts();
+        let bytes = policy.read(&parts.headers, body).await?;
         parse(&bytes).map(Self)
     }
 }
@@ -71,7 +69,7 @@ where
 /// Deserialize `bytes` into `T`, classifying failures as described on [`ApiJson`].
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let err = match serde_path_to_error::deserialize::<_, T>(&mut *de) {
+    let err = match serde_path_to_error::deserialize::<_, T>(Strict(&mut *de)) {
         Ok(v) => {
             return de.end().map(|()| v).map_err(|e| {
                 ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())

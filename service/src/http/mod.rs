@@ -4,25 +4,31 @@
 //! Tests call `app(state).oneshot(request)` with no socket.
 
 mod admin;
+mod body;
 mod body_first;
 mod error;
 mod explain;
 mod extract;
 mod handlers;
+mod idle;
 mod limits;
 mod metrics;
 mod model;
 mod openapi;
 mod reconfigure;
+mod serve;
+mod strict;
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use admin::{bearer_token, token_matches};
-pub use body_first::{BodyLimit, read_body_first};
+pub use body::BodyPolicy;
+pub use body_first::read_body_first;
 pub use error::ApiError;
 pub use explain::explain_line;
 pub use extract::ApiJson;
@@ -30,6 +36,7 @@ pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 pub use metrics::HttpMetrics;
 pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
 pub use reconfigure::reload_on_own_thread;
+pub use serve::{ConnectionLimits, serve};
 
 use crate::clock::Clock;
 use crate::engine::Engine;
@@ -92,10 +99,7 @@ pub fn app(state: AppState) -> Router {
                 .layer(limits::shed_layer(cfg.server.max_concurrent_scores))
                 // Outside the limit: a shed request's body is read too, so
                 // its keep-alive connection survives the 503.
-                .layer(axum::middleware::from_fn_with_state(
-                    BodyLimit(limit),
-                    body_first::read_body_first,
-                )),
+                .layer(axum::middleware::from_fn(body_first::read_body_first)),
         )
         .route("/v1/feedback", post(handlers::feedback))
         .route("/v1/stats", get(handlers::stats))
@@ -114,6 +118,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(BodyPolicy::from_config(&cfg.server)))
         .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
         // Outside the timeout, so a request answered 503 `timeout` is counted.
         .layer(axum::middleware::from_fn_with_state(

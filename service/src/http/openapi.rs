@@ -45,13 +45,17 @@ pub(super) enum JsonBodyErrors {
     /// Body is not JSON (`malformed_json`)
     #[response(status = 400)]
     Malformed(ErrorBody),
-    /// Body over `server.max_body_bytes` (`body_too_large`)
+    /// Body not received in full within `server.body_read_timeout_ms` (`body_timeout`)
+    #[response(status = 408)]
+    BodyTimeout(ErrorBody),
+    /// Body, or its declared `Content-Length`, over `server.max_body_bytes` (`body_too_large`)
     #[response(status = 413)]
     TooLarge(ErrorBody),
     /// Content type is not `application/json` (`unsupported_media_type`)
     #[response(status = 415)]
     MediaType(ErrorBody),
-    /// Valid JSON that breaks the contract; the message names the field
+    /// Valid JSON that breaks the contract (an array where an object is
+    /// expected included); the message names the field
     #[response(status = 422)]
     Invalid(ErrorBody),
 }

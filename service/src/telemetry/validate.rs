@@ -24,6 +24,10 @@ pub const CPU_CLAMP_LIMIT: f64 = 4.0;
 /// `disk_io_await_ms`), ms: one day. Anything above is a unit or counter bug
 /// on the sender, and would turn ratios in explanations into `inf`.
 pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// Earliest accepted `timestamp_ms`: 10^12 ms, 2001-09-09T01:46:40Z. Any
+/// Unix time in seconds (or a monotonic or uptime clock) is far below it,
+/// and no live reporter sends a time that old.
+pub const MIN_TIMESTAMP_MS: u64 = 1_000_000_000_000;
 
 /// One rejected field, as returned in the 422 body's `details`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -145,6 +149,17 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
         err("worker_id", "invalid_id", format!("worker_id {problem}"));
     }
 
+    if s.timestamp_ms < MIN_TIMESTAMP_MS {
+        err(
+            "timestamp_ms",
+            "implausible_timestamp",
+            format!(
+                "timestamp_ms {} is before 2001-09-09 ({MIN_TIMESTAMP_MS} ms); send Unix time in milliseconds, not seconds",
+                s.timestamp_ms
+            ),
+        );
+    }
+
     if !s.cpu_usage.is_finite() || s.cpu_usage < 0.0 || s.cpu_usage > CPU_CLAMP_LIMIT {
         err(
             "cpu_usage",
@@ -222,7 +237,7 @@ mod tests {
     use super::*;
 
     fn ok() -> Snapshot {
-        let mut s = Snapshot::new("w1", 1_000);
+        let mut s = Snapshot::new("w1", 1_750_000_000_000);
         s.cpu_usage = 0.5;
         s.rtt_ms_avg = 2.0;
         s.rtt_ms_p99 = 9.0;
@@ -332,6 +347,25 @@ mod tests {
             s.worker_id = good.into();
             assert!(fields(&s).is_empty(), "{good:?}");
         }
+    }
+
+    #[test]
+    fn timestamps_in_seconds_are_refused_suggesting_milliseconds() {
+        let mut s = ok();
+        s.timestamp_ms = 1_796_147_107;
+        let errs = check_snapshot(0, &s).errors;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            (errs[0].field, errs[0].code),
+            ("timestamp_ms", "implausible_timestamp")
+        );
+        assert!(
+            errs[0].reason.contains("milliseconds"),
+            "{}",
+            errs[0].reason
+        );
+        s.timestamp_ms = MIN_TIMESTAMP_MS;
+        assert!(check_snapshot(0, &s).errors.is_empty());
     }
 
     #[test]
