@@ -123,7 +123,7 @@ fn outstanding_is_exact_until_feedback_or_expiry() {
 #[test]
 fn cost_lines_explain_the_expected_latency_and_replay_exactly() {
     let mut c = config();
-    c.evidence.idle_decay_ms = 1_000_000_000; // no return toward the prior here
+    c.evidence.latency_decay_ms = 1_000_000_000; // no return toward the prior here
     let mut w = World::new(c, &["a", "b"], 1_000);
     // Teach a: 4 ms per request, b: 2 ms.
     for (id, ms) in [("a", 4.0), ("b", 2.0)] {

@@ -3,10 +3,13 @@
 //!
 //! * **Outstanding picks**, exact: `+1` at a pick, `−1` at its feedback or
 //!   when the pick expires without feedback (see [`EvidenceConfig::expiry_ms`]).
-//! * **Service time**, a [`PeakEwma`] of `latency / (1 + outstanding at the
-//!   pick)`: a request that waited behind `n` others took about `n + 1`
-//!   service times on a one-at-a-time worker, so the estimate is the
-//!   worker's own speed, not its queue (which `outstanding` already counts).
+//! * **Service time**, a [`PeakEwma`] of each outcome's latency less the
+//!   time it waited behind the previous request: on a worker that serves in
+//!   order, a request starts when the outcome before it arrives (or when it
+//!   was picked, if later), so `latency − (last outcome − pick)` is its own
+//!   service time, not its queue (which `outstanding` already counts). On a
+//!   worker serving `c` at once this is the time between departures, about
+//!   a service time over `c`, which is what `(1 + outstanding)` multiplies.
 //!   A failure or timeout is a sample of at least the pick's timeout (the
 //!   "penalty latency"), so a fast refusal never looks fast (Linkerd's load
 //!   biaser does the same).
@@ -17,6 +20,12 @@
 //!   Tail Latency in Cloud Data Stores via Adaptive Replica Selection",
 //!   NSDI 2015: `q̂ = 1 + os·n + q`) seen from the one router that knows
 //!   every pick: the queue a worker reports is ours plus somebody else's.
+//! * **The head of the line**: when the oldest outstanding pick was made.
+//!   On a worker that serves in order, the oldest pick is the one in
+//!   service, and it started when the previous outcome arrived (or when it
+//!   was picked, if later); a request in service for much longer than a
+//!   service time is likely a large one, and what waits behind it waits
+//!   longer (head-of-line blocking).
 //! * The worker's [`OutlierDetector`].
 //!
 //! # Concurrency
@@ -25,6 +34,7 @@
 //! the critical sections are a few float operations, never allocate or
 //! block, and a poisoned lock is recovered with the last values.
 
+use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -34,8 +44,8 @@ use super::peak_ewma::PeakEwma;
 
 /// Default [`EvidenceConfig::latency_decay_ms`], ms.
 pub const DEFAULT_LATENCY_DECAY_MS: u64 = 100;
-/// Default [`EvidenceConfig::idle_decay_ms`], ms (Linkerd's peak-EWMA decay).
-pub const DEFAULT_IDLE_DECAY_MS: u64 = 10_000;
+/// Default [`EvidenceConfig::failure_rate_decay_ms`], ms.
+pub const DEFAULT_FAILURE_RATE_DECAY_MS: u64 = 10_000;
 /// Default [`EvidenceConfig::failure_penalty_ms`], ms.
 pub const DEFAULT_FAILURE_PENALTY_MS: f64 = 1_000.0;
 /// Default [`EvidenceConfig::expiry_factor`].
@@ -53,11 +63,13 @@ pub const DEFAULT_UNSEEN_BACKLOG_DECAY_MS: u64 = 2_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvidenceConfig {
-    /// Peak-EWMA decay of the service-time estimate, ms, `>= 1`. Default 100.
+    /// Peak-EWMA decay of the service-time estimate, ms, `>= 1`: how fast a
+    /// sample below the estimate is blended in, and how fast an estimate
+    /// without new samples returns to the pool's median. Default 100.
     pub latency_decay_ms: u64,
-    /// Time constant with which an unsampled estimate returns to the pool's
-    /// median, ms, `>= 1`. Default 10 000.
-    pub idle_decay_ms: u64,
+    /// Time constant with which the observed failure rate fades while no
+    /// outcome arrives, ms, `>= 1`. Default 10 000.
+    pub failure_rate_decay_ms: u64,
     /// Penalty latency of a failure whose pick named no `timeout_ms`, ms,
     /// `> 0`. Default 1 000.
     pub failure_penalty_ms: f64,
@@ -80,7 +92,7 @@ impl Default for EvidenceConfig {
     fn default() -> Self {
         Self {
             latency_decay_ms: DEFAULT_LATENCY_DECAY_MS,
-            idle_decay_ms: DEFAULT_IDLE_DECAY_MS,
+            failure_rate_decay_ms: DEFAULT_FAILURE_RATE_DECAY_MS,
             failure_penalty_ms: DEFAULT_FAILURE_PENALTY_MS,
             expiry_factor: DEFAULT_EXPIRY_FACTOR,
             default_expiry_ms: DEFAULT_EXPIRY_MS,
@@ -96,7 +108,7 @@ impl EvidenceConfig {
     pub fn validate(&self) -> Result<(), String> {
         for (k, v) in [
             ("latency_decay_ms", self.latency_decay_ms),
-            ("idle_decay_ms", self.idle_decay_ms),
+            ("failure_rate_decay_ms", self.failure_rate_decay_ms),
             ("default_expiry_ms", self.default_expiry_ms),
             ("unseen_backlog_decay_ms", self.unseen_backlog_decay_ms),
         ] {
@@ -151,6 +163,8 @@ impl EvidenceConfig {
 /// What the service remembers of one pick until its feedback.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PickRecord {
+    /// When the pick was made, monotonic ms.
+    pub picked_ms: u64,
     /// The worker's outstanding picks just before this one.
     pub outstanding_before: u32,
     /// Penalty latency if it fails, ms ([`EvidenceConfig::penalty_ms`]).
@@ -164,19 +178,44 @@ pub struct EvidenceSnapshot {
     pub outstanding: u32,
     /// Service-time estimator (read it with [`PeakEwma::value_at`]).
     pub service: PeakEwma,
-    /// Observed failure rate, fraction 0..=1.
+    /// Observed failure rate at the last outcome, fraction 0..=1 (read it
+    /// with [`EvidenceSnapshot::failure_rate_at`]).
     pub failure_rate: f64,
     /// Outcomes seen.
     pub outcomes: u64,
+    /// When the last outcome arrived, monotonic ms.
+    pub last_outcome_ms: u64,
     /// Unseen backlog when the last snapshot arrived, requests.
     pub unseen_backlog: f64,
     /// When the last snapshot arrived, monotonic ms.
     pub unseen_at_ms: u64,
     /// Outlier detector.
     pub outlier: OutlierDetector,
+    /// When the oldest outstanding pick was made, monotonic ms.
+    pub oldest_pick_ms: Option<u64>,
 }
 
 impl EvidenceSnapshot {
+    /// The observed failure rate at `now_ms`, fading with `decay_ms` since
+    /// the last outcome: a worker avoided after a bad spell is not held to
+    /// it forever.
+    pub fn failure_rate_at(&self, now_ms: u64, decay_ms: u64) -> f64 {
+        let idle = now_ms.saturating_sub(self.last_outcome_ms) as f64;
+        self.failure_rate * (-idle / decay_ms.max(1) as f64).exp()
+    }
+
+    /// How long the request at the head of the worker's line has been in
+    /// service at `now_ms`, ms: since the later of its pick and the last
+    /// outcome; 0 without outstanding picks.
+    pub fn head_elapsed_ms(&self, now_ms: u64) -> f64 {
+        match self.oldest_pick_ms {
+            Some(t) if self.outstanding > 0 => {
+                now_ms.saturating_sub(t.max(self.last_outcome_ms)) as f64
+            }
+            _ => 0.0,
+        }
+    }
+
     /// The unseen backlog at `now_ms`, requests, decayed with `decay_ms`.
     pub fn unseen_backlog_at(&self, now_ms: u64, decay_ms: u64) -> f64 {
         if self.unseen_backlog <= 0.0 {
@@ -187,34 +226,75 @@ impl EvidenceSnapshot {
     }
 }
 
+/// Pick times kept per worker for the head of the line; beyond this many
+/// outstanding picks the newest are not timed (the head is what matters).
+pub const MAX_TIMED_PICKS: usize = 4_096;
+
+#[derive(Debug, Default)]
+struct State {
+    snap: EvidenceSnapshot,
+    /// Times of the outstanding picks, oldest first (releases take the
+    /// oldest: a worker serves in order).
+    picks: VecDeque<u64>,
+}
+
+impl std::ops::Deref for State {
+    type Target = EvidenceSnapshot;
+    fn deref(&self) -> &EvidenceSnapshot {
+        &self.snap
+    }
+}
+
+impl std::ops::DerefMut for State {
+    fn deref_mut(&mut self) -> &mut EvidenceSnapshot {
+        &mut self.snap
+    }
+}
+
+impl State {
+    fn release(&mut self) {
+        self.snap.outstanding = self.snap.outstanding.saturating_sub(1);
+        self.picks.pop_front();
+        if self.snap.outstanding == 0 {
+            self.picks.clear();
+        }
+    }
+}
+
 /// A worker's evidence. `Send + Sync`.
 #[derive(Debug, Default)]
 pub struct LocalEvidence {
-    inner: Mutex<EvidenceSnapshot>,
+    inner: Mutex<State>,
 }
 
 impl LocalEvidence {
-    fn lock(&self) -> MutexGuard<'_, EvidenceSnapshot> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A copy of the evidence.
     pub fn snapshot(&self) -> EvidenceSnapshot {
-        *self.lock()
+        let g = self.lock();
+        EvidenceSnapshot {
+            oldest_pick_ms: g.picks.front().copied(),
+            ..g.snap
+        }
     }
 
-    /// Counts a pick; returns the outstanding picks before it.
-    pub fn pick(&self) -> u32 {
+    /// Counts a pick made at `now_ms`; returns the outstanding picks before it.
+    pub fn pick(&self, now_ms: u64) -> u32 {
         let mut g = self.lock();
         let before = g.outstanding;
         g.outstanding = g.outstanding.saturating_add(1);
+        if g.picks.len() < MAX_TIMED_PICKS {
+            g.picks.push_back(now_ms);
+        }
         before
     }
 
     /// A pick expired (or was evicted) without feedback: it stops counting.
     pub fn expire(&self) {
-        let mut g = self.lock();
-        g.outstanding = g.outstanding.saturating_sub(1);
+        self.lock().release();
     }
 
     /// The outcome of `pick` at `now_ms`: releases it and learns from it.
@@ -229,15 +309,18 @@ impl LocalEvidence {
         outlier: &OutlierConfig,
     ) -> bool {
         let mut g = self.lock();
-        g.outstanding = g.outstanding.saturating_sub(1);
+        g.release();
         let sample = if success {
-            latency_ms / (1.0 + f64::from(pick.outstanding_before))
+            let waited = g.last_outcome_ms.saturating_sub(pick.picked_ms) as f64;
+            (latency_ms - waited).clamp(latency_ms.min(1e-3), latency_ms)
         } else {
             latency_ms.max(pick.penalty_ms)
         };
         g.service.observe(sample, now_ms, cfg.latency_decay_ms);
         let failed = if success { 0.0 } else { 1.0 };
-        g.failure_rate += cfg.failure_rate_alpha * (failed - g.failure_rate);
+        let rate = g.failure_rate_at(now_ms, cfg.failure_rate_decay_ms);
+        g.failure_rate = rate + cfg.failure_rate_alpha * (failed - rate);
+        g.last_outcome_ms = g.last_outcome_ms.max(now_ms);
         g.outcomes = g.outcomes.saturating_add(1);
         g.outlier.record(success, now_ms, outlier)
     }
@@ -263,8 +346,8 @@ impl LocalEvidence {
     /// process (speed, failures) no longer holds.
     pub fn forget_outcomes(&self) {
         let mut g = self.lock();
-        g.service.reset();
-        g.failure_rate = 0.0;
+        g.snap.service.reset();
+        g.snap.failure_rate = 0.0;
     }
 }
 
@@ -274,6 +357,7 @@ mod tests {
 
     fn rec(before: u32) -> PickRecord {
         PickRecord {
+            picked_ms: 0,
             outstanding_before: before,
             penalty_ms: 100.0,
         }
@@ -282,8 +366,9 @@ mod tests {
     #[test]
     fn outstanding_is_exact_and_never_negative() {
         let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
-        assert_eq!(e.pick(), 0);
-        assert_eq!(e.pick(), 1);
+        assert_eq!(e.pick(0), 0);
+        assert_eq!(e.pick(0), 1);
+        assert_eq!(e.snapshot().oldest_pick_ms, Some(0));
         e.complete(&rec(0), 2.0, true, 10, &c, &o);
         assert_eq!(e.snapshot().outstanding, 1);
         e.expire();
@@ -295,7 +380,7 @@ mod tests {
     fn a_snapshot_does_not_reset_outstanding_and_counts_only_unseen_backlog() {
         let e = LocalEvidence::default();
         for _ in 0..3 {
-            e.pick();
+            e.pick(0);
         }
         e.on_snapshot(5, 1_000);
         let s = e.snapshot();
@@ -312,18 +397,24 @@ mod tests {
     #[test]
     fn a_queued_request_teaches_the_service_time_not_the_wait() {
         let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
-        // Waited behind 3 others: 8 ms is 4 service times of 2 ms.
-        e.pick();
-        e.complete(&rec(3), 8.0, true, 10, &c, &o);
-        assert_eq!(e.snapshot().service.last_ms(), Some(2.0));
+        // Both picked at 0; the first answers at 20 after 20 ms, the second
+        // at 22 after 22 ms, of which it waited 20 behind the first.
+        e.pick(0);
+        e.pick(0);
+        e.complete(&rec(0), 20.0, true, 20, &c, &o);
+        assert_eq!(e.snapshot().service.last_ms(), Some(20.0));
+        e.complete(&rec(1), 22.0, true, 22, &c, &o);
+        let s = e.snapshot().service.last_ms().unwrap();
+        let w = (-2f64 / 100.0).exp();
+        assert!((s - (20.0 * w + 2.0 * (1.0 - w))).abs() < 1e-9, "{s}");
     }
 
     #[test]
     fn a_fast_failure_counts_as_the_timeout() {
         let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
-        e.pick();
+        e.pick(0);
         e.complete(&rec(0), 2.0, true, 10, &c, &o);
-        e.pick();
+        e.pick(0);
         // Refused after 0.1 ms: the peak takes the 100 ms penalty at once.
         e.complete(&rec(0), 0.1, false, 11, &c, &o);
         let s = e.snapshot();
@@ -336,11 +427,26 @@ mod tests {
         let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
         let asks: Vec<bool> = (0..5)
             .map(|i| {
-                e.pick();
+                e.pick(0);
                 e.complete(&rec(0), 100.0, false, i, &c, &o)
             })
             .collect();
         assert_eq!(asks, [false, false, false, false, true]);
+    }
+
+    #[test]
+    fn the_head_of_the_line_started_at_the_last_outcome_or_its_pick() {
+        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        e.pick(100);
+        e.pick(105);
+        assert_eq!(e.snapshot().head_elapsed_ms(130), 30.0);
+        // The first answers at 140: the second has been in service since.
+        e.complete(&rec(0), 40.0, true, 140, &c, &o);
+        let s = e.snapshot();
+        assert_eq!(s.oldest_pick_ms, Some(105));
+        assert_eq!(s.head_elapsed_ms(150), 10.0);
+        e.expire();
+        assert_eq!(e.snapshot().head_elapsed_ms(200), 0.0);
     }
 
     #[test]

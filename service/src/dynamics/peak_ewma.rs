@@ -13,10 +13,11 @@
 //! * `Δt` is at least [`MIN_STEP_MS`]: timestamps are whole milliseconds,
 //!   and with `Δt = 0` a burst of fast samples in one millisecond would
 //!   never lower the estimate.
-//! * Without samples the estimate returns toward a prior (the pool's median
-//!   estimate) with time constant `idle_decay_ms`: a worker that was avoided
-//!   after a bad spell is probed again instead of being shunned forever, and
-//!   one never measured starts at the prior, never at 0.
+//! * Without samples the estimate decays on read with the same time
+//!   constant, as tower's `RttEstimate::decay` and Finagle's `get()` do, but
+//!   toward a prior (the pool's median estimate) rather than toward 0: a
+//!   worker that was avoided after a bad spell is probed again instead of
+//!   being shunned, and one never measured starts at the prior, never at 0.
 
 use serde::Serialize;
 
@@ -53,9 +54,9 @@ impl PeakEwma {
     }
 
     /// The estimate at `now_ms`, ms: `prior_ms` when never sampled, else the
-    /// last estimate moved toward `prior_ms` by `1 − exp(−idle / idle_decay_ms)`
+    /// last estimate moved toward `prior_ms` by `1 − exp(−idle / decay_ms)`
     /// for the time `idle` since the last sample.
-    pub fn value_at(&self, now_ms: u64, prior_ms: f64, idle_decay_ms: u64) -> f64 {
+    pub fn value_at(&self, now_ms: u64, prior_ms: f64, decay_ms: u64) -> f64 {
         if self.samples == 0 {
             return prior_ms;
         }
@@ -63,7 +64,7 @@ impl PeakEwma {
         if idle == 0 {
             return self.estimate_ms;
         }
-        let w = (-(idle as f64) / idle_decay_ms.max(1) as f64).exp();
+        let w = (-(idle as f64) / decay_ms.max(1) as f64).exp();
         prior_ms + (self.estimate_ms - prior_ms) * w
     }
 

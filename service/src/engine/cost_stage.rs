@@ -67,7 +67,7 @@ impl Engine {
                 scored[i]
                     .evidence
                     .service
-                    .value_at(now_ms, prior, ev.idle_decay_ms)
+                    .value_at(now_ms, prior, ev.latency_decay_ms)
                     .max(1e-6)
             })
             .collect();
@@ -87,8 +87,11 @@ impl Engine {
                 unseen_backlog: s
                     .evidence
                     .unseen_backlog_at(now_ms, ev.unseen_backlog_decay_ms),
+                head_elapsed_ms: s.evidence.head_elapsed_ms(now_ms),
                 reported_failure_rate: v.smoothed.error_rate,
-                observed_failure_rate: s.evidence.failure_rate,
+                observed_failure_rate: s
+                    .evidence
+                    .failure_rate_at(now_ms, ev.failure_rate_decay_ms),
                 trust: s.trust,
                 compacting: v.compacting,
                 cpu_usage: v.smoothed.cpu_usage,

@@ -495,7 +495,8 @@ impl Engine {
             && let Some(slot) = &scored[p].slot
         {
             let record = PickRecord {
-                outstanding_before: slot.evidence().pick(),
+                picked_ms: now_ms,
+                outstanding_before: slot.evidence().pick(now_ms),
                 penalty_ms: cfg.evidence.penalty_ms(context.timeout_ms),
             };
             let pending = super::pending::PendingPick {

@@ -2,12 +2,15 @@
 //! score lines that explain it.
 //!
 //! ```text
-//! E = service_time × (1 + outstanding)^b × ((1 + outstanding + unseen) / (1 + outstanding))^b
+//! E = (service_time × (1 + outstanding + unseen)^b + head_of_line)
 //!       × snapshot factors / (health × slow_start)  + p / (1 − p) × penalty
 //! ```
 //!
 //! * `service_time`: the worker's peak-EWMA service time from outcomes
 //!   ([`crate::dynamics::evidence`]), or the pool's median without outcomes.
+//! * `head_of_line`: the time the request in service has run beyond one
+//!   service time, added: a request running long is likely large, and the
+//!   queue behind it waits for its remaining time.
 //! * `outstanding`: the service's exact count of the worker's picks not yet
 //!   answered; `unseen`: the reported queue beyond them (C3's concurrency
 //!   compensation). With `b = 1` this is peak-EWMA's `rtt × (in_flight + 1)`
@@ -143,6 +146,9 @@ pub struct CostInputs {
     pub outstanding: u32,
     /// Unseen backlog, requests (>= 0).
     pub unseen_backlog: f64,
+    /// How long the request at the head of the worker's line has been in
+    /// service, ms (0 without outstanding picks).
+    pub head_elapsed_ms: f64,
     /// Reported error rate, fraction (already smoothed).
     pub reported_failure_rate: f64,
     /// Observed failure rate, fraction.
@@ -192,6 +198,16 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         cost *= f;
         let why = Reason::new(K::UnseenBacklog, [u, n, b, 0.0, 0.0]);
         e.multiply("unseen_backlog", 1.0 / f, why, Some(u));
+    }
+    // The head has been in service longer than a service time: a large
+    // request most likely, whose remaining time grows with its age (a
+    // heavy-tailed size's mean residual life), and everything behind waits.
+    let extra = (c.head_elapsed_ms - service).max(0.0);
+    if c.outstanding > 0 && extra > 1e-9 {
+        let f = (cost + extra) / cost;
+        cost += extra;
+        let why = Reason::new(K::HeadOfLine, [c.head_elapsed_ms, service, 0.0, 0.0, 0.0]);
+        e.multiply("head_of_line", 1.0 / f, why, Some(c.head_elapsed_ms));
     }
     if c.compacting {
         let write = c.request_type.is_some_and(RequestType::is_write);
@@ -249,6 +265,7 @@ mod tests {
             fastest_ms: 1.0,
             outstanding: 3,
             unseen_backlog: 0.0,
+            head_elapsed_ms: 0.0,
             reported_failure_rate: 0.0,
             observed_failure_rate: 0.0,
             trust: 1.0,
@@ -351,6 +368,26 @@ mod tests {
         assert!((cost(&put) - 1.5).abs() < 1e-12);
         assert!((cost(&get) - 1.1).abs() < 1e-12);
         assert!((cost(&old) - 1.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_long_running_head_adds_its_excess_age() {
+        let mut e = health(100.0);
+        // 3 outstanding at 2 ms, the head in service for 12 ms: 2 × 4 + 10.
+        let c = CostInputs {
+            head_elapsed_ms: 12.0,
+            ..inputs()
+        };
+        let cost = apply_cost(&mut e, &c, &CostConfig::default());
+        assert!((cost - 18.0).abs() < 1e-12, "{cost}");
+        assert!(e.adjustments.iter().any(|a| a.code == "head_of_line"));
+        // A head younger than a service time adds nothing.
+        let mut e = health(100.0);
+        let young = CostInputs {
+            head_elapsed_ms: 1.5,
+            ..inputs()
+        };
+        assert!((apply_cost(&mut e, &young, &CostConfig::default()) - 8.0).abs() < 1e-12);
     }
 
     #[test]

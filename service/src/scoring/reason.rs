@@ -57,6 +57,8 @@ pub enum ReasonKind {
     Outstanding,
     /// `[unseen, outstanding, exponent]`
     UnseenBacklog,
+    /// `[elapsed_ms, service_ms]`
+    HeadOfLine,
     /// `[failure_rate, failed_attempts, reported, observed, penalty_ms]`
     Failures,
     /// `[factor, is_put (1/0)]`
@@ -242,6 +244,12 @@ impl fmt::Display for Reason {
                 num(a[1]),
                 num(a[4])
             ),
+            K::HeadOfLine => write!(
+                f,
+                "the request in service has run {} ms against a {} ms service time: likely a large one, the queue waits for the rest",
+                num(a[0]),
+                num(a[1])
+            ),
             K::CompactingRequest => write!(
                 f,
                 "compacting, {} cost ×{}",
@@ -311,6 +319,7 @@ impl Reason {
             K::Outstanding => format!("{} outstanding", num(a[0])),
             K::UnseenBacklog => format!("{} unseen queued", num(a[0])),
             K::Failures => format!("failures {}", pct(a[0])),
+            K::HeadOfLine => format!("head in service {} ms", num(a[0])),
             K::CompactingRequest => format!("compacting ×{}", num(a[0])),
             K::CpuSaturated => format!("CPU {} saturated", pct(a[0])),
             K::SlowStartRamp => format!("slow start {}", pct(a[0])),
