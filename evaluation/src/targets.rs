@@ -177,10 +177,16 @@ pub fn crash_return_target(r: &ScenarioResults) -> TargetCheck {
         return TargetCheck::not_measured(target, "the service arm did not run");
     };
     let peak = svc.recovery_peak_share;
+    // The recovery time goes with it: a worker never given traffic again
+    // also has a low peak.
+    let recovery = svc.recovery_ms.map_or_else(
+        || "never back to half its fair share within the run".to_owned(),
+        |ms| format!("back to half its fair share after {ms:.0} ms"),
+    );
     TargetCheck {
         measured: peak.map_or_else(
-            || "no share measured after the fault".to_owned(),
-            |x| format!("peak share on return {x:.2} × fair share"),
+            || format!("no share measured after the fault; {recovery}"),
+            |x| format!("peak share on return {x:.2} × fair share; {recovery}"),
         ),
         met: peak.is_some_and(|x| x <= RETURN_PEAK_MAX_SHARE),
         target,
@@ -364,6 +370,9 @@ mod tests {
         assert!(!crash_return_target(&c).met);
         c.policies[2].recovery_peak_share = Some(1.4);
         assert!(crash_return_target(&c).met);
+        assert!(crash_return_target(&c).measured.contains("never back"));
+        c.policies[2].recovery_ms = Some(1_000.0);
+        assert!(crash_return_target(&c).measured.contains("after 1000 ms"));
         let mut h = three("homogeneous", 5.0, 0.0);
         h.policies[0].oscillations = Some(3);
         h.policies[2].oscillations = Some(6);

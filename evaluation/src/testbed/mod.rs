@@ -481,8 +481,11 @@ async fn run_policy(
         let mut picks: Vec<f64> = samples.iter().map(|s| s.pick_ms).collect();
         picks.sort_by(f64::total_cmp);
         let pick_p99 = crate::metrics::percentile_sorted(&picks, 0.99);
-        // Let a pause / sleep end before the next policy.
-        tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        // Let a pause / sleep end before the next policy (a killed worker
+        // is back already: its injection returns once it answers again).
+        if args.scenario != "kill-restart" {
+            tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        }
         Ok((samples, dropped, pick_p99, hub))
     } else {
         Err("the agent's telemetry did not reach the service within 10 s".to_owned())
