@@ -1,27 +1,93 @@
-//! `evaluate all`: every simulator scenario, the slow-worker target, the
-//! testbed pause target, and `EVALUATION.md`.
+//! `evaluate all`: every simulator scenario, the testbed `pause` and
+//! `kill-restart` scenarios, the targets ([`crate::targets`]) and
+//! `EVALUATION.md`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::report::{self, TargetCheck};
+use crate::report;
 use crate::runner::{ScenarioResults, SimOptions, run_sim};
 use crate::scenario::SCENARIOS;
+use crate::targets::{self, TargetCheck};
 
-/// Run everything and write `evaluation_md`.
+/// The arms `evaluate all` runs by default: every policy but the
+/// diagnostics `rules-max` and `rules-softmax` (still runnable with
+/// `--policies`), to keep the run time reasonable on a small machine.
+pub const ALL_POLICIES: [&str; 9] = [
+    "round-robin",
+    "random",
+    "p2c-least-request",
+    "p2c-peak-ewma",
+    "service",
+    "service-rules",
+    "rules-p2c",
+    "model",
+    "model-retrained",
+];
+
+/// The testbed scenarios `evaluate all` runs.
+pub const TESTBED_SCENARIOS: [&str; 2] = ["pause", "kill-restart"];
+
+/// Options of `evaluate all`.
+#[derive(Debug, Clone)]
+pub struct AllOptions {
+    /// Arms to run (default [`ALL_POLICIES`]).
+    pub policies: Vec<String>,
+    /// Output directory for per-scenario results and plots.
+    pub out: PathBuf,
+    /// Where to write EVALUATION.md.
+    pub evaluation_md: PathBuf,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated duration per scenario, s.
+    pub duration_s: f64,
+    /// Skip the real-Redis testbed.
+    pub skip_testbed: bool,
+    /// Where the service arms write decision logs, if anywhere.
+    pub log_dir: Option<PathBuf>,
+    /// Simulator scenarios run at once (each on its own thread; a run is
+    /// deterministic, so the results do not depend on it). The testbed
+    /// always runs alone, after the simulator, so that its real latencies
+    /// do not share the CPU with it.
+    pub jobs: usize,
+}
+
+/// Default [`AllOptions::jobs`]: the machine's parallelism, at most 4.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+impl AllOptions {
+    /// The defaults, writing to `out` and `evaluation_md`.
+    pub fn new(out: &Path, evaluation_md: &Path) -> Self {
+        Self {
+            policies: ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect(),
+            out: out.to_path_buf(),
+            evaluation_md: evaluation_md.to_path_buf(),
+            seed: 1,
+            duration_s: crate::scenario::DEFAULT_DURATION_S,
+            skip_testbed: false,
+            log_dir: None,
+            jobs: default_jobs(),
+        }
+    }
+}
+
+/// One testbed scenario's outcome: results and files, or why it did not run.
+pub type TestbedRun = (String, Result<(ScenarioResults, report::Written), String>);
+
+/// Run everything and write `opts.evaluation_md`; prints each scenario's
+/// wall time.
 ///
 /// # Errors
 /// A scenario that cannot run or a file that cannot be written.
-pub fn run_all(
-    out: &Path,
-    evaluation_md: &Path,
-    seed: u64,
-    duration_s: f64,
-    skip_testbed: bool,
-    log_dir: Option<&Path>,
-    command: &str,
-) -> Result<(), String> {
+pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
+    let (out, evaluation_md) = (&opts.out, &opts.evaluation_md);
+    if opts.jobs == 0 {
+        return Err("--jobs must be at least 1".to_owned());
+    }
+    crate::policies::check_names(&opts.policies)?;
     // Refuse unusable output paths before any scenario runs, not after.
     std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     if evaluation_md.is_dir() {
@@ -30,53 +96,114 @@ pub fn run_all(
             evaluation_md.display()
         ));
     }
-    let mut sims = Vec::new();
-    for name in SCENARIOS {
-        let started = Instant::now();
-        let mut opts = SimOptions::new(name);
-        opts.seed = seed;
-        opts.duration_s = duration_s;
-        opts.log_dir = log_dir.map(Path::to_path_buf);
-        let r = run_sim(&opts)?;
-        let dir = out.join("sim").join(name);
-        let w = report::write_scenario(
-            &dir,
-            &r,
-            &format!(
-                "evaluate sim --scenario {name} --seed {seed} --duration-s {duration_s} --out {}",
-                dir.display()
-            ),
-        )?;
-        eprintln!("sim {name}: {:.1} s", started.elapsed().as_secs_f64());
-        sims.push((r, w));
-    }
-    let testbed = if skip_testbed {
-        None
-    } else {
-        let dir = out.join("testbed").join("pause");
-        let args = crate::testbed::TestbedArgs::defaults("pause", &dir);
-        match crate::testbed::run(&args) {
-            Ok(r) => {
-                let w = report::write_scenario(
-                    &dir,
-                    &r,
-                    &format!("evaluate testbed --scenario pause --out {}", dir.display()),
-                )?;
-                Some(Ok((r, w)))
-            }
-            Err(e) => Some(Err(e)),
+    let all_started = Instant::now();
+    let sims = run_sims(opts)?;
+    let mut testbeds: Vec<TestbedRun> = Vec::new();
+    if !opts.skip_testbed {
+        for name in TESTBED_SCENARIOS {
+            let started = Instant::now();
+            let dir = out.join("testbed").join(name);
+            let mut args = crate::testbed::TestbedArgs::defaults(name, &dir);
+            args.policies = Some(opts.policies.clone());
+            let run = match crate::testbed::run(&args) {
+                Ok(r) => {
+                    let w = report::write_scenario(
+                        &dir,
+                        &r,
+                        &format!(
+                            "evaluate testbed --scenario {name} --policies {} --out {}",
+                            opts.policies.join(","),
+                            dir.display()
+                        ),
+                    )?;
+                    Ok((r, w))
+                }
+                Err(e) => Err(e),
+            };
+            eprintln!(
+                "testbed {name}: {:.1} s wall time",
+                started.elapsed().as_secs_f64()
+            );
+            testbeds.push((name.to_owned(), run));
         }
-    };
+    }
     let md = evaluation_markdown(
         &sims,
-        testbed.as_ref(),
+        &testbeds,
+        opts.skip_testbed,
         command,
         out,
         evaluation_md.parent().unwrap_or(Path::new(".")),
     );
     std::fs::write(evaluation_md, md).map_err(|e| format!("{}: {e}", evaluation_md.display()))?;
-    eprintln!("wrote {}", evaluation_md.display());
+    eprintln!(
+        "wrote {} ({:.1} s wall time in all)",
+        evaluation_md.display(),
+        all_started.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// One simulator scenario: run, write its files, print its wall time.
+fn run_one_sim(
+    opts: &AllOptions,
+    name: &str,
+) -> Result<(ScenarioResults, report::Written), String> {
+    let (seed, duration_s) = (opts.seed, opts.duration_s);
+    let started = Instant::now();
+    let mut o = SimOptions::new(name);
+    o.policies.clone_from(&opts.policies);
+    o.seed = seed;
+    o.duration_s = duration_s;
+    o.log_dir.clone_from(&opts.log_dir);
+    let r = run_sim(&o)?;
+    let dir = opts.out.join("sim").join(name);
+    let w = report::write_scenario(
+        &dir,
+        &r,
+        &format!(
+            "evaluate sim --scenario {name} --policies {} --seed {seed} --duration-s {duration_s} --out {}",
+            opts.policies.join(","),
+            dir.display()
+        ),
+    )?;
+    eprintln!(
+        "sim {name}: {:.1} s wall time",
+        started.elapsed().as_secs_f64()
+    );
+    Ok((r, w))
+}
+
+/// Every simulator scenario, `opts.jobs` at a time, in [`SCENARIOS`] order.
+fn run_sims(opts: &AllOptions) -> Result<Vec<(ScenarioResults, report::Written)>, String> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<_, String>>>> =
+        SCENARIOS.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.clamp(1, SCENARIOS.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(name) = SCENARIOS.get(i) else { break };
+                    let r = run_one_sim(opts, name);
+                    *slots[i]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .zip(SCENARIOS)
+        .map(|(slot, name)| {
+            slot.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(|| Err(format!("sim {name}: not run")))
+        })
+        .collect()
 }
 
 fn rel(p: &Path, base: &Path) -> String {
@@ -105,7 +232,8 @@ fn target_line(s: &mut String, t: &TargetCheck) {
 /// The text of EVALUATION.md.
 pub fn evaluation_markdown(
     sims: &[(ScenarioResults, report::Written)],
-    testbed: Option<&Result<(ScenarioResults, report::Written), String>>,
+    testbeds: &[TestbedRun],
+    skip_testbed: bool,
     command: &str,
     out: &Path,
     base: &Path,
@@ -117,18 +245,24 @@ pub fn evaluation_markdown(
          per-scenario `results.json`, `report.md` and plots are under `{results}/`.\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
          (Finagle/Linkerd) are implemented in the harness from their published descriptions with \
-         their published defaults; `rules-max` and `rules-softmax` are the service (`service::Engine`, \
-         default configuration) called in-process (simulator) or over HTTP (testbed); `rules-p2c` is \
-         the same with the service's `p2c` selection. `model` is the service with the shipped default \
-         model (`models/default`) in its scoring path and `model-retrained` the service with a model \
-         retrained by the trainer library on this harness's own `{logging}` decision logs \
-         (same scenario, held-out seed = seed + {offset}); both select with `{policy}` (the policy of \
-         the best rules arm). In the simulator they run with an inference budget of {budget} µs so \
-         that wall-clock inference time never changes a simulated run (no budget fallback occurs; \
-         see `model.fallbacks` in results.json). The testbed runs both over HTTP with the \
-         service's default budget (real wall-clock misses fall back and are counted in \
-         `model.fallbacks`); its `model-retrained` trains on a `{logging}` testbed run with a \
-         decision log on the held-out seed.\n",
+         their published defaults. `service` is the service exactly as users run it: \
+         `service::Engine` with the default configuration, no selection policy in the score \
+         request (so the configured default, `{default_policy}`, selects) and the shipped default \
+         model (`models/default`) in its scoring path; `service-rules` is the same with the model \
+         off. Both are called in-process (simulator) or over HTTP (testbed). The other arms are \
+         diagnostics: `rules-max`, `rules-softmax` and `rules-p2c` name a selection policy \
+         (`rules-max` and `rules-softmax` run only with `--policies`); `model` is the service with \
+         the shipped model selecting with `{policy}`, and `model-retrained` the service with a \
+         model retrained by the trainer library on this harness's own `{logging}` decision logs \
+         (same scenario, held-out seed = seed + {offset}), also with `{policy}`. In the simulator \
+         the arms with a model run with an inference budget of {budget} µs so that wall-clock \
+         inference time never changes a simulated run (no budget fallback occurs; see \
+         `model.fallbacks` in results.json). The testbed runs them over HTTP with the service's \
+         default budget (real wall-clock misses fall back and are counted in `model.fallbacks`); \
+         its `model-retrained` trains on a `{logging}` testbed run with a decision log on the \
+         held-out seed. In `many-routers` each baseline runs one independent instance per router \
+         (as a sidecar does), while the service arms share one service.\n",
+        default_policy = service::config::Config::default().selection.default_policy,
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
         policy = crate::model_arms::MODEL_POLICY,
@@ -136,27 +270,41 @@ pub fn evaluation_markdown(
         results = rel(out, base),
     );
     s.push_str("## Targets\n\n");
-    if let Some((r, _)) = sims.iter().find(|(r, _)| r.scenario == "slow-worker") {
-        target_line(&mut s, &report::slow_worker_target(r));
+    s.push_str(
+        "Each target compares arms of this run. \"The better of p2c-least-request and \
+         p2c-peak-ewma\" is the one with the lower p99; \"errors\" are requests failed after \
+         all retries; drain, peak share on return and oscillations are defined under the tables.\n\n",
+    );
+    let sim_refs: Vec<&ScenarioResults> = sims.iter().map(|(r, _)| r).collect();
+    for t in targets::sim_targets(&sim_refs) {
+        target_line(&mut s, &t);
     }
-    match testbed {
-        Some(Ok((r, _))) => target_line(&mut s, &report::testbed_target(r)),
-        Some(Err(e)) => {
-            let _ = writeln!(s, "- **NOT RUN** — testbed pause target: {e}");
+    if skip_testbed {
+        s.push_str("- **NOT RUN** — testbed targets (skipped with --skip-testbed)\n");
+    }
+    for (name, run) in testbeds {
+        match run {
+            Ok((r, _)) => {
+                target_line(&mut s, &targets::testbed_service_target(r));
+                if name == "pause" {
+                    target_line(&mut s, &targets::testbed_pause_target(r));
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(s, "- **NOT RUN** — testbed {name} targets: {e}");
+            }
         }
-        None => s.push_str("- **NOT RUN** — testbed pause target (skipped with --skip-testbed)\n"),
     }
     s.push_str("\n## Simulator scenarios\n\n");
-    s.push_str("Columns: latency percentiles over every request (first attempt to final answer, retries included), \
-        errors = requests failed after all retries, timeouts = attempts that hit the client timeout, \
-        balance CV = coefficient of variation of picks per worker, oscillations = share swings > 2× between \
-        consecutive 1 s windows, drain = time until the impaired worker gets < 10% of its fair share for the rest \
-        of the fault, recovery = time after the fault until it is back to half its fair share, peak share on return = \
-        its largest share in the 10 s after the fault, × fair share. Definitions: `evaluation/src/metrics.rs`.\n\n");
     for (r, w) in sims {
+        let routers = if r.routers > 1 {
+            format!(", {} independent routers", r.routers)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "### {}\n\n{} ({} workers, {:.0} s, seed {}, load {:.0}%)\n",
+            "### {}\n\n{} ({} workers{routers}, {:.0} s, seed {}, load {:.0}%)\n",
             r.scenario,
             r.description,
             r.workers,
@@ -164,7 +312,7 @@ pub fn evaluation_markdown(
             r.seed,
             r.load * 100.0
         );
-        s.push_str(&report::table(&r.policies));
+        s.push_str(&report::table_with_columns(&r.policies));
         s.push('\n');
         let notes = report::model_notes(&r.policies);
         if !notes.is_empty() {
@@ -178,19 +326,30 @@ pub fn evaluation_markdown(
     }
     s.push_str(ANALYSIS);
     s.push_str("## Testbed\n\n");
-    match testbed {
-        Some(Ok((r, w))) => {
-            let _ = writeln!(s, "{}\n", r.description);
-            s.push_str(&report::table(&r.policies));
-            s.push('\n');
-            for p in &w.plots {
-                let _ = writeln!(s, "![{}]({})", rel(p, base), rel(p, base));
+    if skip_testbed {
+        s.push_str("Skipped.\n");
+    }
+    for (name, run) in testbeds {
+        let _ = writeln!(s, "### {name}\n");
+        match run {
+            Ok((r, w)) => {
+                let _ = writeln!(s, "{}\n", r.description);
+                s.push_str(&report::table_with_columns(&r.policies));
+                s.push('\n');
+                let notes = report::model_notes(&r.policies);
+                if !notes.is_empty() {
+                    s.push_str(&notes);
+                    s.push('\n');
+                }
+                for p in &w.plots {
+                    let _ = writeln!(s, "![{}]({})", rel(p, base), rel(p, base));
+                }
+                s.push('\n');
+            }
+            Err(e) => {
+                let _ = writeln!(s, "Not run: {e}\n");
             }
         }
-        Some(Err(e)) => {
-            let _ = writeln!(s, "Not run: {e}");
-        }
-        None => s.push_str("Skipped.\n"),
     }
     s
 }

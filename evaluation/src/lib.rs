@@ -3,15 +3,19 @@
 //!
 //! - [`sim`]: a deterministic discrete-event simulator of a KV cluster that
 //!   drives each policy in-process on the same workload ([`scenario`]
-//!   presets);
+//!   presets, or a TOML file: [`scenario_file`]);
+//! - [`per_router`]: many independent routers (sidecars) in front of the
+//!   same workers, one baseline instance each;
 //! - [`baselines`]: round robin, random, P2C least-request (Envoy's
 //!   default), P2C peak-EWMA (Finagle/Linkerd), from their published
 //!   descriptions;
-//! - [`policies`]: the policy names and the service arms (`rules-max`,
-//!   `rules-softmax`) that call [`service::Engine`] in-process;
+//! - [`policies`]: the policy names and the service arms (`service`,
+//!   `service-rules`: the service as shipped, with and without its model;
+//!   diagnostics `rules-*`) that call [`service::Engine`] in-process;
 //! - [`model_arms`]: `model` (rules + the shipped default model) and
 //!   `model-retrained` (run → log → train → run again, in-process);
-//! - [`metrics`], [`report`], [`plot`]: what is measured and how it is written;
+//! - [`metrics`], [`report`], [`plot`], [`targets`]: what is measured, how
+//!   it is written, and which targets are met;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.
 //!
@@ -21,11 +25,14 @@ pub mod all;
 pub mod baselines;
 pub mod metrics;
 pub mod model_arms;
+pub mod per_router;
 pub mod plot;
 pub mod policies;
 pub mod report;
 pub mod router;
 pub mod runner;
 pub mod scenario;
+pub mod scenario_file;
 pub mod sim;
+pub mod targets;
 pub mod testbed;

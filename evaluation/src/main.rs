@@ -20,23 +20,34 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run one scenario in the discrete-event simulator.
+    /// Run one scenario in the discrete-event simulator: a preset
+    /// (`--scenario`) or your own (`--scenario-file`).
     Sim {
         /// Scenario preset name.
-        #[arg(long)]
-        scenario: String,
+        #[arg(
+            long,
+            required_unless_present = "scenario_file",
+            conflicts_with = "scenario_file",
+            value_parser = clap::builder::PossibleValuesParser::new(evaluation::scenario::SCENARIOS)
+        )]
+        scenario: Option<String>,
+        /// A scenario in a TOML file, in the shape of the presets (see
+        /// evaluation/scenarios/example.toml); it sets its own workers and
+        /// duration.
+        #[arg(long, conflicts_with_all = ["workers", "duration_s"])]
+        scenario_file: Option<PathBuf>,
         /// Comma-separated policy names (default: all).
         #[arg(long, value_delimiter = ',')]
         policies: Option<Vec<String>>,
         /// Seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Number of workers.
-        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_WORKERS)]
-        workers: usize,
-        /// Simulated duration, s.
-        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_DURATION_S)]
-        duration_s: f64,
+        /// Number of workers of a preset [default: 12].
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Simulated duration of a preset, s [default: 120].
+        #[arg(long)]
+        duration_s: Option<f64>,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -54,8 +65,13 @@ enum Cmd {
     },
     /// Run one scenario on real redis-server workers.
     Testbed(evaluation::testbed::TestbedArgs),
-    /// Run every simulator scenario and the testbed pause scenario; write EVALUATION.md.
+    /// Run every simulator scenario and the testbed pause and kill-restart
+    /// scenarios; write EVALUATION.md.
     All {
+        /// Comma-separated policy names [default: every policy but the
+        /// diagnostics rules-max and rules-softmax].
+        #[arg(long, value_delimiter = ',')]
+        policies: Option<Vec<String>>,
         /// Output directory for per-scenario results and plots.
         #[arg(long, default_value = "evaluation/results")]
         out: PathBuf,
@@ -74,6 +90,11 @@ enum Cmd {
         /// Write the service arms' decision logs (Parquet) under this directory.
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// Simulator scenarios run at once (results do not depend on it;
+        /// the testbed always runs alone) [default: the machine's
+        /// parallelism, at most 4].
+        #[arg(long)]
+        jobs: Option<usize>,
     },
 }
 
@@ -87,6 +108,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Sim {
             scenario,
+            scenario_file,
             policies,
             seed,
             workers,
@@ -96,13 +118,26 @@ fn main() -> ExitCode {
             service_config,
             model_dir,
         } => {
-            let mut opts = SimOptions::new(&scenario);
+            let mut opts = SimOptions::new(scenario.as_deref().unwrap_or("custom"));
+            if let Some(path) = scenario_file {
+                match evaluation::scenario_file::load(&path) {
+                    Ok(sc) => opts.custom = Some(sc),
+                    Err(e) => {
+                        eprintln!("error: --scenario-file {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             if let Some(p) = policies {
                 opts.policies = p;
             }
             opts.seed = seed;
-            opts.workers = workers;
-            opts.duration_s = duration_s;
+            if let Some(w) = workers {
+                opts.workers = w;
+            }
+            if let Some(d) = duration_s {
+                opts.duration_s = d;
+            }
             opts.log_dir = log_dir;
             if let Some(dir) = model_dir {
                 // Given explicitly, a model directory that is not there is an
@@ -138,21 +173,28 @@ fn main() -> ExitCode {
         }
         Cmd::Testbed(args) => evaluation::testbed::run_cli(&args, &command_line()),
         Cmd::All {
+            policies,
             out,
             evaluation_md,
             seed,
             duration_s,
             skip_testbed,
             log_dir,
-        } => evaluation::all::run_all(
-            &out,
-            &evaluation_md,
-            seed,
-            duration_s,
-            skip_testbed,
-            log_dir.as_deref(),
-            &command_line(),
-        ),
+            jobs,
+        } => {
+            let mut opts = evaluation::all::AllOptions::new(&out, &evaluation_md);
+            if let Some(p) = policies {
+                opts.policies = p;
+            }
+            opts.seed = seed;
+            opts.duration_s = duration_s;
+            opts.skip_testbed = skip_testbed;
+            opts.log_dir = log_dir;
+            if let Some(j) = jobs {
+                opts.jobs = j;
+            }
+            evaluation::all::run_all(&opts, &command_line())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

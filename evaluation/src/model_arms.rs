@@ -13,6 +13,9 @@
 //!   `trainer train`, default flags) trains a model on those logs, and the
 //!   scenario runs again with that model in place of the default one.
 //!
+//! The `service` arm (the service as shipped) loads the same default model
+//! the same way and selects with the configured default policy.
+//!
 //! **Selection policy.** Both model arms pick with the service's `p2c`
 //! selection ([`MODEL_POLICY`]), the policy of the best rules arm
 //! (`rules-p2c` has the lowest p99 of the service arms in every simulator
@@ -41,6 +44,19 @@ use service::model::{ModelHub, Slot};
 
 /// The service selection policy of the model arms (see the module docs).
 pub const MODEL_POLICY: &str = "p2c";
+
+/// The selection policy arm `name` picks with under `config`: the
+/// configured default for the shipped arms (`service`, `service-rules`),
+/// [`MODEL_POLICY`] for the model arms, the suffix of a `rules-*` arm.
+pub fn selection_policy(name: &str, config: &Config) -> String {
+    if crate::policies::is_shipped_arm(name) {
+        config.selection.default_policy.clone()
+    } else if let Some(p) = name.strip_prefix("rules-") {
+        p.to_owned()
+    } else {
+        MODEL_POLICY.to_owned()
+    }
+}
 
 /// The rules arm whose logs train `model-retrained`.
 pub const RETRAIN_LOGGING_ARM: &str = "rules-p2c";
@@ -107,9 +123,11 @@ pub struct ModelArmInfo {
 }
 
 impl ModelArmInfo {
-    /// Counters of `hub` after a run.
+    /// Counters of `hub` after a run of an arm selecting with
+    /// `selection_policy`.
     pub fn from_hub(
         hub: &ModelHub,
+        selection_policy: &str,
         spread: Option<crate::policies::ModelSpread>,
         retrain: Option<RetrainInfo>,
     ) -> Self {
@@ -122,7 +140,7 @@ impl ModelArmInfo {
                 .primary
                 .model()
                 .map_or_else(String::new, |m| m.card.model_version.clone()),
-            selection_policy: MODEL_POLICY.to_owned(),
+            selection_policy: selection_policy.to_owned(),
             budget_us: set.cfg.budget_us,
             decisions: s.calls,
             used: s.used,

@@ -18,11 +18,13 @@ use crate::sim::RunRecord;
 pub const SIZE: (u32, u32) = (800, 500);
 
 /// Colours by policy index, in [`crate::policies::POLICIES`] order.
-pub const COLOURS: [RGBColor; 9] = [
+pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
     RGBColor(228, 26, 28),   // round-robin: red
     RGBColor(255, 127, 0),   // random: orange
     RGBColor(55, 126, 184),  // p2c-least-request: blue
     RGBColor(152, 78, 163),  // p2c-peak-ewma: purple
+    RGBColor(0, 90, 0),      // service: dark green
+    RGBColor(128, 128, 128), // service-rules: grey
     RGBColor(77, 175, 74),   // rules-max: green
     RGBColor(0, 0, 0),       // rules-softmax: black
     RGBColor(0, 170, 170),   // rules-p2c: teal

@@ -2,6 +2,10 @@
 //!
 //! Names (used in results.json): `round-robin`, `random`,
 //! `p2c-least-request`, `p2c-peak-ewma` (baselines, see [`crate::baselines`]),
+//! `service` (the service exactly as shipped: default configuration, the
+//! configured default selection policy — the score request names no
+//! policy — and the shipped default model `models/default`),
+//! `service-rules` (the same with the model off), and diagnostics:
 //! `rules-max` and `rules-softmax` (the service's rule scorer with its
 //! dynamics, selection policy `max` or `softmax` at the configured
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
@@ -38,12 +42,15 @@ use crate::baselines::{
 };
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
-/// Every policy name, in report order.
-pub const POLICIES: [&str; 9] = [
+/// Every policy name, in report order: the baselines, what users run
+/// (`service`, `service-rules`), then the diagnostic arms.
+pub const POLICIES: [&str; 11] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
+    "service",
+    "service-rules",
     "rules-max",
     "rules-softmax",
     "rules-p2c",
@@ -90,6 +97,46 @@ pub fn is_model_arm(name: &str) -> bool {
     matches!(name, "model" | "model-retrained")
 }
 
+/// Whether `name` runs the shipped model (`service`, `model`,
+/// `model-retrained`): its arm needs a model hub.
+pub fn needs_models(name: &str) -> bool {
+    name == "service" || is_model_arm(name)
+}
+
+/// Whether `name` is the service as shipped (`service`, `service-rules`):
+/// the score request names no policy, so the configured default selects.
+pub fn is_shipped_arm(name: &str) -> bool {
+    matches!(name, "service" | "service-rules")
+}
+
+/// Whether `name` is served by the scoring service (every arm but the
+/// baselines).
+pub fn is_service_arm(name: &str) -> bool {
+    is_shipped_arm(name) || name.starts_with("rules-") || is_model_arm(name)
+}
+
+/// The arm `name` for `routers` independent routers (see
+/// [`crate::per_router`]): a baseline gets one independent instance per
+/// router (each knows only its own picks and outcomes, as sidecars do);
+/// a service arm is one shared service that sees every router's picks and
+/// outcomes. With one router this is [`build`].
+pub fn build_arm(
+    name: &str,
+    n: usize,
+    routers: usize,
+    log: Option<Arc<DecisionLog>>,
+    service_config: &Config,
+    models: Option<Arc<ModelHub>>,
+) -> Option<Box<dyn Router + Send>> {
+    if routers <= 1 || is_service_arm(name) {
+        return build(name, n, log, service_config, models);
+    }
+    let instances = (0..routers)
+        .map(|_| build(name, n, None, service_config, None))
+        .collect::<Option<Vec<_>>>()?;
+    Some(Box::new(crate::per_router::PerRouter::new(instances)))
+}
+
 /// Worker id of index `i` as the service sees it.
 pub fn worker_id(i: usize) -> String {
     format!("w{i}")
@@ -112,6 +159,10 @@ pub fn build(
         "random" => Box::new(Random::new(n)),
         "p2c-least-request" => Box::new(P2cLeastRequest::new(n)),
         "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
+        "service" => {
+            Box::new(ServiceRouter::shipped(n, log, service_config.clone()).with_models(models?))
+        }
+        "service-rules" => Box::new(ServiceRouter::shipped(n, log, service_config.clone())),
         "rules-max" => Box::new(ServiceRouter::new(n, "max", log, service_config.clone())),
         "rules-softmax" => Box::new(ServiceRouter::new(
             n,
@@ -195,6 +246,14 @@ impl ServiceRouter {
             model_points,
             spread: ModelSpread::default(),
         }
+    }
+
+    /// The service as shipped: no policy in the score request, so the
+    /// configuration's `selection.default_policy` picks.
+    pub fn shipped(n: usize, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
+        let mut r = Self::new(n, "none", log, config);
+        r.req.policy = None;
+        r
     }
 
     /// Put `models` in the engine's scoring path ([`Engine::with_models`]).

@@ -25,6 +25,9 @@ pub struct PickRequest<'a> {
     pub op: Op,
     /// The client's timeout for this attempt, ms.
     pub timeout_ms: f64,
+    /// Index of the router that issues the request (0 with a single
+    /// router; see [`crate::per_router`]).
+    pub router: usize,
 }
 
 /// A router's choice.
@@ -49,6 +52,8 @@ pub struct Outcome<'a> {
     pub success: bool,
     /// Now, ms.
     pub now_ms: f64,
+    /// Index of the router that made the pick (as in [`PickRequest::router`]).
+    pub router: usize,
 }
 
 /// A load-balancing policy.

@@ -19,8 +19,11 @@ use crate::sim::{RunRecord, simulate};
 /// Options of `evaluate sim`.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
-    /// Scenario preset name.
+    /// Scenario preset name (ignored when `custom` is set).
     pub scenario: String,
+    /// A scenario read from a file (`--scenario-file`), run instead of the
+    /// preset; `workers` and `duration_s` are then the file's.
+    pub custom: Option<Scenario>,
     /// Policies to compare, by name.
     pub policies: Vec<String>,
     /// Seed.
@@ -44,6 +47,7 @@ impl SimOptions {
     pub fn new(scenario: &str) -> Self {
         Self {
             scenario: scenario.to_owned(),
+            custom: None,
             policies: POLICIES.iter().map(|s| (*s).to_owned()).collect(),
             seed: 1,
             workers: crate::scenario::DEFAULT_WORKERS,
@@ -72,6 +76,8 @@ pub struct ScenarioResults {
     pub duration_s: f64,
     /// Offered load, fraction of healthy capacity.
     pub load: f64,
+    /// Independent routers sending to the workers.
+    pub routers: usize,
     /// Index of the impaired worker, if the scenario has one.
     pub impaired_worker: Option<usize>,
     /// The full scenario parameters.
@@ -93,7 +99,13 @@ pub struct ScenarioResults {
 /// # Errors
 /// Unknown scenario or policy names, or a decision log that cannot start.
 pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
-    let sc = Scenario::preset(&opts.scenario, opts.workers, opts.duration_s)?;
+    let sc = match &opts.custom {
+        Some(sc) => {
+            crate::scenario_file::validate(sc)?;
+            sc.clone()
+        }
+        None => Scenario::preset(&opts.scenario, opts.workers, opts.duration_s)?,
+    };
     policies::check_names(&opts.policies)?;
     let fault = sc
         .faults
@@ -107,6 +119,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         workers: sc.workers.len(),
         duration_s: sc.duration_ms / 1000.0,
         load: sc.load,
+        routers: sc.routers,
         impaired_worker: sc.faults.first().map(crate::scenario::Fault::worker),
         parameters: Some(sc.clone()),
         service_config_default: opts.service_config == Config::default(),
@@ -116,7 +129,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
     for name in &opts.policies {
         // The model arms: a hub with the default or a freshly trained model.
         let (hub, retrained) = match name.as_str() {
-            "model" => match model_arms::load_hub(
+            "model" | "service" => match model_arms::load_hub(
                 &opts.model_dir,
                 model_arms::SIM_BUDGET_US,
                 &opts.service_config,
@@ -152,9 +165,10 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
             Some(dir) if is_service_arm(name) => Some(start_log(&dir.join(&sc.name).join(name))?),
             _ => None,
         };
-        let Some(mut router) = policies::build(
+        let Some(mut router) = policies::build_arm(
             name,
             sc.workers.len(),
+            sc.routers,
             log.clone(),
             &opts.service_config,
             hub.clone(),
@@ -172,7 +186,10 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         let mut result = PolicyResult::from_record(name, &rec, fault);
         if let Some(hub) = &hub {
             let info = retrained.as_ref().map(|r| r.info.clone());
-            result.model = Some(model_arms::ModelArmInfo::from_hub(hub, spread, info));
+            let selection = model_arms::selection_policy(name, &opts.service_config);
+            result.model = Some(model_arms::ModelArmInfo::from_hub(
+                hub, &selection, spread, info,
+            ));
         }
         out.policies.push(result);
         out.runs.push((name.clone(), rec));
@@ -181,7 +198,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
 }
 
 fn is_service_arm(name: &str) -> bool {
-    name.starts_with("rules-") || policies::is_model_arm(name)
+    policies::is_service_arm(name)
 }
 
 /// `model-retrained`'s model: the scenario's [`model_arms::RETRAIN_LOGGING_ARM`]
@@ -195,9 +212,10 @@ fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, St
     let seed = opts.seed.wrapping_add(model_arms::RETRAIN_SEED_OFFSET);
     let run = || -> Result<(), String> {
         let log = start_log(&logs)?;
-        let mut router = policies::build(
+        let mut router = policies::build_arm(
             model_arms::RETRAIN_LOGGING_ARM,
             sc.workers.len(),
+            sc.routers,
             Some(log.clone()),
             &opts.service_config,
             None,

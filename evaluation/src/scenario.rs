@@ -13,14 +13,20 @@
 //! | `crash-recovery` | worker 0 down for 30 s (connections refused), then back | recovery without flooding the cold node (Envoy slow start) |
 //! | `zombie` | worker 0 accepts requests and never answers while its telemetry looks healthy | the black hole that health checks miss (gray failure) |
 //! | `stale-burst` | 10 s report interval; a burst of unrouted load saturates worker 0 for 15 s | stale metrics make a busy worker look idle (Mitzenmacher, "How Useful Is Old Information?", 2000) |
+//! | `many-routers` | 8 independent routers send to the same identical workers | sidecar meshes balance on partial, per-client information; a central scorer sees every router's load |
 //!
 //! Units: times in ms, speeds and factors are multipliers, load is a fraction
 //! of the healthy cluster's capacity.
+//!
+//! The same shape is read from TOML files (`evaluate sim --scenario-file`,
+//! [`crate::scenario_file`]): a key left out takes the value of the
+//! `homogeneous` preset ([`Scenario::default`]), an unknown key is refused.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One worker's static description.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct WorkerSpec {
     /// Relative speed; service times are divided by it (1.0 = nominal).
     pub speed: f64,
@@ -28,9 +34,19 @@ pub struct WorkerSpec {
     pub concurrency: usize,
 }
 
+impl Default for WorkerSpec {
+    /// A nominal worker: speed 1, one request at a time.
+    fn default() -> Self {
+        Self {
+            speed: 1.0,
+            concurrency: 1,
+        }
+    }
+}
+
 /// A fault or disturbance injected into one worker.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
     /// Service times × `factor` in `[from_ms, to_ms)`.
     Slow {
@@ -118,7 +134,8 @@ impl Fault {
 }
 
 /// A complete simulator set-up.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Scenario {
     /// Preset name.
     pub name: String,
@@ -156,10 +173,34 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Window for shares, oscillation and plots, ms.
     pub window_ms: f64,
+    /// Independent routers sending to the workers (1 = one router). Each
+    /// request is issued by one of them, uniformly at random; a baseline
+    /// runs one independent instance per router, the service arms share one
+    /// service (see [`crate::per_router`]).
+    pub routers: usize,
+}
+
+/// Routers of the `many-routers` preset.
+pub const MANY_ROUTERS: usize = 8;
+
+/// Most routers in one scenario (one baseline instance each).
+pub const MAX_ROUTERS: usize = 1_000;
+
+impl Default for Scenario {
+    /// The `homogeneous` preset's set-up under the name `custom`: what a
+    /// scenario file's missing keys default to.
+    fn default() -> Self {
+        Self::base(
+            "custom",
+            "A scenario read from a file.",
+            DEFAULT_WORKERS,
+            DEFAULT_DURATION_S * 1000.0,
+        )
+    }
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -168,6 +209,7 @@ pub const SCENARIOS: [&str; 8] = [
     "crash-recovery",
     "zombie",
     "stale-burst",
+    "many-routers",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -207,6 +249,7 @@ impl Scenario {
             zipf_s: 0.99,
             faults: Vec::new(),
             window_ms: 1_000.0,
+            routers: 1,
         }
     }
 
@@ -338,6 +381,16 @@ impl Scenario {
                     to_ms: at(60_000.0),
                     load: 1.2,
                 });
+                s
+            }
+            "many-routers" => {
+                let mut s = Self::base(
+                    name,
+                    "8 independent routers (sidecars) send to the same identical workers at 70% load; each request comes from one router at random. A baseline runs one instance per router (each sees only its own in-flight requests and outcomes); the service arms share one service that sees every router's.",
+                    n,
+                    d,
+                );
+                s.routers = MANY_ROUTERS;
                 s
             }
             other => {

@@ -106,7 +106,10 @@ fn model_retrained_closes_the_loop() {
     // run rules-p2c with a decision log (held-out seed) -> trainer library
     // -> run with the retrained model; artefacts kept under --log-dir.
     let dir = std::env::temp_dir().join(format!("eval-retrain-{}", std::process::id()));
-    let mut o = short("slow-worker", &["model-retrained"]);
+    // `zombie`: its timed-out attempts give the trainer both classes even
+    // with a service that drains the zombie within 100 ms (a short
+    // `slow-worker` run may end with no bad outcome at all).
+    let mut o = short("zombie", &["model-retrained"]);
     o.log_dir = Some(dir.clone());
     let started = std::time::Instant::now();
     let r = run_sim(&o).expect("run");
@@ -119,7 +122,7 @@ fn model_retrained_closes_the_loop() {
     assert_eq!(t.logging_arm, "rules-p2c");
     assert_eq!(t.logging_seed, o.seed + 1_000);
     assert!(t.train_rows > 100 && t.valid_rows > 10, "{t:?}");
-    let root = dir.join("slow-worker").join("model-retrained");
+    let root = dir.join("zombie").join("model-retrained");
     assert!(root.join("retrained").join("card.json").exists());
     assert!(root.join("retrained").join("model.onnx").exists());
     // The retrained arm's own decisions are logged too.

@@ -68,6 +68,7 @@ mod tests {
             key: "k",
             op: Op::Get,
             timeout_ms: 1.0,
+            router: 0,
         }
     }
 
@@ -90,6 +91,7 @@ mod tests {
             latency_ms: 1.0,
             success: true,
             now_ms: 1.0,
+            router: 0,
         });
         assert_eq!(p.in_flight(first), 2);
         assert_eq!(p.pick(&req(), &mut rng).worker, first);
@@ -109,6 +111,7 @@ mod tests {
                 latency_ms: 1.0,
                 success: true,
                 now_ms: 1.0,
+                router: 0,
             });
         }
     }

@@ -109,6 +109,7 @@ mod tests {
             latency_ms: lat,
             success: true,
             now_ms: now,
+            router: 0,
         }
     }
 
@@ -132,6 +133,7 @@ mod tests {
             key: "k",
             op: Op::Get,
             timeout_ms: 1.0,
+            router: 0,
         };
         p.outcome(&done(0, 90.0, 0.0)); // worker 0: 90 ms, worker 1: 30 ms default
         assert_eq!(p.cost(0), 90.0);

@@ -44,6 +44,7 @@ mod tests {
             key: "k",
             op: Op::Get,
             timeout_ms: 1.0,
+            router: 0,
         };
         let mut c = [0u32; 4];
         for _ in 0..40_000 {

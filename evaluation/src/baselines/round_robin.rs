@@ -49,6 +49,7 @@ mod tests {
             key: "k",
             op: Op::Get,
             timeout_ms: 1.0,
+            router: 0,
         };
         let picks: Vec<usize> = (0..7).map(|_| rr.pick(&req, &mut rng).worker).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2, 0]);

@@ -10,6 +10,9 @@
 //! - Every `report_interval_ms` each live worker's snapshot, derived from
 //!   its simulated state, goes to the policy (the service arms ingest it).
 //! - Faults start and stop as scheduled events.
+//! - With `routers` > 1, each request is issued by one router drawn
+//!   uniformly from the workload stream (so every policy sees the same
+//!   assignment); its retries and outcomes belong to the same router.
 //!
 //! Three RNG streams from one seed: the workload (arrivals, ops, keys,
 //! sizes — identical for every policy), service times, and the policy's own
@@ -61,6 +64,7 @@ struct Request {
     op: Op,
     key_rank: usize,
     large: bool,
+    router: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +74,7 @@ struct Attempt {
     start_ms: f64,
     decision_id: Option<String>,
     done: bool,
+    router: usize,
 }
 
 /// One simulation run of `router` on `scenario` with `seed`.
@@ -191,6 +196,13 @@ impl<'a> Sim<'a> {
                 };
                 let large = r.random::<f64>() < self.sc.large_fraction;
                 let key_rank = self.zipf.sample(r);
+                // Drawn only with several routers, so one-router runs keep
+                // their workload stream.
+                let router = if self.sc.routers > 1 {
+                    r.random_range(0..self.sc.routers)
+                } else {
+                    0
+                };
                 let next = t + exponential(r, 1.0 / self.sc.arrival_rate_per_ms());
                 self.q.push(next, Event::Arrival);
                 self.reqs.push(Request {
@@ -199,6 +211,7 @@ impl<'a> Sim<'a> {
                     op,
                     key_rank,
                     large,
+                    router,
                 });
                 self.dispatch(self.reqs.len() - 1, t);
             }
@@ -329,7 +342,7 @@ impl<'a> Sim<'a> {
         if r.attempts > 1 {
             self.rec.retries += 1;
         }
-        let (op, large, rank) = (r.op, r.large, r.key_rank);
+        let (op, large, rank, router) = (r.op, r.large, r.key_rank, r.router);
         let key = format!("user:{rank}:profile");
         let pick = self.router.pick(
             &PickRequest {
@@ -337,6 +350,7 @@ impl<'a> Sim<'a> {
                 key: &key,
                 op,
                 timeout_ms: self.sc.timeout_ms,
+                router,
             },
             &mut self.policy_rng,
         );
@@ -351,6 +365,7 @@ impl<'a> Sim<'a> {
             start_ms: t,
             decision_id: pick.decision_id,
             done: false,
+            router,
         });
         self.q
             .push(t + self.sc.timeout_ms, Event::Timeout { attempt });
@@ -386,7 +401,7 @@ impl<'a> Sim<'a> {
     fn complete(&mut self, attempt: usize, t: f64, success: bool) {
         let a = &mut self.attempts[attempt];
         a.done = true;
-        let (req, worker) = (a.req, a.worker);
+        let (req, worker, router) = (a.req, a.worker, a.router);
         let latency = t - a.start_ms;
         let id = a.decision_id.take();
         self.router.outcome(&Outcome {
@@ -395,6 +410,7 @@ impl<'a> Sim<'a> {
             latency_ms: latency,
             success,
             now_ms: t,
+            router,
         });
         let r = &self.reqs[req];
         if success {

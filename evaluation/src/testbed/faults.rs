@@ -17,6 +17,19 @@ use super::procs::RedisProc;
 /// Testbed fault kinds.
 pub const FAULTS: [&str; 4] = ["pause", "debug-sleep", "bgsave", "kill-restart"];
 
+/// One phrase on what fault `kind` does, for the report.
+pub fn describe(kind: &str) -> &'static str {
+    match kind {
+        "pause" => "CLIENT PAUSE: the server stops answering, then resumes by itself",
+        "debug-sleep" => "DEBUG SLEEP: the server's only thread sleeps",
+        "bgsave" => "BGSAVE of 1 M keys: fork and copy-on-write",
+        "kill-restart" => {
+            "SIGKILL of the redis-server, restarted empty on the same port after the fault length: connections refused meanwhile"
+        }
+        _ => "unknown fault",
+    }
+}
+
 /// A connection whose commands may take up to 60 s (DEBUG POPULATE, DEBUG SLEEP).
 async fn conn(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
     let client =

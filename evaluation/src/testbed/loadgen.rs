@@ -26,8 +26,10 @@ pub enum Picker {
         http: reqwest::Client,
         /// Service base URL.
         base: String,
-        /// `max` or `softmax`.
-        policy: String,
+        /// The selection policy named in each score request (`max`,
+        /// `softmax`, …); `None` names none, so the service's configured
+        /// default selects.
+        policy: Option<String>,
     },
     /// A baseline in-process.
     Baseline(Box<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>),
@@ -122,12 +124,14 @@ async fn pick(
 ) -> Option<(usize, Option<String>)> {
     match picker {
         Picker::Service { http, base, policy } => {
-            let body = json!({
+            let mut body = json!({
                 "key": key,
                 "candidates": (0..n).map(crate::policies::worker_id).collect::<Vec<_>>(),
-                "policy": policy,
                 "context": {"request_type": if op == Op::Put { "PUT" } else { "GET" }, "timeout_ms": timeout_ms as u64},
             });
+            if let Some(policy) = policy {
+                body["policy"] = json!(policy);
+            }
             let resp = http
                 .post(format!("{base}/v1/score"))
                 .json(&body)
@@ -147,6 +151,7 @@ async fn pick(
                     key,
                     op,
                     timeout_ms,
+                    router: 0,
                 },
                 rng,
             );
@@ -182,6 +187,7 @@ async fn report(
                 latency_ms,
                 success,
                 now_ms,
+                router: 0,
             });
         }
     }

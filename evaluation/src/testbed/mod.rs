@@ -213,18 +213,20 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         description: format!(
             "{n} real redis-server workers on 127.0.0.1, agent every 1 s, service over HTTP (default config); \
              open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET, timeout {} ms, no retries; \
-             fault `{}` on w0 at {:.1} s for {} ms. Latency is the Redis operation's; the pick's own cost is listed separately.",
+             fault `{}` on w0 at {:.1} s for {} ms ({}). Latency is the Redis operation's; the pick's own cost is listed separately.",
             args.rate,
             args.duration_s,
             args.timeout_ms,
             args.scenario,
             args.fault_at_s,
-            args.fault_ms
+            args.fault_ms,
+            faults::describe(&args.scenario),
         ),
         seed: args.seed,
         workers: n,
         duration_s: args.duration_s,
         load: 0.0,
+        routers: 1,
         impaired_worker: Some(0),
         parameters: None,
         service_config_default: true,
@@ -238,7 +240,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             ..Setup::default()
         };
         let mut retrained = None;
-        if name == "model" {
+        if name == "model" || name == "service" {
             setup.model_dir = Some(crate::model_arms::default_model_dir());
         } else if name == "model-retrained" {
             match retrain(args, &mut workers).await {
@@ -262,6 +264,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         p.model = hub.map(|h| {
             crate::model_arms::ModelArmInfo::from_hub(
                 &h,
+                &crate::model_arms::selection_policy(name, &Config::default()),
                 None,
                 retrained.as_ref().map(|r| r.info.clone()),
             )
@@ -436,7 +439,14 @@ async fn run_policy(
             Picker::Service {
                 http: http.clone(),
                 base: base.clone(),
-                policy: policy.to_owned(),
+                policy: Some(policy.to_owned()),
+            }
+        } else if policies::is_shipped_arm(name) {
+            // As shipped: the score request names no policy.
+            Picker::Service {
+                http: http.clone(),
+                base: base.clone(),
+                policy: None,
             }
         } else {
             let router = policies::build(name, n, None, &Config::default(), None)
@@ -471,8 +481,11 @@ async fn run_policy(
         let mut picks: Vec<f64> = samples.iter().map(|s| s.pick_ms).collect();
         picks.sort_by(f64::total_cmp);
         let pick_p99 = crate::metrics::percentile_sorted(&picks, 0.99);
-        // Let a pause / sleep end before the next policy.
-        tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        // Let a pause / sleep end before the next policy (a killed worker
+        // is back already: its injection returns once it answers again).
+        if args.scenario != "kill-restart" {
+            tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        }
         Ok((samples, dropped, pick_p99, hub))
     } else {
         Err("the agent's telemetry did not reach the service within 10 s".to_owned())

@@ -1,0 +1,303 @@
+//! Scenarios from TOML files (`evaluate sim --scenario-file FILE.toml`), so
+//! users can evaluate their own cluster's shape.
+//!
+//! The file has the shape of a preset ([`Scenario`]): top-level keys for the
+//! load and the client, `[[workers]]` tables (one per worker) and
+//! `[[faults]]` tables (`kind` = `slow`, `compaction`, `crash`, `zombie` or
+//! `burst`, with that fault's keys). Times are in ms, speeds and factors are
+//! multipliers, fractions lie in 0..=1. A key left out takes the
+//! `homogeneous` preset's value; an unknown key is an error that names it
+//! (with its path, e.g. `faults[0].form_ms`). After parsing, every value is
+//! checked ([`validate`]). `evaluation/scenarios/example.toml` documents
+//! every key with its unit.
+
+use std::path::Path;
+
+use crate::scenario::{Fault, MAX_DURATION_S, MAX_ROUTERS, MAX_WORKERS, Scenario, WorkerSpec};
+
+/// Most retries per request.
+pub const MAX_RETRIES: u32 = 10;
+
+/// Read and check the scenario in `path`.
+///
+/// # Errors
+/// The file cannot be read, a key is unknown or has the wrong type (the
+/// message names it), or a value is out of range.
+pub fn load(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parse and check a scenario from TOML text.
+///
+/// # Errors
+/// As [`load`].
+pub fn parse(text: &str) -> Result<Scenario, String> {
+    let de = toml::Deserializer::new(text);
+    let sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        // toml's own message carries the line and column; the path names
+        // the key even inside `[[workers]]` / `[[faults]]` tables.
+        let msg = inner.message().to_owned();
+        let at = inner
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                format!(" (line {line})")
+            })
+            .unwrap_or_default();
+        if path == "." {
+            format!("{msg}{at}")
+        } else {
+            format!("`{path}`: {msg}{at}")
+        }
+    })?;
+    validate(&sc)?;
+    Ok(sc)
+}
+
+fn positive(key: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("`{key}` must be a finite number > 0, got {v}"))
+    }
+}
+
+fn fraction(key: &str, v: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("`{key}` must be a fraction in 0..=1, got {v}"))
+    }
+}
+
+fn window(key: &str, from_ms: f64, to_ms: f64, duration_ms: f64) -> Result<(), String> {
+    if from_ms.is_finite()
+        && to_ms.is_finite()
+        && 0.0 <= from_ms
+        && from_ms < to_ms
+        && to_ms <= duration_ms
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{key}` must lie inside the run: need 0 <= from_ms ({from_ms}) < to_ms ({to_ms}) <= duration_ms ({duration_ms})"
+        ))
+    }
+}
+
+/// Check every value of `sc`: at least 2 and at most
+/// [`MAX_WORKERS`] workers with positive speeds and concurrency ≥ 1;
+/// positive load, times and costs; fractions in 0..=1; a run of
+/// 1..=[`MAX_DURATION_S`] s; routers 1..=[`MAX_ROUTERS`]; fault workers in
+/// range and fault windows inside the run.
+///
+/// # Errors
+/// The first bad value, named by its key.
+pub fn validate(sc: &Scenario) -> Result<(), String> {
+    let ok_name = !sc.name.is_empty()
+        && !sc.name.starts_with('.')
+        && sc
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok_name {
+        return Err(format!(
+            "`name` must be non-empty ASCII letters, digits, `-`, `_` or `.` (it names the output directories), got {:?}",
+            sc.name
+        ));
+    }
+    let n = sc.workers.len();
+    if !(2..=MAX_WORKERS).contains(&n) {
+        return Err(format!(
+            "`workers` must list 2..={MAX_WORKERS} workers, got {n}"
+        ));
+    }
+    for (i, WorkerSpec { speed, concurrency }) in sc.workers.iter().enumerate() {
+        positive(&format!("workers[{i}].speed"), *speed)?;
+        if *concurrency == 0 {
+            return Err(format!("`workers[{i}].concurrency` must be at least 1"));
+        }
+    }
+    let max_ms = MAX_DURATION_S * 1000.0;
+    if !(sc.duration_ms.is_finite() && (1_000.0..=max_ms).contains(&sc.duration_ms)) {
+        return Err(format!(
+            "`duration_ms` must be in 1000..={max_ms} ms, got {}",
+            sc.duration_ms
+        ));
+    }
+    positive("load", sc.load)?;
+    positive("report_interval_ms", sc.report_interval_ms)?;
+    positive("get_cost_ms", sc.get_cost_ms)?;
+    positive("put_cost_ms", sc.put_cost_ms)?;
+    fraction("put_fraction", sc.put_fraction)?;
+    fraction("large_fraction", sc.large_fraction)?;
+    positive("large_factor", sc.large_factor)?;
+    if !(sc.sigma.is_finite() && sc.sigma >= 0.0) {
+        return Err(format!(
+            "`sigma` must be a finite number >= 0, got {}",
+            sc.sigma
+        ));
+    }
+    positive("timeout_ms", sc.timeout_ms)?;
+    if sc.max_retries > MAX_RETRIES {
+        return Err(format!(
+            "`max_retries` must be at most {MAX_RETRIES}, got {}",
+            sc.max_retries
+        ));
+    }
+    if sc.keys == 0 {
+        return Err("`keys` must be at least 1".to_owned());
+    }
+    if !(sc.zipf_s.is_finite() && sc.zipf_s >= 0.0) {
+        return Err(format!(
+            "`zipf_s` must be a finite number >= 0, got {}",
+            sc.zipf_s
+        ));
+    }
+    positive("window_ms", sc.window_ms)?;
+    if sc.window_ms > sc.duration_ms {
+        return Err(format!(
+            "`window_ms` ({}) must not exceed `duration_ms` ({})",
+            sc.window_ms, sc.duration_ms
+        ));
+    }
+    if !(1..=MAX_ROUTERS).contains(&sc.routers) {
+        return Err(format!(
+            "`routers` must be in 1..={MAX_ROUTERS}, got {}",
+            sc.routers
+        ));
+    }
+    for (i, f) in sc.faults.iter().enumerate() {
+        let key = format!("faults[{i}]");
+        if f.worker() >= n {
+            return Err(format!(
+                "`{key}.worker` must be a worker index in 0..{n}, got {}",
+                f.worker()
+            ));
+        }
+        check_fault(&key, f, sc.duration_ms)?;
+    }
+    Ok(())
+}
+
+fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
+    if let Some((from, to)) = f.window_ms() {
+        window(key, from, to, duration_ms)?;
+    }
+    match f {
+        Fault::Slow { factor, .. } => positive(&format!("{key}.factor"), *factor),
+        Fault::Burst { load, .. } => positive(&format!("{key}.load"), *load),
+        Fault::Compaction {
+            first_ms,
+            period_ms,
+            duration_ms: len_ms,
+            put_factor,
+            get_factor,
+            ..
+        } => {
+            if !(first_ms.is_finite() && *first_ms >= 0.0 && *first_ms < duration_ms) {
+                return Err(format!(
+                    "`{key}.first_ms` must lie inside the run (0 <= first_ms < {duration_ms}), got {first_ms}"
+                ));
+            }
+            positive(&format!("{key}.period_ms"), *period_ms)?;
+            positive(&format!("{key}.duration_ms"), *len_ms)?;
+            if len_ms > period_ms {
+                return Err(format!(
+                    "`{key}.duration_ms` ({len_ms}) must not exceed `{key}.period_ms` ({period_ms})"
+                ));
+            }
+            positive(&format!("{key}.put_factor"), *put_factor)?;
+            positive(&format!("{key}.get_factor"), *get_factor)
+        }
+        Fault::Crash { .. } | Fault::Zombie { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::SCENARIOS;
+
+    #[test]
+    fn every_preset_round_trips_through_toml() {
+        for name in SCENARIOS {
+            let s = Scenario::preset(name, 12, 120.0).expect(name);
+            let text = toml::to_string(&s).expect("serialise");
+            let back = parse(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            assert_eq!(back, s, "{name}");
+        }
+    }
+
+    #[test]
+    fn missing_keys_take_the_homogeneous_values() {
+        let s = parse("name = \"tiny\"\n").expect("parse");
+        let mut h = Scenario::preset("homogeneous", 12, 120.0).expect("preset");
+        h.name = "tiny".to_owned();
+        h.description = s.description.clone();
+        assert_eq!(s, h);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse("lode = 0.5\n").unwrap_err();
+        assert!(e.contains("lode"), "{e}");
+        let e = parse("[[workers]]\nspeed = 1.0\nsped = 2.0\n[[workers]]\n").unwrap_err();
+        assert!(e.contains("sped") && e.contains("workers[0]"), "{e}");
+        let e = parse(
+            "[[faults]]\nkind = \"slow\"\nworker = 0\nform_ms = 1.0\nto_ms = 2.0\nfactor = 2.0\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("form_ms"), "{e}");
+        let e = parse("[[faults]]\nkind = \"meteor\"\nworker = 0\n").unwrap_err();
+        assert!(e.contains("meteor"), "{e}");
+        let e = parse("load = \"high\"\n").unwrap_err();
+        assert!(e.contains("load"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_key() {
+        let cases = [
+            ("load = 0.0\n", "`load`"),
+            ("put_fraction = 1.5\n", "`put_fraction`"),
+            ("large_fraction = -0.1\n", "`large_fraction`"),
+            ("duration_ms = 10.0\n", "`duration_ms`"),
+            ("timeout_ms = -1.0\n", "`timeout_ms`"),
+            ("routers = 0\n", "`routers`"),
+            ("window_ms = 999999.0\n", "`window_ms`"),
+            ("name = \"../x\"\n", "`name`"),
+            (
+                "[[workers]]\nspeed = 0.0\n[[workers]]\n",
+                "`workers[0].speed`",
+            ),
+            (
+                "[[workers]]\nconcurrency = 0\n[[workers]]\n",
+                "`workers[0].concurrency`",
+            ),
+            ("[[workers]]\n", "`workers`"),
+            (
+                "[[faults]]\nkind = \"crash\"\nworker = 12\nfrom_ms = 1.0\nto_ms = 2.0\n",
+                "`faults[0].worker`",
+            ),
+            (
+                "[[faults]]\nkind = \"zombie\"\nworker = 0\nfrom_ms = 1000.0\nto_ms = 200000.0\n",
+                "`faults[0]` must lie inside the run",
+            ),
+            (
+                "[[faults]]\nkind = \"slow\"\nworker = 0\nfrom_ms = 2.0\nto_ms = 1.0\nfactor = 2.0\n",
+                "`faults[0]` must lie inside the run",
+            ),
+            (
+                "[[faults]]\nkind = \"compaction\"\nworker = 0\nfirst_ms = 0.0\nperiod_ms = 10.0\nduration_ms = 20.0\nput_factor = 2.0\nget_factor = 1.0\n",
+                "`faults[0].duration_ms`",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = parse(text).expect_err(text);
+            assert!(e.contains(key), "{text:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The targets `evaluate all` checks and states in EVALUATION.md, each MET
+//! or MISSED with the measured numbers (a missed target stays in the
+//! report).
+//!
+//! The service targets compare the `service` arm (the service as shipped)
+//! with the better of the two published P2C baselines in the same run:
+//! `p2c-least-request` (Envoy's default) and `p2c-peak-ewma`
+//! (Linkerd/Finagle); "better" is the lower p99.
+
+use crate::metrics::PolicyResult;
+use crate::runner::ScenarioResults;
+
+/// The arm the service targets are about: the service as shipped.
+pub const SHIPPED_ARM: &str = "service";
+
+/// The baselines the service targets compare with.
+pub const P2C_BASELINES: [&str; 2] = ["p2c-least-request", "p2c-peak-ewma"];
+
+/// Largest drain time of the zombie (`service` arm), ms.
+pub const ZOMBIE_DRAIN_MAX_MS: f64 = 2_000.0;
+
+/// Largest peak share on return in crash-recovery, × fair share.
+pub const RETURN_PEAK_MAX_SHARE: f64 = 2.0;
+
+/// A target and whether it was met.
+#[derive(Debug, Clone)]
+pub struct TargetCheck {
+    /// The target in words.
+    pub target: String,
+    /// The measured figures in words.
+    pub measured: String,
+    /// Met?
+    pub met: bool,
+}
+
+impl TargetCheck {
+    fn not_measured(target: String, why: &str) -> Self {
+        Self {
+            target,
+            measured: format!("not measured: {why}"),
+            met: false,
+        }
+    }
+}
+
+fn get<'a>(r: &'a ScenarioResults, name: &str) -> Option<&'a PolicyResult> {
+    r.policies
+        .iter()
+        .find(|p| p.name == name && p.status == "ok")
+}
+
+/// The service's best policy (lowest p99 among the service arms).
+pub fn best_service(r: &ScenarioResults) -> Option<&PolicyResult> {
+    r.policies
+        .iter()
+        .filter(|p| p.status == "ok" && crate::policies::is_service_arm(&p.name))
+        .min_by(|a, b| {
+            a.p99_ms
+                .unwrap_or(f64::MAX)
+                .total_cmp(&b.p99_ms.unwrap_or(f64::MAX))
+        })
+}
+
+/// The better (lower p99) of the P2C baselines that ran, and the lower of
+/// their error rates.
+fn better_p2c(r: &ScenarioResults) -> Option<(&PolicyResult, f64)> {
+    let ran: Vec<&PolicyResult> = P2C_BASELINES.iter().filter_map(|n| get(r, n)).collect();
+    let best = ran.iter().copied().min_by(|a, b| {
+        a.p99_ms
+            .unwrap_or(f64::MAX)
+            .total_cmp(&b.p99_ms.unwrap_or(f64::MAX))
+    })?;
+    let errors = ran
+        .iter()
+        .map(|p| p.error_rate.unwrap_or(0.0))
+        .fold(f64::MAX, f64::min);
+    Some((best, errors))
+}
+
+fn p99(p: &PolicyResult) -> f64 {
+    p.p99_ms.unwrap_or(f64::MAX)
+}
+
+/// The p99 factor of the simulator service target for `scenario`: 1.0 on
+/// `homogeneous` (nothing to gain, nothing to lose), 0.7 on `many-routers`
+/// (the case a central scorer should win), 0.9 elsewhere.
+pub fn sim_p99_factor(scenario: &str) -> f64 {
+    match scenario {
+        "homogeneous" => 1.0,
+        "many-routers" => 0.7,
+        _ => 0.9,
+    }
+}
+
+/// Simulator scenario `r`: `service` p99 ≤ [`sim_p99_factor`] × the better
+/// P2C baseline's, and its error rate ≤ the lower of theirs.
+pub fn sim_service_target(r: &ScenarioResults) -> TargetCheck {
+    let k = sim_p99_factor(&r.scenario);
+    let target = format!(
+        "{} (sim): `{SHIPPED_ARM}` p99 ≤ {k:.1} × the better of p2c-least-request and p2c-peak-ewma, errors ≤ both of theirs",
+        r.scenario
+    );
+    let (Some(svc), Some((base, base_errors))) = (get(r, SHIPPED_ARM), better_p2c(r)) else {
+        return TargetCheck::not_measured(
+            target,
+            "the service arm or both P2C baselines did not run",
+        );
+    };
+    let (s, b) = (p99(svc), p99(base));
+    let errors = svc.error_rate.unwrap_or(f64::MAX);
+    TargetCheck {
+        measured: format!(
+            "p99 {s:.2} ms = {:.3} × {} ({b:.2} ms; limit {:.2} ms); errors {:.3}% vs {:.3}%",
+            s / b.max(1e-9),
+            base.name,
+            k * b,
+            errors * 100.0,
+            base_errors * 100.0
+        ),
+        met: s <= k * b && errors <= base_errors,
+        target,
+    }
+}
+
+/// Testbed run `r`: `service` p99 ≤ the better P2C baseline's.
+pub fn testbed_service_target(r: &ScenarioResults) -> TargetCheck {
+    let target = format!(
+        "testbed {}: `{SHIPPED_ARM}` p99 ≤ the better of p2c-least-request and p2c-peak-ewma",
+        r.scenario
+    );
+    let (Some(svc), Some((base, _))) = (get(r, SHIPPED_ARM), better_p2c(r)) else {
+        return TargetCheck::not_measured(
+            target,
+            "the service arm or both P2C baselines did not run",
+        );
+    };
+    let (s, b) = (p99(svc), p99(base));
+    TargetCheck {
+        measured: format!(
+            "p99 {s:.2} ms = {:.3} × {} ({b:.2} ms)",
+            s / b.max(1e-9),
+            base.name
+        ),
+        met: s <= b,
+        target,
+    }
+}
+
+/// `zombie`: the `service` arm drains the zombie within
+/// [`ZOMBIE_DRAIN_MAX_MS`] (drain: see [`crate::metrics`]).
+pub fn zombie_drain_target(r: &ScenarioResults) -> TargetCheck {
+    let target = format!(
+        "zombie (sim): `{SHIPPED_ARM}` drains the zombie within {:.0} s",
+        ZOMBIE_DRAIN_MAX_MS / 1000.0
+    );
+    let Some(svc) = get(r, SHIPPED_ARM) else {
+        return TargetCheck::not_measured(target, "the service arm did not run");
+    };
+    let drain = svc.time_to_drain_ms;
+    TargetCheck {
+        measured: drain.map_or_else(
+            || "drain never (the zombie kept ≥ 10% of its fair share)".to_owned(),
+            |d| format!("drain {d:.0} ms"),
+        ),
+        met: drain.is_some_and(|d| d <= ZOMBIE_DRAIN_MAX_MS),
+        target,
+    }
+}
+
+/// `crash-recovery`: the `service` arm's peak share on return ≤
+/// [`RETURN_PEAK_MAX_SHARE`] × fair share.
+pub fn crash_return_target(r: &ScenarioResults) -> TargetCheck {
+    let target = format!(
+        "crash-recovery (sim): `{SHIPPED_ARM}` peak share on return ≤ {RETURN_PEAK_MAX_SHARE:.0} × fair share"
+    );
+    let Some(svc) = get(r, SHIPPED_ARM) else {
+        return TargetCheck::not_measured(target, "the service arm did not run");
+    };
+    let peak = svc.recovery_peak_share;
+    // The recovery time goes with it: a worker never given traffic again
+    // also has a low peak.
+    let recovery = svc.recovery_ms.map_or_else(
+        || "never back to half its fair share within the run".to_owned(),
+        |ms| format!("back to half its fair share after {ms:.0} ms"),
+    );
+    TargetCheck {
+        measured: peak.map_or_else(
+            || format!("no share measured after the fault; {recovery}"),
+            |x| format!("peak share on return {x:.2} × fair share; {recovery}"),
+        ),
+        met: peak.is_some_and(|x| x <= RETURN_PEAK_MAX_SHARE),
+        target,
+    }
+}
+
+/// `homogeneous`: the `service` arm's oscillations ≤ 2 × p2c-least-request's.
+pub fn homogeneous_oscillation_target(r: &ScenarioResults) -> TargetCheck {
+    let target =
+        format!("homogeneous (sim): `{SHIPPED_ARM}` oscillations ≤ 2 × p2c-least-request's");
+    let (Some(svc), Some(p2c)) = (get(r, SHIPPED_ARM), get(r, "p2c-least-request")) else {
+        return TargetCheck::not_measured(
+            target,
+            "the service arm or p2c-least-request did not run",
+        );
+    };
+    let (s, b) = (
+        svc.oscillations.unwrap_or(u64::MAX),
+        p2c.oscillations.unwrap_or(0),
+    );
+    TargetCheck {
+        measured: format!(
+            "oscillations {s} vs p2c-least-request {b} (limit {})",
+            2 * b
+        ),
+        met: s <= 2 * b,
+        target,
+    }
+}
+
+/// Slow-worker target: best service p99 ≤ 0.5 × round robin and ≤ 0.85 ×
+/// P2C least-request, oscillations ≤ P2C's.
+pub fn slow_worker_target(r: &ScenarioResults) -> TargetCheck {
+    let target = "slow-worker (sim, 70% load): best service p99 ≤ 0.5 × round-robin and ≤ 0.85 × p2c-least-request, oscillations ≤ p2c-least-request's".to_owned();
+    let (Some(best), Some(rr), Some(p2c)) = (
+        best_service(r),
+        get(r, "round-robin"),
+        get(r, "p2c-least-request"),
+    ) else {
+        return TargetCheck::not_measured(target, "a policy is missing");
+    };
+    let (b, rrp, pp) = (
+        best.p99_ms.unwrap_or(f64::MAX),
+        rr.p99_ms.unwrap_or(0.0),
+        p2c.p99_ms.unwrap_or(0.0),
+    );
+    let (bo, po) = (
+        best.oscillations.unwrap_or(u64::MAX),
+        p2c.oscillations.unwrap_or(0),
+    );
+    let met = b <= 0.5 * rrp && b <= 0.85 * pp && bo <= po;
+    let measured = format!(
+        "{}: p99 {b:.2} ms = {:.3} × round-robin ({rrp:.2} ms) and {:.3} × p2c-least-request ({pp:.2} ms); oscillations {bo} vs p2c-least-request {po}",
+        best.name,
+        b / rrp.max(1e-9),
+        b / pp.max(1e-9),
+    );
+    TargetCheck {
+        target,
+        measured,
+        met,
+    }
+}
+
+/// Testbed pause target: best service p99 ≤ 0.5 × round robin under a 3 s
+/// CLIENT PAUSE.
+pub fn testbed_pause_target(r: &ScenarioResults) -> TargetCheck {
+    let target =
+        "testbed, 3 s CLIENT PAUSE on 1 of 6 workers: best service p99 ≤ 0.5 × round-robin"
+            .to_owned();
+    let (Some(best), Some(rr)) = (best_service(r), get(r, "round-robin")) else {
+        return TargetCheck::not_measured(target, "a policy is missing");
+    };
+    let (b, rrp) = (best.p99_ms.unwrap_or(f64::MAX), rr.p99_ms.unwrap_or(0.0));
+    TargetCheck {
+        target,
+        measured: format!(
+            "{}: p99 {b:.2} ms = {:.3} × round-robin ({rrp:.2} ms)",
+            best.name,
+            b / rrp.max(1e-9)
+        ),
+        met: b <= 0.5 * rrp,
+    }
+}
+
+/// Every simulator target of `sims`, in report order: the service target
+/// of each scenario, then the zombie drain, the return peak, the
+/// homogeneous oscillations and the older slow-worker target.
+pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
+    let mut out: Vec<TargetCheck> = sims.iter().map(|r| sim_service_target(r)).collect();
+    let find = |name: &str| sims.iter().find(|r| r.scenario == name);
+    if let Some(r) = find("zombie") {
+        out.push(zombie_drain_target(r));
+    }
+    if let Some(r) = find("crash-recovery") {
+        out.push(crash_return_target(r));
+    }
+    if let Some(r) = find("homogeneous") {
+        out.push(homogeneous_oscillation_target(r));
+    }
+    if let Some(r) = find("slow-worker") {
+        out.push(slow_worker_target(r));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arm(name: &str, p99_ms: f64, error_rate: f64) -> PolicyResult {
+        let mut p = PolicyResult::skipped(name, "");
+        p.status = "ok".to_owned();
+        p.skip_reason = None;
+        p.p99_ms = Some(p99_ms);
+        p.error_rate = Some(error_rate);
+        p
+    }
+
+    fn run(scenario: &str, policies: Vec<PolicyResult>) -> ScenarioResults {
+        ScenarioResults {
+            mode: "sim".to_owned(),
+            scenario: scenario.to_owned(),
+            description: String::new(),
+            seed: 1,
+            workers: 12,
+            duration_s: 120.0,
+            load: 0.7,
+            routers: 1,
+            impaired_worker: None,
+            parameters: None,
+            service_config_default: true,
+            policies,
+            runs: Vec::new(),
+        }
+    }
+
+    fn three(scenario: &str, service_p99: f64, service_errors: f64) -> ScenarioResults {
+        run(
+            scenario,
+            vec![
+                arm("p2c-least-request", 12.0, 0.001),
+                arm("p2c-peak-ewma", 10.0, 0.002),
+                arm("service", service_p99, service_errors),
+            ],
+        )
+    }
+
+    #[test]
+    fn the_service_target_uses_the_better_baseline_and_the_scenario_factor() {
+        // Better baseline: peak-EWMA's 10 ms; limits 9 ms, 10 ms, 7 ms.
+        assert!(sim_service_target(&three("slow-worker", 9.0, 0.0)).met);
+        assert!(!sim_service_target(&three("slow-worker", 9.5, 0.0)).met);
+        assert!(sim_service_target(&three("homogeneous", 10.0, 0.0)).met);
+        assert!(!sim_service_target(&three("many-routers", 7.5, 0.0)).met);
+        assert!(sim_service_target(&three("many-routers", 7.0, 0.0)).met);
+        // Errors must not exceed the lower baseline error rate (0.1%).
+        let t = sim_service_target(&three("zombie", 5.0, 0.0015));
+        assert!(!t.met, "{t:?}");
+        assert!(
+            t.measured
+                .contains("p2c-peak-ewma (10.00 ms; limit 9.00 ms)"),
+            "{}",
+            t.measured
+        );
+        // No service arm: missed, never met by default.
+        let none = run("zombie", vec![arm("p2c-least-request", 1.0, 0.0)]);
+        assert!(!sim_service_target(&none).met);
+    }
+
+    #[test]
+    fn drain_return_and_oscillation_targets() {
+        let mut z = three("zombie", 5.0, 0.0);
+        assert!(!zombie_drain_target(&z).met, "never drained is missed");
+        z.policies[2].time_to_drain_ms = Some(2_000.0);
+        assert!(zombie_drain_target(&z).met);
+        z.policies[2].time_to_drain_ms = Some(3_000.0);
+        assert!(!zombie_drain_target(&z).met);
+        let mut c = three("crash-recovery", 5.0, 0.0);
+        c.policies[2].recovery_peak_share = Some(2.1);
+        assert!(!crash_return_target(&c).met);
+        c.policies[2].recovery_peak_share = Some(1.4);
+        assert!(crash_return_target(&c).met);
+        assert!(crash_return_target(&c).measured.contains("never back"));
+        c.policies[2].recovery_ms = Some(1_000.0);
+        assert!(crash_return_target(&c).measured.contains("after 1000 ms"));
+        let mut h = three("homogeneous", 5.0, 0.0);
+        h.policies[0].oscillations = Some(3);
+        h.policies[2].oscillations = Some(6);
+        assert!(homogeneous_oscillation_target(&h).met);
+        h.policies[2].oscillations = Some(7);
+        assert!(!homogeneous_oscillation_target(&h).met);
+        let t = testbed_service_target(&three("pause", 10.5, 0.0));
+        assert!(!t.met && t.target.contains("testbed pause"), "{t:?}");
+        let all = sim_targets(&[&z, &c, &h]);
+        assert_eq!(all.len(), 3 + 3, "one service target per scenario + three");
+    }
+}
