@@ -73,6 +73,12 @@ impl Engine {
             .collect();
         let fastest = service.iter().copied().fold(f64::INFINITY, f64::min);
         let penalty_ms = ev.penalty_ms(context.timeout_ms);
+        // Slow start counts relative to the most ramped-up candidate: a pool
+        // that is all new (or all back) together is not slowed against itself.
+        let full = selectable
+            .iter()
+            .map(|&i| scored[i].ramp.min(1.0))
+            .fold(f64::MIN_POSITIVE, f64::max);
         for (j, &i) in selectable.iter().enumerate() {
             let s = &mut scored[i];
             let Some(v) = s.view.as_deref() else {
@@ -96,7 +102,7 @@ impl Engine {
                 compacting: v.compacting,
                 cpu_usage: v.smoothed.cpu_usage,
                 request_type: context.request_type,
-                ramp: s.ramp.min(1.0),
+                ramp: (s.ramp.min(1.0) / full).min(1.0),
                 penalty_ms,
             };
             s.e.stage = Stage::Cost;
