@@ -62,7 +62,12 @@ fn golden_scores_in_process() {
     }
     assert_eq!(resp.ranking, ["W1", "W2", "W3"]);
     let w3 = &resp.scores[2];
-    let impacts: Vec<(&str, f64)> = w3.adjustments.iter().map(|a| (a.code, a.impact)).collect();
+    let impacts: Vec<(&str, f64)> = w3
+        .adjustments
+        .iter()
+        .filter(|a| a.stage == Stage::Rule)
+        .map(|a| (a.code, a.impact))
+        .collect();
     assert_eq!(
         impacts,
         [
@@ -72,8 +77,21 @@ fn golden_scores_in_process() {
             ("queue_high", -10.0)
         ]
     );
+    // The snapshot is 0.5 s old: the dynamics stage gives back its
+    // deductions × (1 − e^−0.5) (trust time constant 1 s).
+    let age = w3
+        .adjustments
+        .iter()
+        .find(|a| a.stage == Stage::Dynamics && a.code == "snapshot_age")
+        .expect("snapshot_age line");
+    let back = (100.0 - 47.8) * (1.0 - (-0.5f64).exp());
+    assert!((age.impact - back).abs() < 1e-4, "{} != {back}", age.impact);
     for s in &resp.scores {
         assert_invariant(s);
+        assert!(
+            s.expected_latency_ms
+                .is_some_and(|e| e.is_finite() && e > 0.0)
+        );
     }
 }
 
@@ -144,13 +162,19 @@ async fn golden_scores_through_http() {
     assert_eq!(w2["adjustments"][0]["factor"], 0.7);
     for s in scores {
         let adj: Vec<Value> = s["adjustments"].as_array().cloned().unwrap_or_default();
-        let sum: f64 = 100.0
-            + adj
-                .iter()
-                .map(|a| a["impact"].as_f64().unwrap_or(f64::NAN))
-                .sum::<f64>();
+        let sum = |rule_only: bool| {
+            100.0
+                + adj
+                    .iter()
+                    .filter(|a| !rule_only || a["stage"] == "rule")
+                    .map(|a| a["impact"].as_f64().unwrap_or(f64::NAN))
+                    .sum::<f64>()
+        };
         let rule = s["rule_score"].as_f64().expect("number");
-        assert!((sum - rule).abs() < 1e-9, "{s}");
+        assert!((sum(true) - rule).abs() < 1e-9, "{s}");
+        let fin = s["final_score"].as_f64().expect("number");
+        assert!((sum(false) - fin).abs() < 1e-9, "{s}");
+        assert!((0.0..=100.0).contains(&fin), "{s}");
     }
 }
 

@@ -153,7 +153,14 @@ async fn no_fast_disk_on_an_urgent_order_key_means_minus_one_for_all() {
     for w in b["scores"].as_array().expect("scores") {
         assert_eq!(w["rule_action"], -1.0);
         assert!(w.get("model_action").is_none());
-        assert_eq!(adjustment(w, "rule_action").expect("rule")["impact"], -1.5);
+        // −1.5 points at a score of 100, scaled by the score before the stage.
+        let rule = adjustment(w, "rule_action").expect("rule");
+        assert_eq!(rule["stage"], "model");
+        let impact = rule["impact"].as_f64().unwrap_or(f64::NAN);
+        let fin = w["final_score"].as_f64().unwrap_or(f64::NAN);
+        let pre = fin - impact;
+        assert!(pre > 0.0 && pre <= 100.0, "{w}");
+        assert!((impact + 1.5 * pre / 100.0).abs() < 1e-6, "{w}");
     }
     // A non-order key: the rule is silent and shows no adjustment.
     let (_, b) = app

@@ -498,7 +498,11 @@ async fn debug_score_explains_each_candidate_in_one_line() {
     );
     assert_eq!(
         lines[1],
-        "w3: 47.8 (base 100, RTT p99 37.5 ms vs 10 ms: −25, errors 2%: −10, queue 25 > 20: −10, CPU 88% > 70%: −7.2)"
+        // Rule 47.8, then the cost stage: a reported 2% error rate on a fresh
+        // snapshot means 0.02 / 0.98 failed attempts per success at the 1 s
+        // default failure penalty, against a 1 ms / 0.478 success:
+        // 47.8 / (1 + 0.0204 × 1000 / 2.092) = 4.444.
+        "w3: 4.444 (base 100, failures 2%: −43.356, RTT p99 37.5 ms vs 10 ms: −25, errors 2%: −10, queue 25 > 20: −10, CPU 88% > 70%: −7.2)"
     );
     assert!(
         lines[2].starts_with("w9: 0 (base 100, unknown worker: −100)"),
@@ -519,7 +523,7 @@ async fn debug_score_explains_each_candidate_in_one_line() {
     let (_, w) = app.get("/v1/workers").await;
     let workers = w["workers"].as_array().expect("workers");
     assert_eq!(workers.len(), 2);
-    assert!(workers.iter().all(|x| x["in_flight"] == 0.0), "{w}");
+    assert!(workers.iter().all(|x| x["outstanding"] == 0), "{w}");
 
     let (s, json) = app
         .get("/v1/debug/score?key=user:1&candidates=w1&format=json")

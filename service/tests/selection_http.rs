@@ -169,11 +169,34 @@ async fn feedback_is_validated_counted_and_releases_picks() {
         .await;
     let id = b["decision_id"].as_str().expect("id").to_owned();
     assert_eq!(b["pick"], "a");
+    // Outstanding picks are exact: one on the pick, none elsewhere, and no
+    // outcome learnt yet.
     let (_, w) = app.get("/v1/workers").await;
-    assert!(
-        w["workers"][0]["in_flight"].as_f64().unwrap_or(0.0) > 0.99,
-        "{w}"
+    let outstanding = |w: &Value| -> Vec<Value> {
+        w["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| x["outstanding"].clone())
+            .collect()
+    };
+    assert_eq!(outstanding(&w), [json!(1), json!(0), json!(0)], "{w}");
+    assert_eq!(w["workers"][0]["outcomes"], 0, "{w}");
+    assert_eq!(w["workers"][0]["service_time_ms"], Value::Null, "{w}");
+    // A feedback naming another worker than the pick releases nothing.
+    let (s, f) = app
+        .post_json(
+            "/v1/feedback",
+            &json!({"decision_id": id, "worker_id": "b", "latency_ms": 4.5, "success": true}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{f}");
+    assert_eq!(
+        f,
+        json!({"known_decision": true, "worker_was_picked": false, "released": false})
     );
+    let (_, w) = app.get("/v1/workers").await;
+    assert_eq!(outstanding(&w), [json!(1), json!(0), json!(0)], "{w}");
     let (s, f) = app
         .post_json(
             "/v1/feedback",
@@ -181,11 +204,25 @@ async fn feedback_is_validated_counted_and_releases_picks() {
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{f}");
-    assert_eq!(f, json!({"known_decision": true, "released": true}));
+    assert_eq!(
+        f,
+        json!({"known_decision": true, "worker_was_picked": true, "released": true})
+    );
     let (_, w) = app.get("/v1/workers").await;
-    assert!(
-        w["workers"][0]["in_flight"].as_f64().unwrap_or(1.0) < 0.01,
-        "{w}"
+    assert_eq!(outstanding(&w), [json!(0), json!(0), json!(0)], "{w}");
+    assert_eq!(w["workers"][0]["outcomes"], 1, "{w}");
+    assert_eq!(w["workers"][0]["service_time_ms"], 4.5, "{w}");
+    assert_eq!(w["workers"][0]["observed_failure_rate"], 0.0, "{w}");
+    // Answered: a second feedback for the decision is unknown.
+    let (_, f) = app
+        .post_json(
+            "/v1/feedback",
+            &json!({"decision_id": id, "worker_id": "a", "latency_ms": 4.5, "success": true}),
+        )
+        .await;
+    assert_eq!(
+        f,
+        json!({"known_decision": false, "worker_was_picked": true, "released": false})
     );
 
     let (s, f) = app
@@ -209,8 +246,8 @@ async fn feedback_is_validated_counted_and_releases_picks() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {b}");
     }
     let (_, st) = app.get("/v1/stats").await;
-    assert_eq!(st["feedback"], 2);
-    assert_eq!(st["feedback_unknown_decision"], 1);
+    assert_eq!(st["feedback"], 4);
+    assert_eq!(st["feedback_unknown_decision"], 2);
     assert_eq!(st["decisions"], 1);
 }
 
@@ -248,7 +285,26 @@ async fn penalty_state_is_visible_in_workers_and_adjustments() {
     assert_eq!(obs["stage"], "dynamics");
     assert_eq!(b["scores"][0]["penalty_state"], "observation");
     assert_eq!(b["scores"][0]["rule_score"], 35.0);
-    assert_eq!(b["scores"][0]["final_score"], 29.75);
+    // The cost stage: a compacting worker costs ×1.1 for an untyped request
+    // (the read factor) on a fresh snapshot; nothing else differs from "ok".
+    let compacting = adj
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["code"] == "compacting_cost"))
+        .expect("compacting_cost adjustment");
+    assert_eq!(compacting["stage"], "cost");
+    let factor = compacting["factor"].as_f64().unwrap_or(f64::NAN);
+    assert!((factor - 1.0 / 1.1).abs() < 1e-12, "{compacting}");
+    let codes: Vec<&str> = adj
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|x| x["stage"] != "rule")
+        .filter_map(|x| x["code"].as_str())
+        .collect();
+    assert_eq!(codes, ["observation", "compacting_cost"], "{adj}");
+    let fin = b["scores"][0]["final_score"].as_f64().unwrap_or(f64::NAN);
+    assert!((fin - 35.0 * 0.85 / 1.1).abs() < 1e-9, "{fin}");
+    assert_eq!(b["scores"][1]["final_score"], 100.0);
 }
 
 #[tokio::test]
