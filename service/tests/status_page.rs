@@ -77,5 +77,15 @@ async fn headless_chromium_renders_the_live_worker_table() {
         );
     }
     assert!(dom.contains("3 workers"), "{dom}");
+    assert!(!dom.contains("<div id=\"meta\">error"), "{dom}");
+    // No pick was made: every row shows 0 outstanding.
+    for id in ["alpha-1", "beta-2", "gamma-3"] {
+        let row = dom
+            .split(&format!("data-worker=\"{id}\""))
+            .nth(1)
+            .and_then(|r| r.split("</tr>").next())
+            .unwrap_or_default();
+        assert!(row.contains("<td class=\"num\">0</td>"), "{id}: {row}");
+    }
     assert!(dom.contains("healthy"), "{dom}");
 }
