@@ -124,6 +124,7 @@ fn outstanding_is_exact_until_feedback_or_expiry() {
 fn cost_lines_explain_the_expected_latency_and_replay_exactly() {
     let mut c = config();
     c.evidence.latency_decay_ms = 1_000_000_000; // no return toward the prior here
+    c.cost.exponent = 1.0; // expected completion times, for readable arithmetic
     let mut w = World::new(c, &["a", "b"], 1_000);
     // Teach a: 4 ms per request, b: 2 ms.
     for (id, ms) in [("a", 4.0), ("b", 2.0)] {
@@ -203,7 +204,9 @@ fn only_one_worker_of_a_small_pool_is_ejected_at_once() {
 
 #[test]
 fn the_unseen_backlog_is_the_reported_queue_beyond_our_picks() {
-    let mut w = World::new(config(), &["a", "b"], 1_000);
+    let mut c = config();
+    c.cost.exponent = 1.0;
+    let mut w = World::new(c, &["a", "b"], 1_000);
     let _ = w.score(&["a"], "max", 1_000, 1_000);
     let _ = w.score(&["a"], "max", 1_000, 1_000);
     // a reports 5 queued; 2 of them are ours.
