@@ -93,6 +93,24 @@ impl Sim {
             .expect("scored")
     }
 
+    /// [`Sim::score`], and the routed request completes at once: a
+    /// successful feedback of `latency_ms` for the pick (a router that
+    /// reports its outcomes, so no pick stays outstanding).
+    fn decide(&mut self, ids: &[&str], policy: &str, latency_ms: f64) -> ScoreResponse {
+        let r = self.score(ids, policy);
+        if let Some(pick) = &r.pick {
+            let fb = service::engine::Feedback {
+                decision_id: r.decision_id.clone(),
+                worker_id: pick.clone(),
+                latency_ms,
+                success: true,
+            };
+            let out = self.engine.feedback(&fb, self.now).expect("valid");
+            assert!(out.released, "{out:?}");
+        }
+        r
+    }
+
     fn state(&self, id: &str) -> (PenaltyState, Option<u64>, u32) {
         let cfg = self.engine.config();
         let v = self.engine.registry().get(id).expect("known").view_full();
@@ -144,114 +162,157 @@ fn flapping_worker_backs_off_exponentially_and_loses_share() {
 
 #[test]
 fn stale_idle_looking_worker_gets_no_more_than_its_fair_share() {
-    for dead_after_ms in [10_000, 120_000] {
-        let mut c = config();
-        c.telemetry.dead_after_ms = dead_after_ms;
-        let mut sim = Sim::new(c);
-        sim.at(1_000);
-        // A looks idle, but its report is about to go 60 s old.
-        sim.report(
-            &[
-                |id, ts| {
-                    let mut s = Snapshot::new(id, ts);
-                    (s.cpu_usage, s.rtt_ms_avg, s.rtt_ms_p99) = (0.02, 0.5, 1.0);
-                    s
-                },
-                busy,
-                busy,
-            ],
-            &["a", "b", "c"],
-        );
-        sim.at(61_000);
-        sim.report(&[busy, busy], &["b", "c"]);
-        let mut picks_a = 0;
-        for i in 0..200 {
-            sim.at(61_000 + i * 5);
-            let r = sim.score(&["a", "b", "c"], "softmax");
-            picks_a += usize::from(r.pick.as_deref() == Some("a"));
-            let a = &r.scores[0];
-            assert!(
-                a.rule_score < r.scores[1].rule_score,
-                "stale A must not look better: {r:?}"
+    // `complete`: each routed request completes at once (a router that
+    // reports outcomes), or stays outstanding until it expires.
+    for complete in [false, true] {
+        for dead_after_ms in [10_000, 120_000] {
+            let mut c = config();
+            c.telemetry.dead_after_ms = dead_after_ms;
+            let mut sim = Sim::new(c);
+            sim.at(1_000);
+            // A looks idle, but its report is about to go 60 s old.
+            sim.report(
+                &[
+                    |id, ts| {
+                        let mut s = Snapshot::new(id, ts);
+                        (s.cpu_usage, s.rtt_ms_avg, s.rtt_ms_p99) = (0.02, 0.5, 1.0);
+                        s
+                    },
+                    busy,
+                    busy,
+                ],
+                &["a", "b", "c"],
             );
-        }
-        // Fair share is a third; allow sampling noise of one standard deviation.
-        assert!(
-            picks_a <= 67 + 7,
-            "dead_after {dead_after_ms}: A got {picks_a} of 200"
-        );
-        if dead_after_ms == 10_000 {
-            assert_eq!(picks_a, 0, "a dead worker is never picked");
-        }
-        if dead_after_ms == 120_000 {
-            let r = sim.score(&["a", "b"], "none");
+            sim.at(61_000);
+            sim.report(&[busy, busy], &["b", "c"]);
+            let mut picks_a = 0;
+            for i in 0..200 {
+                sim.at(61_000 + i * 5);
+                let r = if complete {
+                    sim.decide(&["a", "b", "c"], "softmax", 1.0)
+                } else {
+                    sim.score(&["a", "b", "c"], "softmax")
+                };
+                picks_a += usize::from(r.pick.as_deref() == Some("a"));
+                let a = &r.scores[0];
+                assert!(
+                    a.rule_score < r.scores[1].rule_score,
+                    "stale A must not look better: {r:?}"
+                );
+                for s in &r.scores {
+                    assert!((0.0..=100.0).contains(&s.final_score), "{s:?}");
+                }
+            }
+            // Fair share is a third; allow sampling noise of one standard deviation.
             assert!(
-                r.scores[0]
-                    .adjustments
-                    .iter()
-                    .any(|x| x.code == "stale_telemetry")
+                picks_a <= 67 + 7,
+                "complete {complete}, dead_after {dead_after_ms}: A got {picks_a} of 200"
             );
+            if dead_after_ms == 10_000 {
+                assert_eq!(picks_a, 0, "a dead worker is never picked");
+            }
+            if dead_after_ms == 120_000 {
+                let r = sim.score(&["a", "b"], "none");
+                assert!(
+                    r.scores[0]
+                        .adjustments
+                        .iter()
+                        .any(|x| x.code == "stale_telemetry")
+                );
+            }
         }
     }
 }
 
 #[test]
 fn new_and_returning_workers_get_at_most_their_ramp_share_in_the_first_second() {
-    let c = config();
-    let mut sim = Sim::new(c);
-    let old = ["a", "b", "c"];
-    sim.report(&[healthy, healthy, healthy], &old);
-    sim.at(100_000);
-    sim.report(
-        &[healthy, healthy, healthy, healthy],
-        &["a", "b", "c", "new"],
-    );
-    let ids = ["a", "b", "c", "new"];
-    let mut picks_new = 0;
-    for i in 0..1_000 {
-        sim.at(100_000 + i);
-        let r = sim.score(&ids, "softmax");
-        picks_new += usize::from(r.pick.as_deref() == Some("new"));
-        assert!(
-            (r.scores[3].weight - 0.2).abs() < 1e-12,
-            "new worker weight is the 0.2 floor"
-        );
-    }
     let ramp_share = 0.2 / 3.2;
-    assert!(
-        (picks_new as f64) / 1000.0 <= ramp_share + 0.02,
-        "new worker got {picks_new} of 1000"
-    );
-    assert!(picks_new > 0, "slow start is a ramp, not an ejection");
+    let ids = ["a", "b", "c", "new"];
+    // `complete`: each routed request completes at once (a router that
+    // reports outcomes), or stays outstanding until it expires.
+    for complete in [false, true] {
+        let mut sim = Sim::new(config());
+        let old = ["a", "b", "c"];
+        // The old workers report every 5 s: none of them returns from
+        // silence (and ramps again) when "new" registers.
+        sim.report(&[healthy, healthy, healthy], &old);
+        for t in (5_000..100_000).step_by(5_000) {
+            sim.at(t);
+            sim.report(&[healthy, healthy, healthy], &old);
+        }
+        sim.at(100_000);
+        sim.report(&[healthy, healthy, healthy, healthy], &ids);
+        let route = |sim: &mut Sim| {
+            if complete {
+                sim.decide(&ids, "softmax", 1.0)
+            } else {
+                sim.score(&ids, "softmax")
+            }
+        };
+        let mut picks_new = 0;
+        for i in 0..1_000 {
+            sim.at(100_000 + i);
+            let r = route(&mut sim);
+            picks_new += usize::from(r.pick.as_deref() == Some("new"));
+            assert!(
+                (r.scores[3].weight - 0.2).abs() < 1e-12,
+                "new worker weight is the 0.2 floor"
+            );
+            assert!(r.scores[..3].iter().all(|s| s.weight == 1.0), "{r:?}");
+            let ramp = r.scores[3]
+                .adjustments
+                .iter()
+                .find(|a| a.code == "slow_start")
+                .and_then(|a| a.factor);
+            assert_eq!(ramp, Some(0.2), "{:?}", r.scores[3]);
+        }
+        assert!(
+            (picks_new as f64) / 1000.0 <= ramp_share + 0.02,
+            "complete {complete}: new worker got {picks_new} of 1000"
+        );
+        if !complete {
+            assert!(picks_new > 0, "slow start is a ramp, not an ejection");
+        }
 
-    // Send "new" through a cooldown, then watch its first second back.
-    sim.at(200_000);
-    for k in 0..3 {
-        sim.at(200_000 + k * 10);
-        sim.report(&[healthy, healthy, healthy, broken], &ids);
-    }
-    let (state, until, _) = sim.state("new");
-    assert_eq!(state, PenaltyState::Cooldown);
-    let back = until.expect("end");
-    let mut picks_back = 0;
-    for i in 0..1_000 {
-        sim.at(back + i);
-        if i % 250 == 0 {
+        // Send "new" through a cooldown, then watch its first second back;
+        // everyone keeps reporting, and the first phase's picks have expired.
+        for t in (105_000..200_000).step_by(5_000) {
+            sim.at(t);
             sim.report(&[healthy, healthy, healthy, healthy], &ids);
         }
-        let r = sim.score(&ids, "softmax");
-        assert_eq!(r.scores[3].penalty_state, "recovering");
-        picks_back += usize::from(r.pick.as_deref() == Some("new"));
+        sim.at(200_000);
+        sim.engine.forget_silent(sim.now);
+        for k in 0..3 {
+            sim.at(200_000 + k * 10);
+            sim.report(&[healthy, healthy, healthy, broken], &ids);
+        }
+        let (state, until, _) = sim.state("new");
+        assert_eq!(state, PenaltyState::Cooldown);
+        let back = until.expect("end");
+        let mut picks_back = 0;
+        for i in 0..1_000 {
+            sim.at(back + i);
+            if i % 250 == 0 {
+                sim.report(&[healthy, healthy, healthy, healthy], &ids);
+            }
+            let r = route(&mut sim);
+            assert_eq!(r.scores[3].penalty_state, "recovering");
+            picks_back += usize::from(r.pick.as_deref() == Some("new"));
+        }
+        assert!(
+            (picks_back as f64) / 1000.0 <= ramp_share + 0.02,
+            "complete {complete}: returning worker got {picks_back}"
+        );
     }
-    assert!(
-        (picks_back as f64) / 1000.0 <= ramp_share + 0.02,
-        "returning worker got {picks_back}"
-    );
 }
 
 #[test]
 fn identical_workers_under_max_share_evenly_in_any_order() {
+    // Under `max` (lowest expected latency) each pick is outstanding until
+    // its feedback: consecutive picks rotate over identical workers, in
+    // whatever order the candidates come.
     let c = config();
+    let b = c.cost.exponent;
     for order in [["w1", "w2", "w3", "w4"], ["w4", "w3", "w2", "w1"]] {
         let mut sim = Sim::new(c.clone());
         sim.report(
@@ -264,21 +325,48 @@ fn identical_workers_under_max_share_evenly_in_any_order() {
             &["w1", "w2", "w3", "w4"],
         );
         let mut counts = std::collections::HashMap::new();
-        for _ in 0..400 {
+        let mut block = std::collections::HashSet::new();
+        for i in 0..400 {
             let r = sim.score(&order, "max");
-            *counts.entry(r.pick.expect("pick")).or_insert(0usize) += 1;
-            for s in &r.scores {
-                assert_eq!(s.probability, Some(0.25));
+            let pick = r.pick.clone().expect("pick");
+            let n: Vec<u32> = r
+                .scores
+                .iter()
+                .map(|s| s.outstanding.expect("known"))
+                .collect();
+            let least = *n.iter().min().expect("candidates");
+            assert_eq!(least, i / 4, "picks {i}: {n:?}");
+            let k = n.iter().filter(|&&x| x == least).count() as f64;
+            for (s, &x) in r.scores.iter().zip(&n) {
+                // Ties share the propensity; a worker with one more
+                // outstanding pick is never the lowest expected latency.
+                let want = if x == least { 1.0 / k } else { 0.0 };
+                assert_eq!(s.probability, Some(want), "{s:?}");
+                if x > 0 {
+                    let line = s
+                        .adjustments
+                        .iter()
+                        .find(|a| a.code == "outstanding")
+                        .expect("outstanding line");
+                    let f = line.factor.expect("multiply");
+                    assert!((f - 1.0 / (1.0 + f64::from(x)).powf(b)).abs() < 1e-12);
+                }
             }
+            let picked = r
+                .scores
+                .iter()
+                .find(|s| s.worker_id == pick)
+                .expect("scored");
+            assert_eq!(picked.outstanding, Some(least));
+            assert!(block.insert(pick.clone()), "{pick} twice in a block of 4");
+            if block.len() == 4 {
+                block.clear();
+            }
+            *counts.entry(pick).or_insert(0usize) += 1;
         }
-        let chi2: f64 = ["w1", "w2", "w3", "w4"]
-            .iter()
-            .map(|w| {
-                let o = *counts.get(*w).unwrap_or(&0) as f64;
-                (o - 100.0).powi(2) / 100.0
-            })
-            .sum();
-        assert!(chi2 < 11.34, "chi-square {chi2} (p < 0.01) for {counts:?}");
+        for w in ["w1", "w2", "w3", "w4"] {
+            assert_eq!(counts.get(w), Some(&100), "{counts:?}");
+        }
     }
 }
 
@@ -361,28 +449,52 @@ fn same_seed_gives_the_same_pick_sequence() {
 #[test]
 fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
     let mut sim = Sim::new(config());
+    let b = sim.engine.config().cost.exponent;
     let ids = ["a", "b"];
     sim.report(&[healthy, healthy], &ids);
     sim.at(40_000);
     sim.report(&[healthy, healthy], &ids);
     let first = sim.score(&ids, "max");
     let picked = first.pick.clone().expect("pick");
-    let second = sim.score(&ids, "max");
-    assert_ne!(
-        second.pick,
-        Some(picked.clone()),
-        "an in-flight pick makes the other worker win"
-    );
-    let s = second
-        .scores
-        .iter()
-        .find(|s| s.worker_id == picked)
-        .expect("scored");
-    assert!(
-        s.adjustments
+    let other = if picked == "a" { "b" } else { "a" };
+    let by_id = |r: &ScoreResponse, id: &str| {
+        r.scores
             .iter()
-            .any(|a| a.code == "in_flight" && (a.impact + 2.0).abs() < 1e-9)
+            .find(|s| s.worker_id == id)
+            .cloned()
+            .expect("scored")
+    };
+    assert!(first.scores.iter().all(|s| s.outstanding == Some(0)));
+    let second = sim.score(&ids, "max");
+    assert_eq!(
+        second.pick.as_deref(),
+        Some(other),
+        "an outstanding pick makes the other worker win"
     );
+    let s = by_id(&second, &picked);
+    assert_eq!(s.outstanding, Some(1));
+    assert_eq!(s.probability, Some(0.0));
+    let line = s
+        .adjustments
+        .iter()
+        .find(|a| a.code == "outstanding")
+        .expect("outstanding line");
+    assert_eq!(line.stage, service::scoring::Stage::Cost);
+    assert!((line.factor.expect("multiply") - 0.5f64.powf(b)).abs() < 1e-12);
+    // Both report a queue of 2 the service did not send (unseen backlog): the
+    // pick waits behind 1 + 2, the other behind 2.
+    let e = s.expected_latency_ms.expect("cost stage ran");
+    let e_other = by_id(&second, other)
+        .expected_latency_ms
+        .expect("cost stage ran");
+    let want = (4.0f64 / 3.0).powf(b);
+    assert!((e / e_other - want).abs() < 1e-9, "{e} vs {e_other}");
+
+    // A snapshot does not reset outstanding picks (only feedback or expiry do).
+    sim.report(&[healthy, healthy], &ids);
+    let r = sim.score(&ids, "none");
+    assert!(r.scores.iter().all(|s| s.outstanding == Some(1)), "{r:?}");
+
     let fb = service::engine::Feedback {
         decision_id: first.decision_id.clone(),
         worker_id: picked.clone(),
@@ -390,17 +502,15 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
         success: true,
     };
     let out = sim.engine.feedback(&fb, sim.now).expect("valid");
-    assert!(out.known_decision && out.released);
+    assert!(out.known_decision && out.worker_was_picked && out.released);
     let third = sim.score(&ids, "none");
-    let s = third
-        .scores
-        .iter()
-        .find(|s| s.worker_id == picked)
-        .expect("scored");
+    let s = by_id(&third, &picked);
+    assert_eq!(s.outstanding, Some(0));
     assert!(
-        !s.adjustments.iter().any(|a| a.code == "in_flight"),
+        !s.adjustments.iter().any(|a| a.code == "outstanding"),
         "{s:?}"
     );
+    assert_eq!(by_id(&third, other).outstanding, Some(1));
     let unknown = service::engine::Feedback {
         decision_id: "never-made".into(),
         ..fb
@@ -408,6 +518,19 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
     let out = sim.engine.feedback(&unknown, sim.now).expect("accepted");
     assert!(!out.known_decision && !out.released);
     assert_eq!(sim.engine.counters().feedback_unknown_decision, 1);
+
+    // Without feedback (and without a timeout) the second pick stops
+    // counting `evidence.default_expiry_ms` after it was made.
+    let expiry = sim.engine.config().evidence.default_expiry_ms;
+    let made = sim.now;
+    sim.at(made + expiry / 2);
+    sim.report(&[healthy, healthy], &ids);
+    sim.at(made + expiry - 1);
+    sim.engine.forget_silent(sim.now);
+    assert_eq!(by_id(&sim.score(&ids, "none"), other).outstanding, Some(1));
+    sim.at(made + expiry);
+    sim.engine.forget_silent(sim.now);
+    assert_eq!(by_id(&sim.score(&ids, "none"), other).outstanding, Some(0));
 }
 
 #[test]
