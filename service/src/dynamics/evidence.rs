@@ -216,13 +216,14 @@ impl EvidenceSnapshot {
         }
     }
 
-    /// The unseen backlog at `now_ms`, requests, decayed with `decay_ms`.
-    pub fn unseen_backlog_at(&self, now_ms: u64, decay_ms: u64) -> f64 {
-        if self.unseen_backlog <= 0.0 {
-            return 0.0;
-        }
+    /// The unseen backlog at `now_ms`, requests: the last snapshot's,
+    /// moved toward `prior` (the pool's typical unseen backlog) as the
+    /// snapshot ages, with time constant `decay_ms`. An old report of an
+    /// empty queue says little about the queue now.
+    pub fn unseen_backlog_at(&self, now_ms: u64, prior: f64, decay_ms: u64) -> f64 {
         let age = now_ms.saturating_sub(self.unseen_at_ms) as f64;
-        self.unseen_backlog * (-age / decay_ms.max(1) as f64).exp()
+        let w = (-age / decay_ms.max(1) as f64).exp();
+        (self.unseen_backlog * w + prior.max(0.0) * (1.0 - w)).max(0.0)
     }
 }
 
@@ -386,9 +387,12 @@ mod tests {
         let s = e.snapshot();
         assert_eq!(s.outstanding, 3);
         assert_eq!(s.unseen_backlog, 2.0);
-        assert_eq!(s.unseen_backlog_at(1_000, 2_000), 2.0);
-        let later = s.unseen_backlog_at(3_000, 2_000);
+        assert_eq!(s.unseen_backlog_at(1_000, 0.0, 2_000), 2.0);
+        let later = s.unseen_backlog_at(3_000, 0.0, 2_000);
         assert!((later - 2.0 * (-1f64).exp()).abs() < 1e-12, "{later}");
+        // Toward the pool's typical backlog, not toward empty.
+        let w = (-1f64).exp();
+        assert!((s.unseen_backlog_at(3_000, 10.0, 2_000) - (2.0 * w + 10.0 * (1.0 - w))).abs() < 1e-12);
         // Our picks explain all of a smaller queue.
         e.on_snapshot(2, 1_000);
         assert_eq!(e.snapshot().unseen_backlog, 0.0);

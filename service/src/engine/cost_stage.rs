@@ -72,6 +72,16 @@ impl Engine {
             })
             .collect();
         let fastest = service.iter().copied().fold(f64::INFINITY, f64::min);
+        // The pool's typical unseen backlog (the median of the candidates'
+        // last reports): an aged report's is pulled toward it.
+        let decay = ev.unseen_backlog_decay_ms;
+        let unseen_prior = super::freshness::median(
+            selectable
+                .iter()
+                .map(|&i| scored[i].evidence.unseen_backlog)
+                .collect(),
+        )
+        .unwrap_or(0.0);
         let penalty_ms = ev.penalty_ms(context.timeout_ms);
         // Slow start counts relative to the most ramped-up candidate: a pool
         // that is all new (or all back) together is not slowed against itself.
@@ -90,9 +100,7 @@ impl Engine {
                 outcomes: s.evidence.outcomes,
                 fastest_ms: fastest,
                 outstanding: s.evidence.outstanding,
-                unseen_backlog: s
-                    .evidence
-                    .unseen_backlog_at(now_ms, ev.unseen_backlog_decay_ms),
+                unseen_backlog: s.evidence.unseen_backlog_at(now_ms, unseen_prior, decay),
                 head_elapsed_ms: s.evidence.head_elapsed_ms(now_ms),
                 reported_failure_rate: v.smoothed.error_rate,
                 observed_failure_rate: s

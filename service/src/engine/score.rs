@@ -282,6 +282,7 @@ impl Engine {
         // Pass 2: dynamics.
         let mut scored: Vec<Scored> = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
+            let stale_i = stale[i];
             let (slot, view) = (slots[i].clone(), views[i].clone());
             let (Some(v), Some((mut e, live))) = (view.as_deref(), rules[i].take()) else {
                 let mut e = Explained::new();
@@ -319,8 +320,19 @@ impl Engine {
             let mut ramp = 0.0;
             if live {
                 e.stage = Stage::Dynamics;
-                if trust < 1.0 && rule < 100.0 {
-                    let back = (100.0 - rule) * (1.0 - trust);
+                // The give-back covers the signal deductions only: the stale
+                // cap and stale-telemetry deductions are about age already.
+                let stale: f64 = e
+                    .adjustments
+                    .iter()
+                    .filter(|a| matches!(a.code, "stale_cap" | "stale_telemetry"))
+                    .map(|a| -a.impact)
+                    .sum();
+                let signal = (100.0 - rule - stale).max(0.0);
+                // A stale report (past `freshness.fresh_ms`) is handled by the
+                // stale rules alone: no give-back lifts it over their cap.
+                if trust < 1.0 && signal > 0.0 && !stale_i {
+                    let back = signal * (1.0 - trust);
                     let age_s = v.age_ms(now_ms) as f64 / 1000.0;
                     e.add(
                         "snapshot_age",

@@ -3,8 +3,15 @@
 //!
 //! ```text
 //! E = (service_time × (1 + outstanding + unseen)^b + head_of_line)
-//!       × snapshot factors / (health × slow_start)  + p / (1 − p) × penalty
+//!       × snapshot factors / (health × slow_start^b)
+//!       × (1 + p / (1 − p) × penalty / L)^b
 //! ```
+//!
+//! where `L = service_time × (1 + outstanding + unseen) / (health ×
+//! slow_start)` is the expected latency itself. At `b = 1`, `E` is the
+//! expected latency of the request, failed attempts included; at the
+//! default `b = 3` it is C3's cubic cost, in ms, which orders workers by
+//! latency with queues weighing more.
 //!
 //! * `service_time`: the worker's peak-EWMA service time from outcomes
 //!   ([`crate::dynamics::evidence`]), or the pool's median without outcomes.
@@ -233,12 +240,16 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
             e.multiply("cpu_saturated", 1.0 / f, why, Some(c.cpu_usage));
         }
     }
+    // A worker at a fraction `ramp` of its weight serves as if it had that
+    // fraction of its capacity: each request in its queue term takes
+    // 1 / ramp as long, so the factor takes the queue's power too.
     let ramp = c.ramp.clamp(f64::MIN_POSITIVE, 1.0);
+    let slow = ramp.powf(b);
     if ramp < 1.0 {
-        let why = Reason::new(K::SlowStartRamp, [ramp, 0.0, 0.0, 0.0, 0.0]);
-        e.multiply("slow_start", ramp, why, Some(ramp));
+        let why = Reason::new(K::SlowStartRamp, [ramp, b, 0.0, 0.0, 0.0]);
+        e.multiply("slow_start", slow, why, Some(ramp));
     }
-    let success_ms = cost / (health * ramp).max(f64::MIN_POSITIVE);
+    let success_ms = cost / (health * slow).max(f64::MIN_POSITIVE);
     let reported = (c.reported_failure_rate * c.trust).clamp(0.0, 1.0);
     let observed = c.observed_failure_rate.clamp(0.0, 1.0);
     let p = reported.max(observed).min(cfg.max_failure_rate);
@@ -246,7 +257,11 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         // Attempts until a success are geometric: p / (1 − p) failed ones
         // are expected, each costing the penalty latency.
         let failed = p / (1.0 - p);
-        let f = 1.0 + failed * c.penalty_ms.max(0.0) / success_ms.max(f64::MIN_POSITIVE);
+        // The ratio of the expected latency with failures to without, on
+        // the latency itself (the cost at b = 1); like the queue term it
+        // then takes the power b.
+        let linear_ms = service * (1.0 + n + u) / (health * ramp).max(f64::MIN_POSITIVE);
+        let f = (1.0 + failed * c.penalty_ms.max(0.0) / linear_ms.max(f64::MIN_POSITIVE)).powf(b);
         let why = Reason::new(K::Failures, [p, failed, reported, observed, c.penalty_ms]);
         e.multiply("failures", 1.0 / f, why, Some(p));
         return success_ms * f;
@@ -423,5 +438,9 @@ mod tests {
         let mut e = health(100.0);
         assert!((apply_cost(&mut e, &c, &linear()) - 4.0).abs() < 1e-12);
         assert!((e.score - 25.0).abs() < 1e-9);
+        // With the default b = 3 a ramp of 0.25 is a quarter of the capacity
+        // inside the cubic queue term: ×64.
+        let mut e = health(100.0);
+        assert!((apply_cost(&mut e, &c, &CostConfig::default()) - 64.0).abs() < 1e-9);
     }
 }

@@ -65,7 +65,7 @@ pub enum ReasonKind {
     CompactingRequest,
     /// `[cpu, factor, threshold]`
     CpuSaturated,
-    /// `[fraction]`
+    /// `[fraction, exponent]`
     SlowStartRamp,
     /// `[action, probability, blend_model, scale]` (issue #6)
     ModelAction,
@@ -265,8 +265,10 @@ impl fmt::Display for Reason {
             ),
             K::SlowStartRamp => write!(
                 f,
-                "slow start: selection weight {} of full",
-                pct(a[0])
+                "slow start: {} of its capacity, cost ×(1/{})^{}",
+                pct(a[0]),
+                num(a[0]),
+                num(a[1])
             ),
             K::ModelAction => write!(
                 f,

@@ -352,6 +352,7 @@ impl Registry {
                         evidence: LocalEvidence::default(),
                         last_final_bits: AtomicU64::new(f64::NAN.to_bits()),
                     };
+                    slot.evidence.on_snapshot(s.queue_depth, now_mono_ms);
                     let i = shard_of(&s.worker_id);
                     new_shards
                         .entry(i)
