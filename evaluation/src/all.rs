@@ -357,74 +357,47 @@ pub fn evaluation_markdown(
 /// The diagnosis of the simulator results, written from the traces of the
 /// committed run (traces of individual decisions and their adjustments); the
 /// mechanisms, not the numbers, which are in the tables.
-const ANALYSIS: &str = r#"## Why the service arms lose in the simulator (diagnosis)
+const ANALYSIS: &str = r#"## How the service arms route (diagnosis)
 
-The service was run exactly as shipped (`Config::default()`); the weaknesses
-below are reported, not patched (the service is being changed under issue #6).
-They were found by tracing individual decisions (each candidate's adjustments)
-in the `homogeneous`, `slow-worker`, `crash-recovery` and `zombie` runs.
+The service arms score every candidate by an expected-latency cost built
+from the service's own evidence (README, "Routing cost"): the worker's
+exact outstanding picks, a peak-EWMA of its service time measured from
+outcomes (latency less the wait behind the previous request), the unseen
+backlog its last report shows beyond those picks, the time its request in
+service has run, the observed and reported failure rate, and the rule score
+as a health factor whose deductions fade with the snapshot's age. `max`,
+the default policy, takes the cheapest candidate.
 
-1. **Herding on 2-second-old snapshots (all scenarios, `rules-max` and
-   `rules-softmax`).** At 70% load a worker's `cpu_usage` hovers around
-   `scoring.cpu_high` = 0.70 and its `rtt_ms_p99` around
-   `scoring.rtt_p99_baseline_ms` = 10 ms, so after ~20 s the rule scores of
-   identical workers spread by 10–17 points (`cpu_high` up to −6,
-   `rtt_p99_high` up to −12) on snapshots that are up to one
-   `report_interval` (2 s) old. Between snapshots the only load signal is
-   the in-flight deduction (`inflight.per_pick` = 2 points per outstanding
-   pick, decaying with τ = 1 s, capped at `inflight.cap` = 20 points), so a
-   worker whose last snapshot looked 15 points better is given ~7 more
-   outstanding requests than the others under `max`, and under `softmax`
-   (T = 0.1 after min–max normalisation) almost all of the mass. The
-   favoured workers overload, their next snapshot is bad, the others' is
-   good: traffic flips every interval (oscillation counts in the hundreds
-   against 0–4 for P2C; the share plots show it). With 5×-slow, compacting,
-   crashed or zombie workers the flips turn into queues past the 100 ms
-   client timeout, and retries amplify them. The `shares.png` of
-   `homogeneous` shows balanced picks for the first ~15 s (warm-up, scores
-   still equal) and the oscillation afterwards.
-   A diagnostic run with the cap raised to 100 points
-   (`evaluation/diagnostics/inflight-cap-100.toml`, `--service-config`)
-   improves `slow-worker` only partly (rules-max p99 102 → 74 ms): the cap is
-   not the root cause; the exchange rate between stale snapshot deductions
-   and fresh in-flight evidence is. The service's own `p2c` selection
-   (`rules-p2c`, an extra arm) limits any worker to ~2/n of the picks and
-   is far better than `max`/`softmax`, but still behind Envoy-style
-   least-request P2C, which uses only fresh local evidence.
-2. **Outcome feedback is not a scoring signal (`zombie`).** A worker whose
-   telemetry looks healthy but which never answers keeps its share: failed
-   feedback (`success: false`, latency = the timeout) only releases the
-   in-flight count; no adjustment uses outcome latency or failures, so the
-   zombie is never drained (drain `never`), while `p2c-peak-ewma` drains it
-   at once (its RTT estimate jumps to the timeout).
-3. **No protection from flooding a returning worker under `max`/`softmax`
-   (`crash-recovery`, also the end of `slow-worker`).** A worker that comes
-   back (or drains) reports an idle snapshot (cpu ≈ 0, queue 0) and gets the
-   top score; `max` ignores `weight` (so the slow-start ramp has no effect)
-   and in `softmax` the ramp's `ln(weight)` (≥ ln 0.2 = −1.6) is small next
-   to the score term `(1 − s)/T` (0…10), so its share on return peaks at
-   ~10× its fair share (column "peak share on return").
-4. **Detection latency of a crash (`crash-recovery`).** Until
-   `telemetry.dead_after_ms` (10 s) passes, a silent worker stays eligible,
-   with freshness pulling its signals toward the pool median after
-   `fresh_ms` (3 s); connections refused in the meantime are retried
-   elsewhere (the drain column: 4–8 s).
-
-5. **The model arms (`model`, `model-retrained`, `p2c` selection) inherit
-   the herding.** The model's adjustment is at most `5 × 0.7 = 3.5` points
-   and, in the simulator, nearly the same for every candidate of a decision
-   (see each scenario's `spread` note: its max − min across candidates), so
-   under `p2c` it reorders only candidates whose rule scores are within a
-   point or two. The default model was trained on `trainer synth` logs,
-   whose main signal (disk IO await hurting PUTs) the simulator's snapshots
-   do not carry; the retrained model learns from `rules-p2c` logs with very
-   few bad outcomes (the `retrain` note gives the label counts).
-
-What works: in the real testbed under a 3 s `CLIENT PAUSE`, every stuck
-request keeps an in-flight pick outstanding and the agent's timed-out
-probes raise `errors`, so the paused worker is avoided within one pick and
-the service's p99 is ~0.2% of round robin's (target met). In the first
-seconds of `homogeneous`, before the snapshot signals diverge, `rules-max`
-behaves like join-shortest-queue and is ahead of P2C.
+1. **Why it beats P2C on identical workers (`homogeneous`).** With exact
+   outstanding counts over every candidate, `max` is join-the-shortest-queue
+   over all twelve workers, not over two random ones; the cubic queue term
+   (b = 3, C3) keeps noise in the service-time estimates from outweighing a
+   longer queue, so there is no herding and the share plot is flat.
+2. **Heterogeneous, slow and compacting workers.** The service-time
+   estimate separates fast from slow workers within a few outcomes, so
+   the cost is a shortest-expected-delay rule; peak-EWMA's RTT includes
+   the queue and counts it twice, and least-request ignores speed.
+3. **Failures (`zombie`, `crash-recovery`).** A timeout or a refused
+   connection is a sample of at least the request's timeout and raises
+   the observed failure rate; both make the worker expensive at once, and
+   five in a row eject it (Envoy's `consecutive_5xx`, 30 s base ejection,
+   at most 10 % of the pool). A worker back from ejection or from silence
+   restarts slow start; its share on return stays below its fair share.
+4. **Hidden load (`stale-burst`).** Outcomes reveal the slowdown long
+   before the next 10 s report; the report's queue beyond our picks (the
+   unseen backlog) adds to it when it arrives.
+5. **Large requests (`mixed-sizes`).** Sizes are unknown at dispatch; the
+   head-of-line term (a request in service for longer than a service time
+   is likely a large one) and the cubic queue term steer requests away from
+   workers stuck behind one. The remaining tail is the large requests' own
+   service time.
+6. **Many routers (`many-routers`).** Eight sidecar balancers each see an
+   eighth of the in-flight requests; the one service sees them all, which
+   is where a central scorer is worth its round trip.
+7. **The model arms.** The model's output moves a score by a few percent
+   (its points scale with the score); the shipped default model was
+   trained on synthetic logs whose main signal the simulator does not
+   carry, so `service` and `service-rules` are close. Making the model
+   learn what the rules miss is separate work (see each scenario's notes).
 
 "#;

@@ -59,14 +59,20 @@ impl World {
 
     fn score(&mut self, ids: &[&str], policy: &str, now: u64, timeout_ms: u64) -> ScoreResponse {
         self.next += 1;
-        let mut req = ScoreRequest::new("user:1:profile", ids.iter().map(|s| (*s).to_owned()).collect());
+        let mut req = ScoreRequest::new(
+            "user:1:profile",
+            ids.iter().map(|s| (*s).to_owned()).collect(),
+        );
         req.policy = Some(policy.to_owned());
         let ctx = RequestContext {
             request_type: Some(RequestType::Get),
             timeout_ms: Some(timeout_ms),
             ..RequestContext::default()
         };
-        match self.engine.score(&req, &ctx, now, format!("d{}", self.next), &mut self.rng) {
+        match self
+            .engine
+            .score(&req, &ctx, now, format!("d{}", self.next), &mut self.rng)
+        {
             Ok(d) => d,
             Err(e) => {
                 let p = self.engine.preview(&req, &ctx, now, &mut self.rng);
@@ -87,7 +93,10 @@ impl World {
 }
 
 fn of<'a>(d: &'a ScoreResponse, id: &str) -> &'a WorkerScore {
-    d.scores.iter().find(|s| s.worker_id == id).expect("candidate")
+    d.scores
+        .iter()
+        .find(|s| s.worker_id == id)
+        .expect("candidate")
 }
 
 fn codes(w: &WorkerScore) -> Vec<&'static str> {
@@ -100,7 +109,10 @@ fn outstanding_is_exact_until_feedback_or_expiry() {
     // `max` on identical workers: each pick makes its worker the worse one.
     let d1 = w.score(&["a", "b"], "max", 1_000, 100);
     let d2 = w.score(&["a", "b"], "max", 1_000, 100);
-    assert_ne!(d1.pick, d2.pick, "the second pick avoids the first's worker");
+    assert_ne!(
+        d1.pick, d2.pick,
+        "the second pick avoids the first's worker"
+    );
     let d3 = w.score(&["a", "b"], "none", 1_000, 100);
     assert!(d3.scores.iter().all(|s| s.outstanding == Some(1)));
     // A snapshot does not reset the count.
@@ -198,8 +210,15 @@ fn only_one_worker_of_a_small_pool_is_ejected_at_once() {
         }
     }
     let d = w.score(&["a", "b", "c"], "none", 1_010, 100);
-    let ejected = d.scores.iter().filter(|s| s.reason == Some("outlier_ejected")).count();
-    assert_eq!(ejected, 1, "max_ejection_percent 10 % of 3 still allows one");
+    let ejected = d
+        .scores
+        .iter()
+        .filter(|s| s.reason == Some("outlier_ejected"))
+        .count();
+    assert_eq!(
+        ejected, 1,
+        "max_ejection_percent 10 % of 3 still allows one"
+    );
 }
 
 #[test]
@@ -217,14 +236,22 @@ fn the_unseen_backlog_is_the_reported_queue_beyond_our_picks() {
     });
     let d = w.score(&["a", "b"], "none", 1_001, 1_000);
     let a = of(&d, "a");
-    let line = a.adjustments.iter().find(|x| x.code == "unseen_backlog").expect("line");
+    let line = a
+        .adjustments
+        .iter()
+        .find(|x| x.code == "unseen_backlog")
+        .expect("line");
     assert_eq!(line.source_value, Some(3.0));
     // E = 2 ms prior × (1 + 2 + 3) = 12 ms.
     assert!((a.expected_latency_ms.unwrap() - 12.0).abs() < 1e-9);
     // Two seconds later the report counts e^-1, the rest is the pool's
     // typical unseen backlog (the median of the reports: 3 and b's 0).
     let d = w.score(&["a", "b"], "none", 3_001, 1_000);
-    let u = of(&d, "a").adjustments.iter().find(|x| x.code == "unseen_backlog").unwrap();
+    let u = of(&d, "a")
+        .adjustments
+        .iter()
+        .find(|x| x.code == "unseen_backlog")
+        .unwrap();
     let t = (-1f64).exp();
     let want = 3.0 * t + 1.5 * (1.0 - t);
     assert!((u.source_value.unwrap() - want).abs() < 1e-9, "{u:?}");
@@ -236,8 +263,13 @@ fn r1_a_failing_worker_never_outranks_a_slow_healthy_one() {
     let c = config();
     let engine = Engine::new(c);
     let mut slow = Snapshot::new("r1-slow", WALL);
-    (slow.cpu_usage, slow.queue_depth, slow.rtt_ms_avg, slow.rtt_ms_p99, slow.error_rate) =
-        (0.60, 4, 40.0, 80.0, 0.0);
+    (
+        slow.cpu_usage,
+        slow.queue_depth,
+        slow.rtt_ms_avg,
+        slow.rtt_ms_p99,
+        slow.error_rate,
+    ) = (0.60, 4, 40.0, 80.0, 0.0);
     let mut failing = Snapshot::new("r1-failing", WALL);
     (
         failing.cpu_usage,
@@ -255,7 +287,13 @@ fn r1_a_failing_worker_never_outranks_a_slow_healthy_one() {
         let mut req = ScoreRequest::new("k", ids.clone());
         req.policy = Some("max".into());
         let d = engine
-            .score(&req, &RequestContext::default(), now, format!("d{i}"), &mut rng)
+            .score(
+                &req,
+                &RequestContext::default(),
+                now,
+                format!("d{i}"),
+                &mut rng,
+            )
             .expect("scored");
         if i == 0 {
             assert!(

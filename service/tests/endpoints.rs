@@ -167,9 +167,15 @@ async fn optional_signals_deduct_only_when_reported() {
     let (_, b) = app
         .post("/v1/score", r#"{"key":"k","candidates":["w1","w2"]}"#)
         .await;
+    // The rule stage's lines (the cost stage follows with the queue).
     let codes: Vec<&str> = score_of(&b, "w1")["adjustments"]
         .as_array()
-        .map(|a| a.iter().filter_map(|x| x["code"].as_str()).collect())
+        .map(|a| {
+            a.iter()
+                .filter(|x| x["stage"] == "rule")
+                .filter_map(|x| x["code"].as_str())
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(
         codes,

@@ -60,7 +60,10 @@ fn golden_scores_in_process() {
         assert_eq!(id, wid);
         assert!((score - wscore).abs() < 1e-9, "{id}: {score} != {wscore}");
     }
-    assert_eq!(resp.ranking, ["W1", "W2", "W3"]);
+    // The ranking is by final score, i.e. expected latency: W1 reports 5
+    // queued requests the service did not send (unseen backlog, cubed),
+    // W2 none, so compacting W2 is the cheaper; W3 (25 queued) the dearest.
+    assert_eq!(resp.ranking, ["W2", "W1", "W3"]);
     let w3 = &resp.scores[2];
     let impacts: Vec<(&str, f64)> = w3
         .adjustments
@@ -148,7 +151,7 @@ async fn golden_scores_through_http() {
     assert_eq!(by_id("W1")["rule_score"], 96.25);
     assert_eq!(by_id("W2")["rule_score"], 70.0);
     assert_eq!(by_id("W3")["rule_score"], 47.8);
-    assert_eq!(body["ranking"], json!(["W1", "W2", "W3"]));
+    assert_eq!(body["ranking"], json!(["W2", "W1", "W3"]));
     let w1 = by_id("W1");
     assert_eq!(w1["adjustments"][0]["code"], "rtt_p99_high");
     assert_eq!(w1["adjustments"][0]["impact"], -3.75);

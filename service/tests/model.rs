@@ -65,7 +65,7 @@ fn app_with(cfg: Config) -> TestApp {
 }
 
 fn snap(id: &str, disk_ms: f64) -> Value {
-    json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": 0.3, "queue_depth": 2,
+    json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": 0.3, "queue_depth": 0,
            "rtt_ms_avg": 1.0, "rtt_ms_p99": 4.0, "error_rate": 0.0, "disk_io_await_ms": disk_ms})
 }
 

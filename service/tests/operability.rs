@@ -494,15 +494,19 @@ async fn debug_score_explains_each_candidate_in_one_line() {
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(
         lines[0],
-        "w1: 96.25 (base 100, RTT p99 12.5 ms vs 10 ms: −3.75)"
+        // Rule 96.25, then the cost stage: w1 reports 5 queued requests the
+        // service did not send (unseen backlog), cubed: 96.25 / 6^3.
+        "w1: 0.446 (base 100, 5 unseen queued: −95.804, RTT p99 12.5 ms vs 10 ms: −3.75)"
     );
     assert_eq!(
         lines[1],
-        // Rule 47.8, then the cost stage: a reported 2% error rate on a fresh
-        // snapshot means 0.02 / 0.98 failed attempts per success at the 1 s
-        // default failure penalty, against a 1 ms / 0.478 success:
-        // 47.8 / (1 + 0.0204 × 1000 / 2.092) = 4.444.
-        "w3: 4.444 (base 100, failures 2%: −43.356, RTT p99 37.5 ms vs 10 ms: −25, errors 2%: −10, queue 25 > 20: −10, CPU 88% > 70%: −7.2)"
+        // Rule 47.8, then the cost stage: 25 unseen queued requests, cubed
+        // (÷ 26^3), and a reported 2% error rate on a fresh snapshot:
+        // 0.02 / 0.98 failed attempts per success at the 1 s default failure
+        // penalty against the 1 ms × 26 / 0.478 = 54.39 ms latency, the
+        // ratio cubed too: ÷ (1 + 0.0204 × 1000 / 54.39)^3 = ÷ 2.6007.
+        // 47.8 / 17576 / 2.6007 = 0.001.
+        "w3: 0.001 (base 100, 25 unseen queued: −47.797, RTT p99 37.5 ms vs 10 ms: −25, errors 2%: −10, queue 25 > 20: −10, CPU 88% > 70%: −7.2, failures 2%: −0.002)"
     );
     assert!(
         lines[2].starts_with("w9: 0 (base 100, unknown worker: −100)"),

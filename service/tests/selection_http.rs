@@ -7,7 +7,7 @@ use common::{WALL, no_warmup, test_app};
 use serde_json::{Value, json};
 
 fn snap(id: &str, ts: u64, cpu: f64) -> Value {
-    json!({"worker_id": id, "timestamp_ms": ts, "cpu_usage": cpu, "queue_depth": 1,
+    json!({"worker_id": id, "timestamp_ms": ts, "cpu_usage": cpu, "queue_depth": 0,
            "rtt_ms_avg": 1.0, "rtt_ms_p99": 4.0, "error_rate": 0.0})
 }
 
@@ -226,21 +226,26 @@ async fn feedback_is_validated_counted_and_releases_picks() {
     );
 
     let (s, f) = app
-        .post_json("/v1/feedback", &json!({"decision_id": "from-before-restart", "worker_id": "a", "latency_ms": 86_400_000, "success": false}))
+        .post_json("/v1/feedback", &json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": 86_400_000, "success": false}))
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(f["known_decision"], false);
     for bad in [
         json!({"decision_id": "", "worker_id": "a", "latency_ms": 1, "success": true}),
-        json!({"decision_id": "x", "worker_id": "a", "latency_ms": -1, "success": true}),
-        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 86_400_001, "success": true}),
-        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1.7e308, "success": true}),
-        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1}),
-        json!({"decision_id": "x", "worker_id": "a", "latency_ms": 1, "success": true, "extra": 0}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": -1, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": 86_400_001, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": 1.7e308, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": 1}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a", "latency_ms": 1, "success": true, "extra": 0}),
         json!({"decision_id": "x\u{0}", "worker_id": "a", "latency_ms": 1, "success": true}),
-        json!({"decision_id": "x", "worker_id": "\u{1}", "latency_ms": 1, "success": true}),
-        json!({"decision_id": "x", "worker_id": "a\u{200b}", "latency_ms": 1, "success": true}),
-        json!({"decision_id": "x", "worker_id": " a", "latency_ms": 1, "success": true}),
+        // Not decision ids: the README's placeholder, a bare word, a UUID
+        // without hyphens.
+        json!({"decision_id": "019ad1c4-…", "worker_id": "a", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "d1", "worker_id": "a", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "019ad1c45e2a7c3d9f102b3c4d5e6f70", "worker_id": "a", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "\u{1}", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "a\u{200b}", "latency_ms": 1, "success": true}),
+        json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": " a", "latency_ms": 1, "success": true}),
     ] {
         let (s, b) = app.post_json("/v1/feedback", &bad).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {b}");

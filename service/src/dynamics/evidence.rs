@@ -366,7 +366,11 @@ mod tests {
 
     #[test]
     fn outstanding_is_exact_and_never_negative() {
-        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
         assert_eq!(e.pick(0), 0);
         assert_eq!(e.pick(0), 1);
         assert_eq!(e.snapshot().oldest_pick_ms, Some(0));
@@ -392,7 +396,9 @@ mod tests {
         assert!((later - 2.0 * (-1f64).exp()).abs() < 1e-12, "{later}");
         // Toward the pool's typical backlog, not toward empty.
         let w = (-1f64).exp();
-        assert!((s.unseen_backlog_at(3_000, 10.0, 2_000) - (2.0 * w + 10.0 * (1.0 - w))).abs() < 1e-12);
+        assert!(
+            (s.unseen_backlog_at(3_000, 10.0, 2_000) - (2.0 * w + 10.0 * (1.0 - w))).abs() < 1e-12
+        );
         // Our picks explain all of a smaller queue.
         e.on_snapshot(2, 1_000);
         assert_eq!(e.snapshot().unseen_backlog, 0.0);
@@ -400,7 +406,11 @@ mod tests {
 
     #[test]
     fn a_queued_request_teaches_the_service_time_not_the_wait() {
-        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
         // Both picked at 0; the first answers at 20 after 20 ms, the second
         // at 22 after 22 ms, of which it waited 20 behind the first.
         e.pick(0);
@@ -415,7 +425,11 @@ mod tests {
 
     #[test]
     fn a_fast_failure_counts_as_the_timeout() {
-        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
         e.pick(0);
         e.complete(&rec(0), 2.0, true, 10, &c, &o);
         e.pick(0);
@@ -428,7 +442,11 @@ mod tests {
 
     #[test]
     fn consecutive_failures_ask_for_ejection() {
-        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
         let asks: Vec<bool> = (0..5)
             .map(|i| {
                 e.pick(0);
@@ -440,7 +458,11 @@ mod tests {
 
     #[test]
     fn the_head_of_the_line_started_at_the_last_outcome_or_its_pick() {
-        let (e, c, o) = (LocalEvidence::default(), EvidenceConfig::default(), OutlierConfig::default());
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
         e.pick(100);
         e.pick(105);
         assert_eq!(e.snapshot().head_elapsed_ms(130), 30.0);

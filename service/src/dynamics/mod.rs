@@ -57,17 +57,17 @@
 //! on expiry:    evidence.expire()                        // −1
 //! ```
 
-pub mod freshness;
 pub mod evidence;
+pub mod freshness;
 pub mod outlier;
 pub mod peak_ewma;
 pub mod penalty;
 pub mod penalty_reason;
 
+pub use crate::dynamics::evidence::{EvidenceConfig, EvidenceSnapshot, LocalEvidence, PickRecord};
 pub use crate::dynamics::freshness::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_FRESH_MS, FreshnessConfig, freshness_factor, pull_toward_prior,
 };
-pub use crate::dynamics::evidence::{EvidenceConfig, EvidenceSnapshot, LocalEvidence, PickRecord};
 pub use crate::dynamics::outlier::{EjectionCause, OutlierConfig, OutlierDetector};
 pub use crate::dynamics::peak_ewma::PeakEwma;
 pub use crate::dynamics::penalty::{

@@ -261,7 +261,10 @@ mod tests {
         assert_eq!(d.eject(0, EjectionCause::ConsecutiveFailures, &cfg), 30_000);
         assert!(d.is_ejected(29_999) && !d.is_ejected(30_000));
         assert_eq!(d.returned_at_ms(30_000), Some(30_000));
-        assert_eq!(d.eject(40_000, EjectionCause::ConsecutiveFailures, &cfg), 60_000);
+        assert_eq!(
+            d.eject(40_000, EjectionCause::ConsecutiveFailures, &cfg),
+            60_000
+        );
         for _ in 0..20 {
             d.eject(0, EjectionCause::ConsecutiveFailures, &cfg);
         }
@@ -278,7 +281,9 @@ mod tests {
         let cfg = OutlierConfig::default();
         let four = [(0, 0.2), (1, 1.0), (2, 1.0), (3, 1.0)];
         assert!(success_rate_outliers(&four, &cfg).is_empty());
-        let rates: Vec<(usize, f64)> = (0..10).map(|i| (i, if i == 3 { 0.15 } else { 0.99 })).collect();
+        let rates: Vec<(usize, f64)> = (0..10)
+            .map(|i| (i, if i == 3 { 0.15 } else { 0.99 }))
+            .collect();
         assert_eq!(success_rate_outliers(&rates, &cfg), vec![3]);
     }
 

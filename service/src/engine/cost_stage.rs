@@ -103,9 +103,7 @@ impl Engine {
                 unseen_backlog: s.evidence.unseen_backlog_at(now_ms, unseen_prior, decay),
                 head_elapsed_ms: s.evidence.head_elapsed_ms(now_ms),
                 reported_failure_rate: v.smoothed.error_rate,
-                observed_failure_rate: s
-                    .evidence
-                    .failure_rate_at(now_ms, ev.failure_rate_decay_ms),
+                observed_failure_rate: s.evidence.failure_rate_at(now_ms, ev.failure_rate_decay_ms),
                 trust: s.trust,
                 compacting: v.compacting,
                 cpu_usage: v.smoothed.cpu_usage,

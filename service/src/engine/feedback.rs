@@ -24,8 +24,14 @@ use crate::telemetry::validate::MAX_LATENCY_MS;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Feedback {
-    /// The `decision_id` of the score response, 1..=64 bytes.
-    #[schema(min_length = 1, max_length = 64)]
+    /// The `decision_id` of the score response: over HTTP a hyphenated
+    /// UUID (36 characters; anything else is 422). In-process callers may
+    /// use any 1..=64-byte id.
+    #[schema(
+        min_length = 36,
+        max_length = 36,
+        pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
     pub decision_id: String,
     /// The worker the request was sent to, 1..=128 bytes.
     #[schema(min_length = 1, max_length = 128)]
@@ -178,7 +184,10 @@ impl Engine {
                 let e = s.evidence().snapshot();
                 (!e.outlier.is_ejected(now_ms))
                     .then_some(())
-                    .and(e.outlier.window_success_rate(cfg.outlier.success_rate_request_volume))
+                    .and(
+                        e.outlier
+                            .window_success_rate(cfg.outlier.success_rate_request_volume),
+                    )
                     .map(|r| (i, r))
             })
             .collect();
@@ -190,4 +199,3 @@ impl Engine {
         }
     }
 }
-

@@ -12,8 +12,8 @@
 //!   the pick from the worker's outstanding count, learns its latency and
 //!   failure, and may eject the worker (outlier detection).
 
-mod feedback;
 mod cost_stage;
+mod feedback;
 mod freshness;
 mod logging;
 mod model_stage;

@@ -28,7 +28,9 @@ use crate::dynamics::{
 };
 use crate::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use crate::key::KeyFingerprint;
-use crate::scoring::{Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score};
+use crate::scoring::{
+    Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score,
+};
 use crate::selection::{Candidate, PolicyKind, SelectionError};
 use crate::state::{WorkerSlot, WorkerView};
 

@@ -191,8 +191,20 @@ pub(super) async fn feedback(
     State(st): State<AppState>,
     ApiJson(f): ApiJson<Feedback>,
 ) -> Result<Json<FeedbackOutcome>, ApiError> {
+    if !is_decision_id(&f.decision_id) {
+        return Err(ApiError::unprocessable(format!(
+            "`decision_id`: must be the `decision_id` of a `POST /v1/score` answer, a hyphenated UUID such as 019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70 (36 characters), got {} characters",
+            f.decision_id.chars().count()
+        )));
+    }
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
     Ok(Json(st.engine.feedback_and_log(&f, mono, wall)?))
+}
+
+/// Whether `id` is a decision id as the score endpoint issues them: a
+/// hyphenated UUID (any version, so ids from before an upgrade still match).
+fn is_decision_id(id: &str) -> bool {
+    id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
 }
 
 /// `GET /v1/log/stats`: decision-log counters (all zero without a log).

@@ -105,7 +105,10 @@ impl CostConfig {
     /// Checks the fields; `Err` names the bad key.
     pub fn validate(&self) -> Result<(), String> {
         if !(0.5..=4.0).contains(&self.exponent) {
-            return Err(format!("exponent must be within 0.5..=4, got {}", self.exponent));
+            return Err(format!(
+                "exponent must be within 0.5..=4, got {}",
+                self.exponent
+            ));
         }
         if self.snapshot_trust_ms == 0 {
             return Err("snapshot_trust_ms must be >= 1, got 0".into());
@@ -190,7 +193,10 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let why = if c.service_is_prior {
             Reason::new(K::ServiceTimePrior, [service, fastest, 0.0, 0.0, 0.0])
         } else {
-            Reason::new(K::ServiceTime, [service, fastest, c.outcomes as f64, 0.0, 0.0])
+            Reason::new(
+                K::ServiceTime,
+                [service, fastest, c.outcomes as f64, 0.0, 0.0],
+            )
         };
         e.multiply("service_time", fastest / service, why, Some(service));
     }
@@ -228,7 +234,10 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let f = 1.0 + (base - 1.0) * c.trust;
         if f > 1.0 {
             cost *= f;
-            let why = Reason::new(K::CompactingRequest, [f, f64::from(u8::from(write)), 0.0, 0.0, 0.0]);
+            let why = Reason::new(
+                K::CompactingRequest,
+                [f, f64::from(u8::from(write)), 0.0, 0.0, 0.0],
+            );
             e.multiply("compacting_cost", 1.0 / f, why, Some(1.0));
         }
     }
@@ -236,7 +245,10 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let f = 1.0 + (cfg.cpu_saturated_factor - 1.0) * c.trust;
         if f > 1.0 {
             cost *= f;
-            let why = Reason::new(K::CpuSaturated, [c.cpu_usage, f, cfg.cpu_saturated, 0.0, 0.0]);
+            let why = Reason::new(
+                K::CpuSaturated,
+                [c.cpu_usage, f, cfg.cpu_saturated, 0.0, 0.0],
+            );
             e.multiply("cpu_saturated", 1.0 / f, why, Some(c.cpu_usage));
         }
     }

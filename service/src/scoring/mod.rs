@@ -7,8 +7,8 @@
 //! order to 100 reproduces the score exactly.
 
 mod adjustment;
-mod cost;
 mod context;
+mod cost;
 mod reason;
 mod rules;
 
