@@ -533,7 +533,12 @@ async fn debug_score_explains_each_candidate_in_one_line() {
         .get("/v1/debug/score?key=user:1&candidates=w1&format=json")
         .await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(json["scores"][0]["final_score"], 96.25);
+    assert_eq!(json["scores"][0]["rule_score"], 96.25);
+    let fin = json["scores"][0]["final_score"].as_f64().expect("final");
+    assert!(
+        (fin - 96.25 / 216.0).abs() < 1e-9,
+        "{fin}: 5 unseen queued, cubed"
+    );
     assert_eq!(
         json["scores"][0]["features"].as_array().map(Vec::len),
         Some(42)
