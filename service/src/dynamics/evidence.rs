@@ -343,12 +343,20 @@ impl LocalEvidence {
         self.lock().outlier.end_interval(now_ms);
     }
 
-    /// The worker came back from silence: what was learnt of the old
-    /// process (speed, failures) no longer holds.
-    pub fn forget_outcomes(&self) {
+    /// The worker reports again at `now_ms` after silence: what was learnt
+    /// of the old process (speed, failures) no longer holds, and an outlier
+    /// ejection ends (the report is a passed health check: Envoy's
+    /// `successful_active_health_check_uneject_host`, default on). Slow
+    /// start follows.
+    pub fn on_revival(&self, now_ms: u64) {
         let mut g = self.lock();
         g.snap.service.reset();
         g.snap.failure_rate = 0.0;
+        let o = &mut g.snap.outlier;
+        if o.is_ejected(now_ms) {
+            o.ejected_until_ms = now_ms;
+        }
+        o.consecutive_failures = 0;
     }
 }
 
@@ -473,6 +481,25 @@ mod tests {
         assert_eq!(s.head_elapsed_ms(150), 10.0);
         e.expire();
         assert_eq!(e.snapshot().head_elapsed_ms(200), 0.0);
+    }
+
+    #[test]
+    fn a_revived_worker_is_uneejected_and_forgets_its_outcomes() {
+        let (e, c, o) = (
+            LocalEvidence::default(),
+            EvidenceConfig::default(),
+            OutlierConfig::default(),
+        );
+        e.pick(0);
+        e.complete(&rec(0), 100.0, false, 10, &c, &o);
+        e.eject(10, EjectionCause::ConsecutiveFailures, &o);
+        assert!(e.snapshot().outlier.is_ejected(5_000));
+        e.on_revival(5_000);
+        let s = e.snapshot();
+        assert!(!s.outlier.is_ejected(5_000));
+        assert_eq!(s.outlier.returned_at_ms(5_000), Some(5_000));
+        assert_eq!(s.service.samples(), 0);
+        assert_eq!(s.failure_rate, 0.0);
     }
 
     #[test]

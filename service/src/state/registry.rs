@@ -337,7 +337,7 @@ impl Registry {
                     let view =
                         next_view(Some(&prev), s, cpu, was_clamped, &hist, now_mono_ms, tcfg);
                     if view.revived_ms == Some(now_mono_ms) {
-                        slot.evidence.forget_outcomes();
+                        slot.evidence.on_revival(now_mono_ms);
                     }
                     slot.view.store(Arc::new(evaluate(view)));
                     slot.evidence.on_snapshot(s.queue_depth, now_mono_ms);
