@@ -7,7 +7,9 @@ use std::sync::Arc;
 use super::Engine;
 use crate::config::Config;
 use crate::dynamics::EvidenceSnapshot;
-use crate::scoring::{CostInputs, Explained, RequestContext, Stage, apply_cost};
+use crate::scoring::{
+    CostInputs, Explained, Reason, ReasonKind, RequestContext, Stage, apply_cost,
+};
 use crate::state::{WorkerSlot, WorkerView};
 
 /// One candidate while it is being scored.
@@ -28,6 +30,27 @@ pub(super) struct Scored {
     pub trust: f64,
     /// Expected latency, ms, once the cost stage ran.
     pub expected_ms: Option<f64>,
+}
+
+/// Gives back `(100 − rule score) × (1 − trust)` of a fresh report's
+/// deductions (line `snapshot_age`), `e` holding the rule score: the older
+/// the snapshot, the less it counts. Stale reports (past
+/// `freshness.fresh_ms`) are left to the stale rules, whose cap this would
+/// lift.
+pub(super) fn snapshot_age_give_back(e: &mut Explained, age_ms: u64, trust: f64) {
+    let deducted = (100.0 - e.score).max(0.0);
+    if trust < 1.0 && deducted > 0.0 {
+        let why = Reason::new(
+            ReasonKind::SnapshotAge,
+            [age_ms as f64 / 1000.0, trust, 0.0, 0.0, 0.0],
+        );
+        e.add(
+            "snapshot_age",
+            deducted * (1.0 - trust),
+            why,
+            Some(age_ms as f64),
+        );
+    }
 }
 
 /// The service-time prior of candidates without outcomes, ms: the median

@@ -322,26 +322,8 @@ impl Engine {
             let mut ramp = 0.0;
             if live {
                 e.stage = Stage::Dynamics;
-                // The give-back covers the signal deductions only: the stale
-                // cap and stale-telemetry deductions are about age already.
-                let stale: f64 = e
-                    .adjustments
-                    .iter()
-                    .filter(|a| matches!(a.code, "stale_cap" | "stale_telemetry"))
-                    .map(|a| -a.impact)
-                    .sum();
-                let signal = (100.0 - rule - stale).max(0.0);
-                // A stale report (past `freshness.fresh_ms`) is handled by the
-                // stale rules alone: no give-back lifts it over their cap.
-                if trust < 1.0 && signal > 0.0 && !stale_i {
-                    let back = signal * (1.0 - trust);
-                    let age_s = v.age_ms(now_ms) as f64 / 1000.0;
-                    e.add(
-                        "snapshot_age",
-                        back,
-                        Reason::new(ReasonKind::SnapshotAge, [age_s, trust, 0.0, 0.0, 0.0]),
-                        Some(v.age_ms(now_ms) as f64),
-                    );
+                if !stale_i {
+                    super::cost_stage::snapshot_age_give_back(&mut e, v.age_ms(now_ms), trust);
                 }
                 match pv.state {
                     PenaltyState::Healthy | PenaltyState::Recovering => {}
