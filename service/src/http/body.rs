@@ -51,6 +51,21 @@ impl BodyPolicy {
         )
     }
 
+    /// Reads `req`'s body whole with the policy its extensions carry (the
+    /// default without one); returns the request's head with the outcome.
+    pub async fn read_request(
+        req: axum::extract::Request,
+    ) -> (axum::http::request::Parts, Result<Bytes, ApiError>) {
+        let policy = req
+            .extensions()
+            .get::<BodyPolicy>()
+            .copied()
+            .unwrap_or_default();
+        let (parts, body) = req.into_parts();
+        let bytes = policy.read(&parts.headers, body).await;
+        (parts, bytes)
+    }
+
     /// Read `body` whole, checking the declared `Content-Length` in `headers` first.
     ///
     /// # Errors

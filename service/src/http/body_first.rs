@@ -25,13 +25,8 @@ use super::body::BodyPolicy;
 /// Answers without calling `next` when the body cannot be read whole: see
 /// [`BodyPolicy::read`].
 pub async fn read_body_first(req: Request, next: Next) -> Response {
-    let policy = req
-        .extensions()
-        .get::<BodyPolicy>()
-        .copied()
-        .unwrap_or_default();
-    let (parts, body) = req.into_parts();
-    match policy.read(&parts.headers, body).await {
+    let (parts, bytes) = BodyPolicy::read_request(req).await;
+    match bytes {
         Ok(bytes) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await

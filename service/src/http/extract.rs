@@ -55,14 +55,8 @@ where
                 "expected `content-type: application/json` (or `application/*+json`)",
             ));
         }
-        let policy = req
-            .extensions()
-            .get::<BodyPolicy>()
-            .copied()
-            .unwrap_or_default();
-        let (parts, body) = req.into_parts();
-        let bytes = policy.read(&parts.headers, body).await?;
-        parse(&bytes).map(Self)
+        let (_, bytes) = BodyPolicy::read_request(req).await;
+        parse(&bytes?).map(Self)
     }
 }
 
