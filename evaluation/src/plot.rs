@@ -28,6 +28,7 @@ pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
     RGBColor(77, 175, 74),   // rules-max: green
     RGBColor(0, 0, 0),       // rules-softmax: black
     RGBColor(0, 170, 170),   // rules-p2c: teal
+    RGBColor(200, 160, 0),   // rules-prequal: gold
     RGBColor(166, 86, 40),   // model: brown
     RGBColor(247, 129, 191), // model-retrained: pink
 ];

@@ -10,7 +10,8 @@
 //! dynamics, selection policy `max` or `softmax` at the configured
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
 //! scorer with the service's own `p2c` selection, one of its shipped
-//! policies), and `model`, `model-retrained` (rules + a learned model in
+//! policies), `rules-prequal` (the same with the service's `prequal`
+//! hot-cold lexicographic selection), and `model`, `model-retrained` (rules + a learned model in
 //! the scoring path, issue #6, with the `p2c` selection; see
 //! [`crate::model_arms`]). The testbed runs both over HTTP with the
 //! service's real budget; its `model-retrained` trains on a testbed logging
@@ -44,7 +45,7 @@ use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Every policy name, in report order: the baselines, what users run
 /// (`service`, `service-rules`), then the diagnostic arms.
-pub const POLICIES: [&str; 11] = [
+pub const POLICIES: [&str; 12] = [
     "round-robin",
     "random",
     "p2c-least-request",
@@ -54,6 +55,7 @@ pub const POLICIES: [&str; 11] = [
     "rules-max",
     "rules-softmax",
     "rules-p2c",
+    "rules-prequal",
     "model",
     "model-retrained",
 ];
@@ -171,6 +173,12 @@ pub fn build(
             service_config.clone(),
         )),
         "rules-p2c" => Box::new(ServiceRouter::new(n, "p2c", log, service_config.clone())),
+        "rules-prequal" => Box::new(ServiceRouter::new(
+            n,
+            "prequal",
+            log,
+            service_config.clone(),
+        )),
         "model" | "model-retrained" => Box::new(
             ServiceRouter::new(
                 n,

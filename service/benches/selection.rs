@@ -17,6 +17,8 @@ fn candidates(ids: &[String]) -> Vec<Candidate<'_>> {
             score: 40.0 + (i * 37 % 60) as f64,
             weight: 1.0,
             in_flight: (i % 5) as f64,
+            outstanding: (i % 5) as u32,
+            expected_latency_ms: Some(1.0 + (i * 37 % 60) as f64),
         })
         .collect()
 }

@@ -25,7 +25,8 @@ pub struct ScoreRequest {
     /// Include each candidate's 42-feature vector.
     #[serde(default)]
     pub explain: bool,
-    /// Selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash` or `none`;
+    /// Selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash`, `prequal`
+    /// or `none`;
     /// `selection.default_policy` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,

@@ -114,7 +114,7 @@ impl Default for FreshnessSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SelectionSection {
-    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `none`. Default `max` (the lowest expected latency).
+    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `prequal`, `none`. Default `max` (the lowest expected latency).
     pub default_policy: String,
     /// Softmax temperature when a request names none, >= 0 (0 = max). Default 0.1.
     pub temperature: f64,
@@ -125,6 +125,12 @@ pub struct SelectionSection {
     /// Minimum pick probability for every eligible worker under max, softmax
     /// and p2c (an exploration floor), fraction; 0 = off. Default 0.
     pub min_share: f64,
+    /// Candidates the `prequal` policy probes per pick, >= 1 (at least the
+    /// candidate count probes them all). Default 3 (Prequal's `r_probe`).
+    pub prequal_probes: u32,
+    /// `prequal`'s hot/cold quantile of the candidates' requests in flight,
+    /// in (0, 1]: a candidate above it is hot. Default 0.84 (Prequal's `Q_RIF`).
+    pub prequal_q_rif: f64,
     /// When no candidate is eligible, rank the live ones ignoring penalty states
     /// (`"panic": true`) instead of failing. Default true.
     pub panic_mode: bool,
@@ -143,6 +149,8 @@ impl Default for SelectionSection {
             hash_virtual_nodes: crate::selection::DEFAULT_HASH_VIRTUAL_NODES,
             hash_load_factor: crate::selection::DEFAULT_HASH_LOAD_FACTOR,
             min_share: crate::selection::DEFAULT_MIN_SHARE,
+            prequal_probes: crate::selection::DEFAULT_PREQUAL_PROBES,
+            prequal_q_rif: crate::selection::DEFAULT_PREQUAL_Q_RIF,
             panic_mode: true,
             slow_start_new_workers: true,
             remembered_decisions: 100_000,
@@ -158,6 +166,8 @@ impl SelectionSection {
             hash_virtual_nodes: self.hash_virtual_nodes,
             hash_load_factor: self.hash_load_factor,
             min_share: self.min_share,
+            prequal_probes: self.prequal_probes,
+            prequal_q_rif: self.prequal_q_rif,
         }
     }
 

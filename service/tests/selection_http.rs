@@ -96,7 +96,7 @@ async fn softmax_temperatures_behave_as_specified() {
 #[tokio::test]
 async fn every_policy_answers_with_a_pick_and_propensities() {
     let app = three_workers().await;
-    for policy in ["max", "softmax", "p2c", "swrr", "hash"] {
+    for policy in ["max", "softmax", "p2c", "swrr", "hash", "prequal"] {
         let body =
             json!({"key": "user:9", "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
         let (s, b) = app.post_json("/v1/score", &body).await;

@@ -58,7 +58,7 @@ pub enum ScoreError {
     )]
     BadCandidate(usize),
     /// `policy` is not a policy name (422).
-    #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash or none")]
+    #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash, prequal or none")]
     BadPolicy(String),
     /// `temperature` is negative, NaN or infinite (422).
     #[error("`temperature` must be finite and >= 0, got {}", crate::fmt::exact(*.0))]
@@ -469,6 +469,8 @@ impl Engine {
                     score: sel_score(s).clamp(0.0, 100.0),
                     weight: s.ramp.max(f64::MIN_POSITIVE),
                     in_flight: f64::from(s.evidence.outstanding),
+                    outstanding: s.evidence.outstanding,
+                    expected_latency_ms: s.expected_ms,
                 }
             })
             .collect();

@@ -20,7 +20,7 @@
 //!
 //! `min_share = 0` (the default) disables the floor and consumes no
 //! randomness. [`Selector`](crate::selection::Selector) applies it to the
-//! stochastic policies only (max, softmax, p2c); SWRR and hash stay
+//! stochastic policies only (max, softmax, p2c, prequal); SWRR and hash stay
 //! deterministic.
 
 use crate::selection::{Candidate, Policy, Selection, SelectionError};

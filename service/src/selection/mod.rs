@@ -20,6 +20,7 @@
 //! | [`PolicyKind::P2c`]    | `p2c.rs`     | [`PowerOfTwoChoices`]         | exact marginal of the two-choice procedure |
 //! | [`PolicyKind::Swrr`]   | `swrr.rs`    | [`SmoothWeightedRoundRobin`]  | degenerate: 1.0 on the pick |
 //! | [`PolicyKind::Hash`]   | `hash.rs`    | [`ConsistentHash`]            | degenerate: 1.0 on the pick |
+//! | [`PolicyKind::Prequal`]| `prequal.rs` | [`Prequal`]                   | exact marginal of `d` probes, `C(n−1−r, d−1)/C(n, d)` |
 //! | (wrapper)              | `floor.rs`   | [`MinShareFloor`]             | `(1 − n·q)·p + q` |
 //!
 //! [`Selector`] (in `selector.rs`) bundles one instance of each policy plus
@@ -38,6 +39,7 @@
 //! | p2c     | yes     | no       | tie-break   | no    | two draws + coin |
 //! | swrr    | `score × weight` | (same) | no    | no    | no  |
 //! | hash    | no      | no       | bounded loads | yes | no  |
+//! | prequal | latency fallback | no | no (reads `outstanding`, `expected_latency_ms`) | no | `d` probes |
 //!
 //! # Input contract and errors
 //!
@@ -48,7 +50,9 @@
 //! * `score` must be finite and within `0..=100`
 //!   ([`SelectionError::InvalidScore`]; NaN and ±inf are rejected);
 //! * `weight` must be finite and `> 0` ([`SelectionError::InvalidWeight`]);
-//! * `in_flight` must be finite and `>= 0` ([`SelectionError::InvalidInFlight`]).
+//! * `in_flight` must be finite and `>= 0` ([`SelectionError::InvalidInFlight`]);
+//! * `expected_latency_ms`, when present, must be finite and `>= 0`
+//!   (checked by `prequal` only, [`SelectionError::InvalidLatency`]).
 //!
 //! Worker ids should be unique within one call. The hash policy rejects
 //! duplicates ([`SelectionError::DuplicateWorker`]); SWRR lets duplicates
@@ -80,11 +84,14 @@ mod floor;
 mod hash;
 mod max;
 mod p2c;
+mod prequal;
 mod selector;
 mod softmax;
 mod support;
 mod swrr;
 
+#[cfg(test)]
+mod prequal_tests;
 #[cfg(test)]
 mod tests;
 
@@ -95,6 +102,7 @@ pub use hash::{
 };
 pub use max::MaxScore;
 pub use p2c::PowerOfTwoChoices;
+pub use prequal::{DEFAULT_PREQUAL_PROBES, DEFAULT_PREQUAL_Q_RIF, Prequal};
 pub use selector::{
     DEFAULT_HASH_LOAD_FACTOR, DEFAULT_HASH_VIRTUAL_NODES, DEFAULT_MIN_SHARE, DEFAULT_TEMPERATURE,
     Selector, SelectorConfig,
@@ -124,17 +132,27 @@ pub struct Candidate<'a> {
     /// Picks handed to this worker not yet released (decayed in-flight
     /// estimate), finite and `>= 0`.
     pub in_flight: f64,
+    /// Requests in flight (RIF) on this worker: exact outstanding picks, a
+    /// count. Read by `prequal` only.
+    pub outstanding: u32,
+    /// Expected latency of a request on this worker, ms, finite and `>= 0`
+    /// when present (the engine's cost-stage estimate). Read by `prequal`
+    /// only, which falls back to the score when any candidate lacks it.
+    pub expected_latency_ms: Option<f64>,
 }
 
 impl<'a> Candidate<'a> {
-    /// A candidate with the given id and score, `weight = 1.0` and
-    /// `in_flight = 0.0`. Performs no validation (policies validate).
+    /// A candidate with the given id and score, `weight = 1.0`,
+    /// `in_flight = 0.0`, `outstanding = 0` and no latency estimate.
+    /// Performs no validation (policies validate).
     pub fn new(worker_id: &'a str, score: f64) -> Self {
         Self {
             worker_id,
             score,
             weight: 1.0,
             in_flight: 0.0,
+            outstanding: 0,
+            expected_latency_ms: None,
         }
     }
 }
@@ -164,6 +182,9 @@ pub enum PolicyKind {
     Swrr,
     /// Consistent hashing with bounded loads. See [`ConsistentHash`].
     Hash,
+    /// Prequal's hot-cold lexicographic rule over `d` probed candidates.
+    /// See [`Prequal`].
+    Prequal,
     /// No selection: [`Selector::select`] returns `Ok(None)` (after
     /// validating the candidates).
     None,
@@ -171,17 +192,18 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// All kinds, in declaration order.
-    pub const ALL: [PolicyKind; 6] = [
+    pub const ALL: [PolicyKind; 7] = [
         PolicyKind::Max,
         PolicyKind::Softmax,
         PolicyKind::P2c,
         PolicyKind::Swrr,
         PolicyKind::Hash,
+        PolicyKind::Prequal,
         PolicyKind::None,
     ];
 
     /// Canonical lowercase name: `"max"`, `"softmax"`, `"p2c"`, `"swrr"`,
-    /// `"hash"` or `"none"`. Round-trips through [`FromStr`].
+    /// `"hash"`, `"prequal"` or `"none"`. Round-trips through [`FromStr`].
     pub const fn as_str(self) -> &'static str {
         match self {
             PolicyKind::Max => "max",
@@ -189,17 +211,18 @@ impl PolicyKind {
             PolicyKind::P2c => "p2c",
             PolicyKind::Swrr => "swrr",
             PolicyKind::Hash => "hash",
+            PolicyKind::Prequal => "prequal",
             PolicyKind::None => "none",
         }
     }
 
     /// Whether the policy randomises its pick (and so reports non-degenerate
-    /// propensities and honours the min-share floor): true for max, softmax
-    /// and p2c.
+    /// propensities and honours the min-share floor): true for max, softmax,
+    /// p2c and prequal.
     pub const fn is_stochastic(self) -> bool {
         matches!(
             self,
-            PolicyKind::Max | PolicyKind::Softmax | PolicyKind::P2c
+            PolicyKind::Max | PolicyKind::Softmax | PolicyKind::P2c | PolicyKind::Prequal
         )
     }
 }
@@ -263,6 +286,14 @@ pub enum SelectionError {
         /// The rejected value.
         in_flight: f64,
     },
+    /// An expected latency was NaN, infinite or negative (prequal).
+    #[error("candidate {index}: expected_latency_ms {latency_ms} is not a finite value >= 0")]
+    InvalidLatency {
+        /// Index of the offending candidate.
+        index: usize,
+        /// The rejected value, ms.
+        latency_ms: f64,
+    },
     /// A softmax temperature was negative, NaN or infinite.
     #[error("temperature {0} is not a finite value >= 0")]
     InvalidTemperature(f64),
@@ -273,7 +304,9 @@ pub enum SelectionError {
     #[error("invalid selector configuration: {0}")]
     InvalidConfig(&'static str),
     /// [`PolicyKind::from_str`] got an unknown name.
-    #[error("unknown selection policy {0:?} (expected max, softmax, p2c, swrr, hash or none)")]
+    #[error(
+        "unknown selection policy {0:?} (expected max, softmax, p2c, swrr, hash, prequal or none)"
+    )]
     UnknownPolicy(String),
 }
 

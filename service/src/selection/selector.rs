@@ -5,13 +5,15 @@
 //! all request threads; [`Selector::select`] takes `&self`. The only shared
 //! mutable state is the SWRR current-weight map and the hash-ring cache,
 //! each behind its own `std::sync::Mutex` held for a single O(n) pass (or a
-//! cache lookup). Stateless policies (max, softmax, p2c) take no lock.
+//! cache lookup). Stateless policies (max, softmax, p2c, prequal) take no
+//! lock.
 
 use crate::selection::floor::apply_min_share;
 use crate::selection::support::validate;
 use crate::selection::{
-    Candidate, ConsistentHash, MaxScore, Policy, PolicyKind, PowerOfTwoChoices, Selection,
-    SelectionError, SmoothWeightedRoundRobin, Softmax,
+    Candidate, ConsistentHash, DEFAULT_PREQUAL_PROBES, DEFAULT_PREQUAL_Q_RIF, MaxScore, Policy,
+    PolicyKind, PowerOfTwoChoices, Prequal, Selection, SelectionError, SmoothWeightedRoundRobin,
+    Softmax,
 };
 
 /// Default softmax temperature (0.1, dimensionless: a candidate one full
@@ -47,6 +49,12 @@ pub struct SelectorConfig {
     /// stochastic policies, `0..=1`, clamped to `1/n` per call. Default
     /// [`DEFAULT_MIN_SHARE`] (0.0 = off).
     pub min_share: f64,
+    /// Candidates the prequal policy probes per pick, `>= 1` (`>= n`
+    /// probes all). Default [`DEFAULT_PREQUAL_PROBES`] (3).
+    pub prequal_probes: u32,
+    /// Prequal's hot/cold RIF quantile, finite and in `(0, 1]`. Default
+    /// [`DEFAULT_PREQUAL_Q_RIF`] (0.84).
+    pub prequal_q_rif: f64,
 }
 
 impl Default for SelectorConfig {
@@ -56,6 +64,8 @@ impl Default for SelectorConfig {
             hash_virtual_nodes: DEFAULT_HASH_VIRTUAL_NODES,
             hash_load_factor: DEFAULT_HASH_LOAD_FACTOR,
             min_share: DEFAULT_MIN_SHARE,
+            prequal_probes: DEFAULT_PREQUAL_PROBES,
+            prequal_q_rif: DEFAULT_PREQUAL_Q_RIF,
         }
     }
 }
@@ -66,6 +76,7 @@ pub struct Selector {
     config: SelectorConfig,
     swrr: SmoothWeightedRoundRobin,
     hash: ConsistentHash,
+    prequal: Prequal,
 }
 
 impl Default for Selector {
@@ -78,6 +89,7 @@ impl Default for Selector {
             // The default constants are in range (asserted by the
             // `default_config_is_valid` test), so skipping the check is sound.
             hash: ConsistentHash::new_unchecked(config.hash_virtual_nodes, config.hash_load_factor),
+            prequal: Prequal::default(),
         }
     }
 }
@@ -90,7 +102,8 @@ impl Selector {
     /// negative/NaN/infinite, `hash_virtual_nodes` is outside
     /// `1..=`[`MAX_VIRTUAL_NODES`](crate::selection::MAX_VIRTUAL_NODES),
     /// `hash_load_factor` is not finite and
-    /// `>= 1`, or `min_share` is not finite and in `0..=1`.
+    /// `>= 1`, `min_share` is not finite and in `0..=1`, `prequal_probes`
+    /// is 0, or `prequal_q_rif` is not finite and in `(0, 1]`.
     pub fn new(config: SelectorConfig) -> Result<Self, SelectionError> {
         if !(config.default_temperature.is_finite() && config.default_temperature >= 0.0) {
             return Err(SelectionError::InvalidConfig(
@@ -103,10 +116,12 @@ impl Selector {
             ));
         }
         let hash = ConsistentHash::new(config.hash_virtual_nodes, config.hash_load_factor)?;
+        let prequal = Prequal::new(config.prequal_probes, config.prequal_q_rif)?;
         Ok(Self {
             config,
             swrr: SmoothWeightedRoundRobin::new(),
             hash,
+            prequal,
         })
     }
 
@@ -140,7 +155,7 @@ impl Selector {
     /// * `rng`: the only source of randomness.
     ///
     /// The min-share floor ([`SelectorConfig::min_share`]) is applied to
-    /// max, softmax and p2c only.
+    /// max, softmax, p2c and prequal only.
     ///
     /// # Errors
     /// [`SelectionError::Empty`], [`SelectionError::TooManyCandidates`],
@@ -168,6 +183,7 @@ impl Selector {
                 Softmax::new(t)?.select(candidates, key, rng)?
             }
             PolicyKind::P2c => PowerOfTwoChoices.select(candidates, key, rng)?,
+            PolicyKind::Prequal => self.prequal.select(candidates, key, rng)?,
             PolicyKind::Swrr => return self.swrr.select(candidates, key, rng).map(Some),
             PolicyKind::Hash => return self.hash.select(candidates, key, rng).map(Some),
         };

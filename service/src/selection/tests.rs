@@ -62,12 +62,13 @@ fn chi_square(counts: &[u64], expected: f64) -> f64 {
         .sum()
 }
 
-const STOCHASTIC_AND_DETERMINISTIC: [PolicyKind; 5] = [
+const STOCHASTIC_AND_DETERMINISTIC: [PolicyKind; 6] = [
     PolicyKind::Max,
     PolicyKind::Softmax,
     PolicyKind::P2c,
     PolicyKind::Swrr,
     PolicyKind::Hash,
+    PolicyKind::Prequal,
 ];
 
 // ---------------------------------------------------------------- max
@@ -319,6 +320,7 @@ fn p2c_probabilities_are_order_independent() {
             score: f64::from(r.random_range(0..5u8)) * 10.0,
             weight: 1.0,
             in_flight: f64::from(r.random_range(0..3u8)),
+            ..Candidate::new("x", 0.0)
         })
         .collect();
     let p = PowerOfTwoChoices.probabilities(&cs).unwrap();
@@ -616,6 +618,8 @@ fn same_seed_gives_same_pick_sequence_for_every_policy() {
             score: f64::from(setup.random_range(0..4u8)) * 25.0,
             weight: setup.random_range(0.5..2.0),
             in_flight: f64::from(setup.random_range(0..3u8)),
+            outstanding: setup.random_range(0..3u32),
+            expected_latency_ms: Some(f64::from(setup.random_range(1..4u8))),
         })
         .collect();
     let config = SelectorConfig {
@@ -740,6 +744,8 @@ fn probabilities_sum_to_one_for_random_inputs_of_size_1_to_1024() {
                     _ => r.random_range(1e-3..1e3),
                 },
                 in_flight: r.random_range(0.0..20.0),
+                outstanding: r.random_range(0..20u32),
+                expected_latency_ms: r.random_bool(0.9).then(|| r.random_range(0.0..50.0)),
             })
             .collect();
         let t = [0.0, 1e-9, 0.01, 0.1, 1.0, 1e308][(seed % 6) as usize];
