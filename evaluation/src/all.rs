@@ -251,10 +251,12 @@ pub fn evaluation_markdown(
          model (`models/default`) in its scoring path; `service-rules` is the same with the model \
          off. Both are called in-process (simulator) or over HTTP (testbed). The other arms are \
          diagnostics: `rules-max`, `rules-softmax` and `rules-p2c` name a selection policy \
-         (`rules-max` and `rules-softmax` run only with `--policies`); `model` is the service with \
-         the shipped model selecting with `{policy}`, and `model-retrained` the service with a \
+         (`rules-max` and `rules-softmax` run only with `--policies`); `model` is the `service` arm \
+         under its older name (the shipped model, the configured default policy), and \
+         `model-retrained` the service as shipped (the configured default policy selects) with a \
          model retrained by the trainer library on this harness's own `{logging}` decision logs \
-         (same scenario, held-out seed = seed + {offset}), also with `{policy}`. In the simulator \
+         (same scenario, held-out seed = seed + {offset}), so that `model-retrained` vs \
+         `{logging}` is what a model trained on the service's own logs adds. In the simulator \
          the arms with a model run with an inference budget of {budget} µs so that wall-clock \
          inference time never changes a simulated run (no budget fallback occurs; see \
          `model.fallbacks` in results.json). The testbed runs them over HTTP with the service's \
@@ -265,7 +267,6 @@ pub fn evaluation_markdown(
         default_policy = service::config::Config::default().selection.default_policy,
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
-        policy = crate::model_arms::MODEL_POLICY,
         budget = crate::model_arms::SIM_BUDGET_US,
         results = rel(out, base),
     );
@@ -399,7 +400,16 @@ the default policy, takes the cheapest candidate.
    trained on synthetic logs whose main signal the simulator does not
    carry, so `service` and `service-rules` are close. Making the model
    learn what the rules miss is separate work (see each scenario's notes).
-8. **The real-Redis testbed.** Under `pause` the stuck worker's outstanding
+8. **A signal the rules barely weigh (`hidden-signal`).** The affected
+   workers' slow PUTs show in their reported RTT only mixed with their fast
+   GETs, and in outcomes as a somewhat slower worker; the rules' one
+   memtable rule (5 points above 2 GiB, GETs and PUTs alike) moves the
+   `service-rules` p99 by under 1 % (15.05 vs 15.13 ms with it off, 60 s,
+   seed 1). Neither the rules nor the baselines can send a PUT elsewhere
+   while keeping the GETs, which is what `memtable_bytes` with the request
+   type allows: with the PUT slowdown removed the same workload's
+   `service-rules` p99 is 9.8 ms, the headroom a learned model has.
+9. **The real-Redis testbed.** Under `pause` the stuck worker's outstanding
    picks and the timeouts make it expensive within a few picks. Under
    `kill-restart` refused connections are failures at once: five in a row
    eject the worker (for Envoy's 30 s, longer than the rest of the run, so

@@ -5,22 +5,27 @@
 //!   it works from any working directory; `--model-dir` overrides it),
 //!   loaded with [`ModelHub::load`] and attached with
 //!   [`service::Engine::with_models`], exactly as the service binary does.
-//! * `model-retrained`: the loop closed in-process. The scenario's
-//!   `rules-p2c` arm runs with a decision log on a **held-out seed**
-//!   (`seed + RETRAIN_SEED_OFFSET`: same scenario, a different workload
-//!   draw, so the evaluation run is not the training run), the trainer
-//!   library ([`trainer::pipeline::run_train`], the code behind
-//!   `trainer train`, default flags) trains a model on those logs, and the
-//!   scenario runs again with that model in place of the default one.
+//! * `model-retrained`: the loop closed in-process, as the model issue
+//!   defines it. The scenario's `service-rules` arm (the shipped
+//!   configuration with the model off, [`RETRAIN_LOGGING_ARM`]) runs with a
+//!   decision log on a **held-out seed** (`seed + RETRAIN_SEED_OFFSET`: same
+//!   scenario, a different workload draw, so the evaluation run is not the
+//!   training run), the trainer library ([`trainer::pipeline::run_train`],
+//!   the code behind `trainer train`, default flags) trains a model on those
+//!   logs, and the scenario runs again with the shipped configuration and
+//!   that model in place of the default one.
 //!
 //! The `service` arm (the service as shipped) loads the same default model
-//! the same way and selects with the configured default policy.
+//! the same way.
 //!
-//! **Selection policy.** Both model arms pick with the service's `p2c`
-//! selection ([`MODEL_POLICY`]), the policy of the best rules arm
-//! (`rules-p2c` has the lowest p99 of the service arms in every simulator
-//! scenario of EVALUATION.md), so `model` vs `rules-p2c` isolates what the
-//! model adds.
+//! **Selection policy.** Every arm with a model picks with the configured
+//! default policy (`config.selection.default_policy`; the score request
+//! names none), as the shipped service does: `model-retrained` differs from
+//! `service-rules` only by its model, so `model-retrained` vs
+//! `service-rules` is what the retrained model adds to the service as
+//! shipped, and `service` vs `service-rules` what the shipped default model
+//! adds. (`model` is therefore the `service` arm under another name, kept
+//! so that older commands and result files still read.)
 //!
 //! **Time.** The simulator's time is simulated: inference does not advance
 //! it, whatever it costs in wall time. The model's budget, however, is
@@ -42,24 +47,20 @@ use service::clock::SystemClock;
 use service::config::Config;
 use service::model::{ModelHub, Slot};
 
-/// The service selection policy of the model arms (see the module docs).
-pub const MODEL_POLICY: &str = "p2c";
-
-/// The selection policy arm `name` picks with under `config`: the
-/// configured default for the shipped arms (`service`, `service-rules`),
-/// [`MODEL_POLICY`] for the model arms, the suffix of a `rules-*` arm.
+/// The selection policy arm `name` picks with under `config`: the suffix of
+/// a `rules-*` arm, else (the shipped arms `service`, `service-rules` and
+/// the model arms) the configured default,
+/// `config.selection.default_policy`.
 pub fn selection_policy(name: &str, config: &Config) -> String {
-    if crate::policies::is_shipped_arm(name) {
-        config.selection.default_policy.clone()
-    } else if let Some(p) = name.strip_prefix("rules-") {
-        p.to_owned()
-    } else {
-        MODEL_POLICY.to_owned()
+    match name.strip_prefix("rules-") {
+        Some(p) => p.to_owned(),
+        None => config.selection.default_policy.clone(),
     }
 }
 
-/// The rules arm whose logs train `model-retrained`.
-pub const RETRAIN_LOGGING_ARM: &str = "rules-p2c";
+/// The arm whose logs train `model-retrained`: the shipped configuration
+/// with the model off.
+pub const RETRAIN_LOGGING_ARM: &str = "service-rules";
 
 /// Seed offset of the logging run that trains `model-retrained`.
 pub const RETRAIN_SEED_OFFSET: u64 = 1_000;
@@ -174,6 +175,24 @@ pub struct RetrainInfo {
     /// Where the logs and the model were kept (`--log-dir`), if anywhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_in: Option<String>,
+}
+
+impl RetrainInfo {
+    /// A fully measured record (no `null` field), for the target tests.
+    #[cfg(test)]
+    pub(crate) fn example() -> Self {
+        Self {
+            logging_arm: RETRAIN_LOGGING_ARM.to_owned(),
+            logging_seed: 1_001,
+            label_counts: serde_json::json!({"decisions": 10}),
+            train_rows: 8,
+            valid_rows: 2,
+            valid_auc: Some(0.7),
+            valid_rule_score_auc: Some(0.6),
+            params: serde_json::json!({"trees": 1}),
+            kept_in: None,
+        }
+    }
 }
 
 /// A model trained on a logging run; the directory is removed on drop

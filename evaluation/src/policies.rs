@@ -11,9 +11,11 @@
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
 //! scorer with the service's own `p2c` selection, one of its shipped
 //! policies), `rules-prequal` (the same with the service's `prequal`
-//! hot-cold lexicographic selection), and `model`, `model-retrained` (rules + a learned model in
-//! the scoring path, issue #6, with the `p2c` selection; see
-//! [`crate::model_arms`]). The testbed runs both over HTTP with the
+//! hot-cold lexicographic selection), and `model`, `model-retrained` (the
+//! shipped configuration with a learned model in the scoring path, issue
+//! #6: the configured default selection policy picks; `model` has the
+//! shipped default model, `model-retrained` one retrained on
+//! `service-rules` logs, see [`crate::model_arms`]). The testbed runs both over HTTP with the
 //! service's real budget; its `model-retrained` trains on a testbed logging
 //! run.
 //!
@@ -179,15 +181,10 @@ pub fn build(
             log,
             service_config.clone(),
         )),
-        "model" | "model-retrained" => Box::new(
-            ServiceRouter::new(
-                n,
-                crate::model_arms::MODEL_POLICY,
-                log,
-                service_config.clone(),
-            )
-            .with_models(models?),
-        ),
+        // As shipped (the configured default policy selects), with a model.
+        "model" | "model-retrained" => {
+            Box::new(ServiceRouter::shipped(n, log, service_config.clone()).with_models(models?))
+        }
         _ => return None,
     })
 }

@@ -14,6 +14,7 @@
 //! | `zombie` | worker 0 accepts requests and never answers while its telemetry looks healthy | the black hole that health checks miss (gray failure) |
 //! | `stale-burst` | 10 s report interval; a burst of unrouted load saturates worker 0 for 15 s | stale metrics make a busy worker look idle (Mitzenmacher, "How Useful Is Old Information?", 2000) |
 //! | `many-routers` | 8 independent routers send to the same identical workers | sidecar meshes balance on partial, per-client information; a central scorer sees every router's load |
+//! | `hidden-signal` | a quarter of the workers (3 of 12) hold a memtable that fills to 4 GiB over 20 s and flushes; their PUTs cost up to 4× as it fills, GETs nothing | a slowdown only one telemetry signal (`memtable_bytes`) and the request type explain: the room a learned model has over rules and latency-only balancers |
 //!
 //! Units: times in ms, speeds and factors are multipliers, load is a fraction
 //! of the healthy cluster's capacity.
@@ -23,6 +24,13 @@
 //! `homogeneous` preset ([`Scenario::default`]), an unknown key is refused.
 
 use serde::{Deserialize, Serialize};
+
+mod hidden_signal;
+use hidden_signal::hidden_signal;
+pub use hidden_signal::{
+    HEALTHY_MEMTABLE_PEAK_BYTES, HIDDEN_SIGNAL_PERIOD_MS, HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
+    MEMTABLE_PEAK_BYTES, hidden_signal_affected,
+};
 
 /// One worker's static description.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,6 +103,25 @@ pub enum Fault {
         /// End, ms.
         to_ms: f64,
     },
+    /// A memtable that fills and flushes in a sawtooth: it holds
+    /// `peak_bytes × ((t + offset_ms) mod period_ms) / period_ms` bytes at
+    /// time `t` (0 right after a flush, `peak_bytes` just before the next),
+    /// reported as `memtable_bytes` in every snapshot. A PUT that starts
+    /// when it holds `m` bytes costs × (1 + `put_slowdown_per_gib` × m /
+    /// GiB); GETs are unaffected. Nothing else in the telemetry shows it.
+    Memtable {
+        /// Worker index.
+        worker: usize,
+        /// Phase: at time 0 the memtable has been filling for this long, ms
+        /// (`0 <= offset_ms < period_ms`).
+        offset_ms: f64,
+        /// Time from one flush to the next, ms.
+        period_ms: f64,
+        /// Size just before a flush, bytes.
+        peak_bytes: u64,
+        /// PUT service-time increase per GiB held (0.75 = 4× at 4 GiB).
+        put_slowdown_per_gib: f64,
+    },
     /// Unrouted background load arrives at the worker (Poisson) in `[from_ms, to_ms)`.
     Burst {
         /// Worker index.
@@ -116,6 +143,7 @@ impl Fault {
             | Fault::Compaction { worker, .. }
             | Fault::Crash { worker, .. }
             | Fault::Zombie { worker, .. }
+            | Fault::Memtable { worker, .. }
             | Fault::Burst { worker, .. } => *worker,
         }
     }
@@ -128,7 +156,7 @@ impl Fault {
             | Fault::Crash { from_ms, to_ms, .. }
             | Fault::Zombie { from_ms, to_ms, .. }
             | Fault::Burst { from_ms, to_ms, .. } => Some((*from_ms, *to_ms)),
-            Fault::Compaction { .. } => None,
+            Fault::Compaction { .. } | Fault::Memtable { .. } => None,
         }
     }
 }
@@ -200,7 +228,7 @@ impl Default for Scenario {
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -210,6 +238,7 @@ pub const SCENARIOS: [&str; 9] = [
     "zombie",
     "stale-burst",
     "many-routers",
+    "hidden-signal",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -383,6 +412,7 @@ impl Scenario {
                 });
                 s
             }
+            "hidden-signal" => hidden_signal(n, d),
             "many-routers" => {
                 let mut s = Self::base(
                     name,

@@ -3,8 +3,8 @@
 //!
 //! The file has the shape of a preset ([`Scenario`]): top-level keys for the
 //! load and the client, `[[workers]]` tables (one per worker) and
-//! `[[faults]]` tables (`kind` = `slow`, `compaction`, `crash`, `zombie` or
-//! `burst`, with that fault's keys). Times are in ms, speeds and factors are
+//! `[[faults]]` tables (`kind` = `slow`, `compaction`, `crash`, `zombie`,
+//! `burst` or `memtable`, with that fault's keys). Times are in ms, speeds and factors are
 //! multipliers, fractions lie in 0..=1. A key left out takes the
 //! `homogeneous` preset's value; an unknown key is an error that names it
 //! (with its path, e.g. `faults[0].form_ms`). After parsing, every value is
@@ -92,7 +92,7 @@ fn window(key: &str, from_ms: f64, to_ms: f64, duration_ms: f64) -> Result<(), S
 /// [`MAX_WORKERS`] workers with positive speeds and concurrency ≥ 1;
 /// positive load, times and costs; fractions in 0..=1; a run of
 /// 1..=[`MAX_DURATION_S`] s; routers 1..=[`MAX_ROUTERS`]; fault workers in
-/// range and fault windows inside the run.
+/// range, fault windows inside the run, at most one memtable per worker.
 ///
 /// # Errors
 /// The first bad value, named by its key.
@@ -179,6 +179,17 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             ));
         }
         check_fault(&key, f, sc.duration_ms)?;
+        let twice = sc.faults[..i].iter().any(|g| {
+            matches!(g, Fault::Memtable { .. })
+                && matches!(f, Fault::Memtable { .. })
+                && g.worker() == f.worker()
+        });
+        if twice {
+            return Err(format!(
+                "`{key}`: worker {} already has a memtable fault (one per worker)",
+                f.worker()
+            ));
+        }
     }
     Ok(())
 }
@@ -212,6 +223,29 @@ fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
             }
             positive(&format!("{key}.put_factor"), *put_factor)?;
             positive(&format!("{key}.get_factor"), *get_factor)
+        }
+        Fault::Memtable {
+            offset_ms,
+            period_ms,
+            peak_bytes,
+            put_slowdown_per_gib,
+            ..
+        } => {
+            positive(&format!("{key}.period_ms"), *period_ms)?;
+            if !(offset_ms.is_finite() && *offset_ms >= 0.0 && offset_ms < period_ms) {
+                return Err(format!(
+                    "`{key}.offset_ms` must be in 0 <= offset_ms < period_ms ({period_ms}), got {offset_ms}"
+                ));
+            }
+            if *peak_bytes == 0 {
+                return Err(format!("`{key}.peak_bytes` must be at least 1"));
+            }
+            if !(put_slowdown_per_gib.is_finite() && *put_slowdown_per_gib >= 0.0) {
+                return Err(format!(
+                    "`{key}.put_slowdown_per_gib` must be a finite number >= 0, got {put_slowdown_per_gib}"
+                ));
+            }
+            Ok(())
         }
         Fault::Crash { .. } | Fault::Zombie { .. } => Ok(()),
     }
@@ -293,6 +327,22 @@ mod tests {
             (
                 "[[faults]]\nkind = \"compaction\"\nworker = 0\nfirst_ms = 0.0\nperiod_ms = 10.0\nduration_ms = 20.0\nput_factor = 2.0\nget_factor = 1.0\n",
                 "`faults[0].duration_ms`",
+            ),
+            (
+                "[[faults]]\nkind = \"memtable\"\nworker = 0\noffset_ms = 10.0\nperiod_ms = 10.0\npeak_bytes = 1\nput_slowdown_per_gib = 1.0\n",
+                "`faults[0].offset_ms`",
+            ),
+            (
+                "[[faults]]\nkind = \"memtable\"\nworker = 0\noffset_ms = 0.0\nperiod_ms = 10.0\npeak_bytes = 0\nput_slowdown_per_gib = 1.0\n",
+                "`faults[0].peak_bytes`",
+            ),
+            (
+                "[[faults]]\nkind = \"memtable\"\nworker = 0\noffset_ms = 0.0\nperiod_ms = 10.0\npeak_bytes = 1\nput_slowdown_per_gib = -1.0\n",
+                "`faults[0].put_slowdown_per_gib`",
+            ),
+            (
+                "[[faults]]\nkind = \"memtable\"\nworker = 1\noffset_ms = 0.0\nperiod_ms = 10.0\npeak_bytes = 1\nput_slowdown_per_gib = 1.0\n[[faults]]\nkind = \"memtable\"\nworker = 1\noffset_ms = 0.0\nperiod_ms = 10.0\npeak_bytes = 1\nput_slowdown_per_gib = 1.0\n",
+                "`faults[1]`: worker 1 already has a memtable",
             ),
         ];
         for (text, key) in cases {

@@ -5,10 +5,19 @@
 //! The service targets compare the `service` arm (the service as shipped)
 //! with the better of the two published P2C baselines in the same run:
 //! `p2c-least-request` (Envoy's default) and `p2c-peak-ewma`
-//! (Linkerd/Finagle); "better" is the lower p99.
+//! (Linkerd/Finagle); "better" is the lower p99. The model targets
+//! ([`model_targets`]) compare the arms with a model with `service-rules`
+//! (the service as shipped with the model off).
 
 use crate::metrics::PolicyResult;
 use crate::runner::ScenarioResults;
+
+mod model;
+pub use model::{
+    HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
+    missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
+    retrained_wins_target, shipped_model_target,
+};
 
 /// The arm the service targets are about: the service as shipped.
 pub const SHIPPED_ARM: &str = "service";
@@ -274,7 +283,8 @@ pub fn testbed_pause_target(r: &ScenarioResults) -> TargetCheck {
 
 /// Every simulator target of `sims`, in report order: the service target
 /// of each scenario, then the zombie drain, the return peak, the
-/// homogeneous oscillations and the older slow-worker target.
+/// homogeneous oscillations, the older slow-worker target and the model
+/// targets ([`model_targets`]).
 pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     let mut out: Vec<TargetCheck> = sims.iter().map(|r| sim_service_target(r)).collect();
     let find = |name: &str| sims.iter().find(|r| r.scenario == name);
@@ -290,11 +300,12 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     if let Some(r) = find("slow-worker") {
         out.push(slow_worker_target(r));
     }
+    out.extend(model_targets(sims));
     out
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn arm(name: &str, p99_ms: f64, error_rate: f64) -> PolicyResult {
@@ -306,7 +317,7 @@ mod tests {
         p
     }
 
-    fn run(scenario: &str, policies: Vec<PolicyResult>) -> ScenarioResults {
+    pub(super) fn run(scenario: &str, policies: Vec<PolicyResult>) -> ScenarioResults {
         ScenarioResults {
             mode: "sim".to_owned(),
             scenario: scenario.to_owned(),
@@ -382,6 +393,10 @@ mod tests {
         let t = testbed_service_target(&three("pause", 10.5, 0.0));
         assert!(!t.met && t.target.contains("testbed pause"), "{t:?}");
         let all = sim_targets(&[&z, &c, &h]);
-        assert_eq!(all.len(), 3 + 3, "one service target per scenario + three");
+        assert_eq!(
+            all.len(),
+            3 + 3 + 5,
+            "one service target per scenario + three + the five model targets"
+        );
     }
 }

@@ -33,7 +33,7 @@ fn the_example_sets_and_documents_every_key() {
             .any(|l| l.starts_with(&format!("{key} =")) || l == format!("[[{key}]]"));
         assert!(set, "example.toml does not set `{key}`");
     }
-    for kind in ["slow", "compaction", "crash", "zombie", "burst"] {
+    for kind in ["slow", "compaction", "crash", "zombie", "burst", "memtable"] {
         assert!(
             text.contains(&format!("#   {kind}:")),
             "fault kind {kind} undocumented"

@@ -77,7 +77,11 @@ fn model_arm_uses_the_shipped_model_on_every_decision() {
     assert_eq!(m.status, "ok", "{:?}", m.skip_reason);
     let info = m.model.as_ref().expect("model info");
     assert!(info.version.starts_with("default-"), "{}", info.version);
-    assert_eq!(info.selection_policy, "p2c");
+    // As shipped: the configured default policy selects.
+    assert_eq!(
+        info.selection_policy,
+        service::config::Config::default().selection.default_policy
+    );
     assert!(info.decisions > 1_000, "{info:?}");
     // The generous simulator budget: every decision used the model.
     assert_eq!(info.used, info.decisions, "{info:?}");
@@ -103,7 +107,7 @@ fn a_missing_model_is_reported_not_replaced_by_rules() {
 
 #[test]
 fn model_retrained_closes_the_loop() {
-    // run rules-p2c with a decision log (held-out seed) -> trainer library
+    // run service-rules with a decision log (held-out seed) -> trainer library
     // -> run with the retrained model; artefacts kept under --log-dir.
     let dir = std::env::temp_dir().join(format!("eval-retrain-{}", std::process::id()));
     // `zombie`: its timed-out attempts give the trainer both classes even
@@ -119,7 +123,11 @@ fn model_retrained_closes_the_loop() {
     assert!(info.version.starts_with("retrained-"), "{}", info.version);
     assert_eq!(info.used, info.decisions, "{info:?}");
     let t = info.retrain.as_ref().expect("retrain info");
-    assert_eq!(t.logging_arm, "rules-p2c");
+    assert_eq!(t.logging_arm, "service-rules");
+    assert_eq!(
+        info.selection_policy,
+        service::config::Config::default().selection.default_policy
+    );
     assert_eq!(t.logging_seed, o.seed + 1_000);
     assert!(t.train_rows > 100 && t.valid_rows > 10, "{t:?}");
     let root = dir.join("zombie").join("model-retrained");

@@ -9,7 +9,9 @@
 //!   a fresh pick; a crashed worker refuses at once (also retried).
 //! - Every `report_interval_ms` each live worker's snapshot, derived from
 //!   its simulated state, goes to the policy (the service arms ingest it).
-//! - Faults start and stop as scheduled events.
+//! - Faults start and stop as scheduled events; a memtable
+//!   ([`Fault::Memtable`]) is a function of time, read when a PUT starts
+//!   and when a snapshot is taken.
 //! - With `routers` > 1, each request is issued by one router drawn
 //!   uniformly from the workload stream (so every policy sees the same
 //!   assignment); its retries and outcomes belong to the same router.
@@ -31,7 +33,7 @@ use crate::router::{Op, Outcome, PickRequest, Router};
 use crate::scenario::{Fault, Scenario};
 use dist::{Zipf, exponential, lognormal_unit_mean};
 use event::{Event, EventQueue};
-use worker::{BACKGROUND_BASE, Job, SimWorker};
+use worker::{BACKGROUND_BASE, Job, Memtable, SimWorker};
 
 /// Everything a run records; [`crate::metrics`] summarises it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -104,7 +106,7 @@ impl<'a> Sim<'a> {
             sc,
             router,
             q: EventQueue::new(),
-            workers: sc.workers.iter().cloned().map(SimWorker::new).collect(),
+            workers: workers(sc),
             ids: (0..n).map(worker_id).collect(),
             reqs: Vec::new(),
             attempts: Vec::new(),
@@ -332,7 +334,7 @@ impl<'a> Sim<'a> {
                     self.q.push(t, Event::Background { fault });
                 }
             }
-            Fault::Compaction { .. } => {}
+            Fault::Compaction { .. } | Fault::Memtable { .. } => {}
         }
     }
 
@@ -422,6 +424,32 @@ impl<'a> Sim<'a> {
             self.rec.latencies_ms.push(t - r.start_ms);
         }
     }
+}
+
+/// The scenario's workers, idle, with their memtables (a
+/// [`Fault::Memtable`] is a property of its worker from the start: no event
+/// turns it on or off).
+fn workers(sc: &Scenario) -> Vec<SimWorker> {
+    let mut ws: Vec<SimWorker> = sc.workers.iter().cloned().map(SimWorker::new).collect();
+    for f in &sc.faults {
+        if let Fault::Memtable {
+            worker,
+            offset_ms,
+            period_ms,
+            peak_bytes,
+            put_slowdown_per_gib,
+        } = *f
+            && let Some(w) = ws.get_mut(worker)
+        {
+            w.memtable = Some(Memtable {
+                offset_ms,
+                period_ms,
+                peak_bytes: peak_bytes as f64,
+                put_slowdown_per_gib,
+            });
+        }
+    }
+    ws
 }
 
 /// Run `router` on `scenario` with `seed`.

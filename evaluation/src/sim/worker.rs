@@ -23,6 +23,32 @@ pub struct Job {
     pub op: Op,
 }
 
+/// A memtable's sawtooth (see [`crate::scenario::Fault::Memtable`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Memtable {
+    /// Phase at time 0, ms.
+    pub offset_ms: f64,
+    /// Flush period, ms.
+    pub period_ms: f64,
+    /// Size just before a flush, bytes.
+    pub peak_bytes: f64,
+    /// PUT service-time increase per GiB held.
+    pub put_slowdown_per_gib: f64,
+}
+
+impl Memtable {
+    /// Bytes held at `now_ms`.
+    pub fn bytes(&self, now_ms: f64) -> f64 {
+        let phase = (now_ms + self.offset_ms).rem_euclid(self.period_ms);
+        self.peak_bytes * phase / self.period_ms
+    }
+
+    /// PUT service-time multiplier at `now_ms`.
+    pub fn put_factor(&self, now_ms: f64) -> f64 {
+        1.0 + self.put_slowdown_per_gib * self.bytes(now_ms) / 1_073_741_824.0
+    }
+}
+
 /// Background jobs have ids from here up, so they never match an attempt.
 pub const BACKGROUND_BASE: usize = usize::MAX / 2;
 
@@ -42,6 +68,8 @@ pub struct SimWorker {
     pub down: bool,
     /// Black hole: accepts and never answers; telemetry looks healthy.
     pub zombie: bool,
+    /// A memtable whose size slows PUTs, reported in snapshots.
+    pub memtable: Option<Memtable>,
     busy_integral_ms: f64,
     last_change_ms: f64,
     interval_start_ms: f64,
@@ -59,6 +87,7 @@ impl SimWorker {
             compaction: None,
             down: false,
             zombie: false,
+            memtable: None,
             busy_integral_ms: 0.0,
             last_change_ms: 0.0,
             interval_start_ms: 0.0,
@@ -71,14 +100,18 @@ impl SimWorker {
         self.last_change_ms = now_ms;
     }
 
-    /// Service time of `job` if it starts now, ms.
-    pub fn service_ms(&self, job: &Job) -> f64 {
+    /// Service time of `job` if it starts at `now_ms`, ms.
+    pub fn service_ms(&self, job: &Job, now_ms: f64) -> f64 {
         let compaction = match (self.compaction, job.op) {
             (Some((put, _)), Op::Put) => put,
             (Some((_, get)), Op::Get) => get,
             (None, _) => 1.0,
         };
-        job.base_cost_ms / self.spec.speed * self.slow_factor * compaction
+        let memtable = match (self.memtable, job.op) {
+            (Some(m), Op::Put) => m.put_factor(now_ms),
+            _ => 1.0,
+        };
+        job.base_cost_ms / self.spec.speed * self.slow_factor * compaction * memtable
     }
 
     /// Accept `job` at `now_ms`. Returns the job to start now (a free server)
@@ -99,7 +132,7 @@ impl SimWorker {
         self.account(now_ms);
         // Latency as the worker measures it: enqueue to completion.
         self.in_service.push((job.id, job.enqueued_ms));
-        Some((job.id, self.service_ms(&job)))
+        Some((job.id, self.service_ms(&job, now_ms)))
     }
 
     /// Job `id` finished at `now_ms`. Returns `false` if it was not in
@@ -124,10 +157,14 @@ impl SimWorker {
         lost
     }
 
-    /// Mean service time of a request of mean cost `mean_cost_ms` now, ms.
-    fn current_mean_ms(&self, mean_cost_ms: f64) -> f64 {
+    /// Mean service time of a request of mean cost `mean_cost_ms` at
+    /// `now_ms`, ms (a PUT factor and a GET factor count half each).
+    fn current_mean_ms(&self, mean_cost_ms: f64, now_ms: f64) -> f64 {
         let c = self.compaction.map_or(1.0, |(p, g)| (p + g) / 2.0);
-        mean_cost_ms / self.spec.speed * self.slow_factor * c
+        let m = self
+            .memtable
+            .map_or(1.0, |m| (m.put_factor(now_ms) + 1.0) / 2.0);
+        mean_cost_ms / self.spec.speed * self.slow_factor * c * m
     }
 
     /// The telemetry snapshot at `now_ms` over the interval since the last
@@ -139,7 +176,8 @@ impl SimWorker {
     /// finished in the interval, or, when none finished, what a probe would
     /// see (the backlog ahead of it plus one mean service time);
     /// `error_rate` = 0 (the modelled failures are seen by clients, not by
-    /// the worker); `compacting` while a compaction runs. A zombie reports
+    /// the worker); `compacting` while a compaction runs; `memtable_bytes`
+    /// the memtable's size now, for a worker that has one. A zombie reports
     /// an idle, healthy worker.
     pub fn snapshot(
         &mut self,
@@ -169,7 +207,7 @@ impl SimWorker {
         s.queue_depth = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
         if lat.is_empty() {
             let probe = (self.queue.len() as f64 / self.spec.concurrency as f64 + 1.0)
-                * self.current_mean_ms(mean_cost_ms);
+                * self.current_mean_ms(mean_cost_ms, now_ms);
             s.rtt_ms_avg = probe;
             s.rtt_ms_p99 = probe;
         } else {
@@ -178,11 +216,53 @@ impl SimWorker {
             s.rtt_ms_p99 = crate::metrics::percentile_sorted(&lat, 0.99);
         }
         s.compacting = self.compaction.is_some();
+        s.memtable_bytes = self.memtable.map(|m| m.bytes(now_ms) as u64);
         Some(s)
     }
 
     /// Jobs waiting (not in service).
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: f64 = 1_073_741_824.0;
+
+    fn memtable(offset_ms: f64) -> Memtable {
+        Memtable {
+            offset_ms,
+            period_ms: 20_000.0,
+            peak_bytes: 4.0 * GIB,
+            put_slowdown_per_gib: 0.75,
+        }
+    }
+
+    #[test]
+    fn the_memtable_fills_flushes_and_slows_puts_only() {
+        let m = memtable(0.0);
+        assert_eq!(m.bytes(0.0), 0.0);
+        assert!((m.bytes(10_000.0) - 2.0 * GIB).abs() < 1.0);
+        assert_eq!(m.bytes(20_000.0), 0.0, "flushed");
+        assert!((m.put_factor(19_999.999) - 4.0).abs() < 1e-3);
+        // Out of phase: half a period ahead.
+        assert!((memtable(10_000.0).bytes(0.0) - 2.0 * GIB).abs() < 1.0);
+        let mut w = SimWorker::new(WorkerSpec::default());
+        w.memtable = Some(m);
+        let job = |op| Job {
+            id: 0,
+            enqueued_ms: 0.0,
+            base_cost_ms: 4.0,
+            op,
+        };
+        assert!((w.service_ms(&job(Op::Put), 15_000.0) - 4.0 * 3.25).abs() < 1e-9);
+        assert_eq!(w.service_ms(&job(Op::Get), 15_000.0), 4.0);
+        let s = w.snapshot("w0", 10_000.0, 0, 2.6).expect("live");
+        assert_eq!(s.memtable_bytes, Some(2 << 30));
+        let plain = SimWorker::new(WorkerSpec::default()).snapshot("w1", 10_000.0, 0, 2.6);
+        assert_eq!(plain.and_then(|s| s.memtable_bytes), None);
     }
 }

@@ -319,17 +319,18 @@ struct Setup {
     seed: u64,
 }
 
-/// The policy that picks for `name`: the model arms pick with the service's
-/// [`crate::model_arms::MODEL_POLICY`] selection.
+/// The policy that picks for `name`: the model arms pick as the shipped
+/// service does (`service-rules`: the score request names no policy, so the
+/// configured default selects; the model is the setup's).
 fn picker_name(name: &str) -> String {
     if policies::is_model_arm(name) {
-        format!("rules-{}", crate::model_arms::MODEL_POLICY)
+        "service-rules".to_owned()
     } else {
         name.to_owned()
     }
 }
 
-/// `model-retrained` in the testbed: the `rules-p2c` arm runs with a
+/// `model-retrained` in the testbed: the `service-rules` arm runs with a
 /// decision log on a held-out seed (seed + `RETRAIN_SEED_OFFSET`), the
 /// trainer library trains on it (`trainer train`'s defaults), and the
 /// caller runs the scenario again with that model.
