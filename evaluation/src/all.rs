@@ -395,11 +395,17 @@ the default policy, takes the cheapest candidate.
 6. **Many routers (`many-routers`).** Eight sidecar balancers each see an
    eighth of the in-flight requests; the one service sees them all, which
    is where a central scorer is worth its round trip.
-7. **The model arms.** The model's output moves a score by a few percent
-   (its points scale with the score); the shipped default model was
-   trained on synthetic logs whose main signal the simulator does not
-   carry, so `service` and `service-rules` are close. Making the model
-   learn what the rules miss is separate work (see each scenario's notes).
+7. **The model arms.** The model predicts `ln(latency / E)`, how far the
+   rules' expected latency E is off for each candidate, and its factor,
+   centred on the decision's mean prediction and bounded to ×0.25–×4,
+   multiplies E. The shipped model was trained on `service-rules` logs of
+   every preset (seeds 12–21, not the evaluation's); `model-retrained`
+   trains on the scenario's own `service-rules` logs at seed 1001. Where
+   the rules' cost already ranks the workers right (identical workers,
+   failures) there is little to learn and the arms stay within a few
+   percent of `service-rules`; where speed differs by worker or request
+   type (`heterogeneous`, `slow-worker`, `hidden-signal`) the model moves
+   the tail most.
 8. **A signal the rules barely weigh (`hidden-signal`).** The affected
    workers' slow PUTs show in their reported RTT only mixed with their fast
    GETs, and in outcomes as a somewhat slower worker; the rules' one

@@ -112,12 +112,12 @@ pub struct ModelArmInfo {
     pub used: u64,
     /// Decisions that fell back to the rules, by reason (non-zero only).
     pub fallbacks: Vec<(String, u64)>,
-    /// Mean over decisions of max − min of the model's score adjustment
-    /// across the candidates, points (how much the model can reorder them;
-    /// the rule scores of a decision typically differ by several points).
-    pub spread_mean_points: f64,
-    /// Largest such spread, points.
-    pub spread_max_points: f64,
+    /// Mean over decisions of the ratio of the largest to the smallest of
+    /// the model's cost factors across the candidates (1 = the model changes
+    /// no ranking).
+    pub factor_spread_mean: f64,
+    /// Largest such ratio.
+    pub factor_spread_max: f64,
     /// For `model-retrained`: how the model was trained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrain: Option<RetrainInfo>,
@@ -146,8 +146,8 @@ impl ModelArmInfo {
             decisions: s.calls,
             used: s.used,
             fallbacks: s.fallbacks.into_iter().filter(|(_, n)| *n > 0).collect(),
-            spread_mean_points: r3(spread.mean_points),
-            spread_max_points: r3(spread.max_points),
+            factor_spread_mean: r3(spread.mean_ratio),
+            factor_spread_max: r3(spread.max_ratio),
             retrain,
         }
     }
@@ -160,16 +160,18 @@ pub struct RetrainInfo {
     pub logging_arm: String,
     /// Seed of the logging run (held out from the evaluation seed).
     pub logging_seed: u64,
-    /// Label counts (decisions, picked rows, positives, negatives, dropped).
-    pub label_counts: serde_json::Value,
+    /// Target counts (decisions, picked rows, rows with a target, failures, slow).
+    pub target_counts: serde_json::Value,
     /// Training rows (earliest by decision time).
     pub train_rows: usize,
     /// Validation rows (latest by decision time).
     pub valid_rows: usize,
-    /// Validation ROC AUC of the model (`null` with a single class).
-    pub valid_auc: Option<f64>,
-    /// Validation ROC AUC of the logged rule score on the same rows.
-    pub valid_rule_score_auc: Option<f64>,
+    /// Validation R² of the model's `ln(latency / E)` (`null` without variance).
+    pub valid_r2: Option<f64>,
+    /// Validation MAE in log space of the model.
+    pub valid_mae_log: f64,
+    /// Validation MAE in log space of the rules (predicting E exactly).
+    pub valid_rules_mae_log: f64,
     /// Trees, depth, seed… (`trainer train` defaults).
     pub params: serde_json::Value,
     /// Where the logs and the model were kept (`--log-dir`), if anywhere.
@@ -184,11 +186,12 @@ impl RetrainInfo {
         Self {
             logging_arm: RETRAIN_LOGGING_ARM.to_owned(),
             logging_seed: 1_001,
-            label_counts: serde_json::json!({"decisions": 10}),
+            target_counts: serde_json::json!({"decisions": 10}),
             train_rows: 8,
             valid_rows: 2,
-            valid_auc: Some(0.7),
-            valid_rule_score_auc: Some(0.6),
+            valid_r2: Some(0.2),
+            valid_mae_log: 0.3,
+            valid_rules_mae_log: 0.4,
             params: serde_json::json!({"trees": 1}),
             kept_in: None,
         }
@@ -243,7 +246,7 @@ pub fn train_on_logs(
     keep: bool,
     logging_seed: u64,
 ) -> Result<Retrained, String> {
-    use trainer::dataset::LabelRule;
+    use trainer::dataset::TargetRule;
     use trainer::pipeline::{TrainOptions, run_train};
     use trainer::progress::Progress;
     use trainer::train::TrainParams;
@@ -253,7 +256,7 @@ pub fn train_on_logs(
         logs: vec![logs.join("decisions"), logs.join("outcomes")],
         out: model_dir.clone(),
         params: TrainParams::default(),
-        labels: LabelRule::default(),
+        target: TargetRule::default(),
         valid_fraction: 0.2,
     };
     let cleanup = (!keep).then(|| work.to_path_buf());
@@ -271,12 +274,18 @@ pub fn train_on_logs(
     let info = RetrainInfo {
         logging_arm: RETRAIN_LOGGING_ARM.to_owned(),
         logging_seed,
-        label_counts: serde_json::to_value(summary.counts).unwrap_or_default(),
+        target_counts: serde_json::to_value(summary.counts).unwrap_or_default(),
         train_rows: summary.train_rows,
         valid_rows: summary.valid_rows,
-        valid_auc: summary.metrics.auc,
-        valid_rule_score_auc: summary.metrics.rule_score_auc,
-        params: serde_json::to_value(&opts.params).unwrap_or_default(),
+        valid_r2: summary.metrics.model.r2,
+        valid_mae_log: summary.metrics.model.mae_log,
+        valid_rules_mae_log: summary.metrics.rules.mae_log,
+        // The leaves actually used, not `null` for "the default".
+        params: {
+            let mut v = serde_json::to_value(&opts.params).unwrap_or_default();
+            v["num_leaves"] = serde_json::json!(opts.params.leaves());
+            v
+        },
         kept_in: keep.then(|| work.display().to_string()),
     };
     Ok(Retrained {

@@ -194,24 +194,23 @@ pub struct ServiceRouter {
     engine: Engine,
     req: ScoreRequest,
     next_id: u64,
+    id_prefix: String,
     fallbacks: u64,
     logging: bool,
-    /// Score points per unit of model action (`blend_model × scale`).
-    model_points: f64,
     spread: ModelSpread,
 }
 
-/// How much the model separates the candidates of one decision: max − min
-/// over the candidates of the model's score adjustment, in score points,
-/// over the decisions that used the model.
+/// How much the model separates the candidates of one decision: the ratio
+/// of the largest to the smallest of its cost factors, over the decisions
+/// that used the model.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ModelSpread {
     /// Decisions that used the model.
     pub decisions: u64,
-    /// Mean spread, points.
-    pub mean_points: f64,
-    /// Largest spread, points.
-    pub max_points: f64,
+    /// Mean ratio.
+    pub mean_ratio: f64,
+    /// Largest ratio.
+    pub max_ratio: f64,
 }
 
 impl std::fmt::Debug for ServiceRouter {
@@ -234,7 +233,6 @@ impl ServiceRouter {
     /// An engine with configuration `config` (validated) over workers
     /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
     pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
-        let model_points = config.model.blend_model * config.model.scale;
         let mut engine = Engine::new(config);
         let logging = log.is_some();
         if let Some(log) = log {
@@ -246,9 +244,9 @@ impl ServiceRouter {
             engine,
             req,
             next_id: 0,
+            id_prefix: "d".to_owned(),
             fallbacks: 0,
             logging,
-            model_points,
             spread: ModelSpread::default(),
         }
     }
@@ -279,9 +277,13 @@ fn parse_worker(id: &str) -> Option<usize> {
 }
 
 impl Router for ServiceRouter {
+    fn set_decision_id_prefix(&mut self, prefix: &str) {
+        prefix.clone_into(&mut self.id_prefix);
+    }
+
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
         self.next_id += 1;
-        let id = format!("d{}", self.next_id);
+        let id = format!("{}{}", self.id_prefix, self.next_id);
         req.key.clone_into(&mut self.req.key);
         let ctx = RequestContext {
             request_type: Some(match req.op {
@@ -307,11 +309,11 @@ impl Router for ServiceRouter {
                 .filter_map(|s| s.model_action)
                 .fold((f64::MAX, f64::MIN), |(lo, hi), a| (lo.min(a), hi.max(a)));
             if lo <= hi {
-                let pts = (hi - lo) * self.model_points;
+                let pts = (hi - lo).exp();
                 let sp = &mut self.spread;
                 sp.decisions += 1;
-                sp.mean_points += (pts - sp.mean_points) / sp.decisions as f64;
-                sp.max_points = sp.max_points.max(pts);
+                sp.mean_ratio += (pts - sp.mean_ratio) / sp.decisions as f64;
+                sp.max_ratio = sp.max_ratio.max(pts);
             }
         }
         match answer {

@@ -158,7 +158,7 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
         let _ = write!(
             s,
             "- `{}`: model `{}`, selection `{}`, budget {} µs; used on {} of {} decisions ({} fallbacks); \
-             model adjustment spread across a decision's candidates: mean {:.2}, max {:.2} points",
+             spread of the model's cost factors across a decision's candidates (largest / smallest): mean ×{:.2}, max ×{:.2}",
             p.name,
             m.version,
             m.selection_policy,
@@ -166,26 +166,26 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
             m.used,
             m.decisions,
             fallbacks,
-            m.spread_mean_points,
-            m.spread_max_points,
+            m.factor_spread_mean,
+            m.factor_spread_max,
         );
         if let Some(t) = &m.retrain {
-            let c = &t.label_counts;
+            let c = &t.target_counts;
             let _ = write!(
                 s,
-                "; trained on `{}` logs (seed {}): {} decisions, {} positive / {} negative labelled rows \
-                 ({} train, {} validation), validation AUC {} (rule score {})",
+                "; trained on `{}` logs (seed {}): {} decisions, {} rows with a target, {} failures \
+                 ({} train, {} validation), validation ln(latency/E) R² {}, MAE {:.3} vs the rules' {:.3}",
                 t.logging_arm,
                 t.logging_seed,
                 c["decisions"],
-                c["positives"],
-                c["negatives"],
+                c["rows"],
+                c["failures"],
                 t.train_rows,
                 t.valid_rows,
-                t.valid_auc
+                t.valid_r2
                     .map_or_else(|| "n/a".to_owned(), |a| format!("{a:.3}")),
-                t.valid_rule_score_auc
-                    .map_or_else(|| "n/a".to_owned(), |a| format!("{a:.3}")),
+                t.valid_mae_log,
+                t.valid_rules_mae_log,
             );
         }
         s.push('\n');

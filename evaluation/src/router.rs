@@ -64,6 +64,9 @@ pub trait Router {
     fn outcome(&mut self, o: &Outcome<'_>);
     /// Take a telemetry batch taken at `now_ms` (only the service arms use it).
     fn telemetry(&mut self, _batch: &[Snapshot], _now_ms: f64) {}
+    /// Prefix of the decision ids this router logs (service arms), so logs
+    /// of different runs can be trained on together.
+    fn set_decision_id_prefix(&mut self, _prefix: &str) {}
     /// Picks that fell back to a uniform choice because the router could not
     /// decide (the service answered no eligible worker).
     fn fallbacks(&self) -> u64 {

@@ -177,6 +177,9 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;
         };
+        if log.is_some() {
+            router.set_decision_id_prefix(&format!("{}-s{}-{name}-d", sc.name, opts.seed));
+        }
         let rec = simulate(&sc, router.as_mut(), opts.seed);
         let spread = router.model_spread();
         drop(router);

@@ -331,8 +331,6 @@ pub struct FeaturesConfig {
     pub value_size_bytes: BTreeMap<String, u64>,
     /// Estimate for prefixes not in the table, bytes. Default 1024.
     pub default_value_size_bytes: u64,
-    /// Half-life of the per-prefix access counter behind the hotness level, ms. Default 10_000.
-    pub hotness_half_life_ms: u64,
 }
 
 impl Default for FeaturesConfig {
@@ -345,7 +343,6 @@ impl Default for FeaturesConfig {
                 ("blob".to_owned(), 65_536),
             ]),
             default_value_size_bytes: 1024,
-            hotness_half_life_ms: 10_000,
         }
     }
 }
@@ -561,12 +558,6 @@ impl Config {
         if sel.remembered_decisions == 0 {
             return bad(
                 "selection.remembered_decisions",
-                "must be at least 1".to_owned(),
-            );
-        }
-        if self.features.hotness_half_life_ms == 0 {
-            return bad(
-                "features.hotness_half_life_ms",
                 "must be at least 1".to_owned(),
             );
         }

@@ -53,7 +53,6 @@ pub const RESTART_KEYS: &[&str] = &[
     "server.body_read_timeout_ms",
     "server.max_connections",
     "log.",
-    "features.hotness_half_life_ms",
     "selection.remembered_decisions",
 ];
 

@@ -84,8 +84,32 @@ fn adjustment<'a>(w: &'a Value, code: &str) -> Option<&'a Value> {
         .find(|a| a["code"] == code)
 }
 
+/// The model actions the service should serve for `scores` (every one a
+/// selectable candidate): the model's predictions centred on their mean,
+/// clamped to the default factor bounds, in log space.
+fn expected_actions(model: &service::model::LgbModel, scores: &[serde_json::Value]) -> Vec<f64> {
+    let preds: Vec<f64> = scores
+        .iter()
+        .map(|w| {
+            let f: Vec<f32> = w["features"]
+                .as_array()
+                .expect("explain features")
+                .iter()
+                .map(|v| v.as_f64().map_or(f32::NAN, |x| x as f32))
+                .collect();
+            assert_eq!(f.len(), FEATURE_COUNT);
+            predict_f64(model, &f)
+        })
+        .collect();
+    let mean = preds.iter().sum::<f64>() / preds.len() as f64;
+    preds
+        .iter()
+        .map(|p| (p - mean).clamp(0.25f64.ln(), 4f64.ln()))
+        .collect()
+}
+
 #[tokio::test]
-async fn model_action_and_rule_action_blend_into_the_final_score() {
+async fn model_factor_and_rule_action_adjust_the_final_score() {
     let fx = fixture("blend");
     let app = app_with(config(&fx.dir.join("v1")));
     report(&app, &[("w1", 5.0), ("w2", 40.0), ("w3", 10.0)]).await;
@@ -97,29 +121,37 @@ async fn model_action_and_rule_action_blend_into_the_final_score() {
     assert_eq!(b["model"]["version"], "v1");
     assert!(b["model"]["inference_us"].as_f64().unwrap_or(-1.0) >= 0.0);
     let model = &fx.models[0].1;
-    for w in b["scores"].as_array().expect("scores") {
-        let features: Vec<f32> = w["features"]
-            .as_array()
-            .expect("explain features")
-            .iter()
-            .map(|v| v.as_f64().map_or(f32::NAN, |x| x as f32))
-            .collect();
-        assert_eq!(features.len(), FEATURE_COUNT);
+    let scores = b["scores"].as_array().expect("scores");
+    let expected = expected_actions(model, scores);
+    assert!(
+        expected.iter().any(|a| a.abs() > 1e-3),
+        "the fixture separates the candidates: {expected:?}"
+    );
+    for (w, expect_a) in scores.iter().zip(expected) {
         let a = w["model_action"].as_f64().expect("model action");
-        let expect_a = 2.0 * predict_f64(model, &features) - 1.0;
         assert!((a - expect_a).abs() < 2e-5, "{a} vs {expect_a}");
         // Disk await below 20 ms on an urgent order key: r = +1, else 0.
         let fast = w["worker_id"] != "w2";
         assert_eq!(w["rule_action"], if fast { 1.0 } else { 0.0 });
-        let ma = adjustment(w, "model_action").expect("model_action adjustment");
-        assert!((ma["impact"].as_f64().unwrap_or(f64::NAN) - 5.0 * 0.7 * a).abs() < 1e-5);
+        let ma = adjustment(w, "model").expect("model adjustment");
         let ra = adjustment(w, "rule_action").expect("rule_action adjustment");
-        assert_eq!(ra["impact"], if fast { 1.5 } else { 0.0 });
-        // Final = clamp(score before the stage + both contributions).
-        let before: f64 = w["final_score"].as_f64().unwrap_or(f64::NAN)
-            - ma["impact"].as_f64().unwrap_or(0.0)
-            - ra["impact"].as_f64().unwrap_or(0.0);
-        assert!((0.0..=100.0).contains(&before), "{w}");
+        // The model divides the score before the stage by its factor e^a;
+        // the rule adds 1.5 points at 100, scaled with that same score (the
+        // final score is clamped afterwards, so read the score before the
+        // stage from the rule's line).
+        let model_impact = ma["impact"].as_f64().unwrap_or(f64::NAN);
+        let rule_impact = ra["impact"].as_f64().unwrap_or(f64::NAN);
+        assert!(model_impact * a <= 0.0, "a cost factor above 1 lowers the score: {w}");
+        if fast {
+            let before = rule_impact / 1.5 * 100.0;
+            assert!((0.0..=100.0).contains(&before), "{w}");
+            assert!(
+                (model_impact - before * ((-a).exp() - 1.0)).abs() < 1e-4,
+                "{model_impact} vs {before} x (e^-{a} - 1)"
+            );
+        } else {
+            assert_eq!(rule_impact, 0.0);
+        }
     }
     // Same request, same state, policy none (no in-flight change): same scores.
     let (_, again) = app.post_json("/v1/score", &body).await;
@@ -282,11 +314,9 @@ fn served_probabilities_match_every_golden_row() {
         .expect("predict");
     let mut worst = 0.0f64;
     for (r, p) in golden.rows.iter().zip(&out) {
-        let a_served = 2.0 * f64::from(*p) - 1.0;
-        let a_card = 2.0 * r.probability - 1.0;
-        worst = worst.max((a_served - a_card).abs());
+        worst = worst.max((f64::from(*p) - r.prediction).abs());
     }
-    assert!(worst <= 2e-5, "max |Δ action| {worst}");
+    assert!(worst <= 1e-5, "max |Δ prediction| {worst}");
     assert_eq!(m.golden_rows, 32);
     assert!(m.golden_max_abs_diff <= 1e-5);
 }
@@ -465,16 +495,11 @@ async fn reload_under_load_never_errors_or_mixes_versions() {
                     .find(|(n, _)| *n == v)
                     .expect("known version")
                     .1;
-                for w in b["scores"].as_array().expect("scores") {
-                    let f: Vec<f32> = w["features"]
-                        .as_array()
-                        .expect("features")
-                        .iter()
-                        .map(|x| x.as_f64().map_or(f32::NAN, |x| x as f32))
-                        .collect();
+                let scores = b["scores"].as_array().expect("scores");
+                for (w, want) in scores.iter().zip(expected_actions(model, scores)) {
                     let a = w["model_action"].as_f64().expect("action");
                     assert!(
-                        (a - (2.0 * predict_f64(model, &f) - 1.0)).abs() < 2e-5,
+                        (a - want).abs() < 2e-5,
                         "response labelled {v} carries another model's action"
                     );
                 }
@@ -580,10 +605,10 @@ fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
         .predict(&rows, golden.rows.len(), &mut out)
         .expect("predict");
     for (r, p) in golden.rows.iter().zip(&out) {
-        let (served, card) = (2.0 * f64::from(*p) - 1.0, 2.0 * r.probability - 1.0);
+        let (served, card) = (f64::from(*p), r.prediction);
         assert!(
             (served - card).abs() <= 1e-5,
-            "{}: action {served} vs {card}",
+            "{}: prediction {served} vs {card}",
             r.kind
         );
     }

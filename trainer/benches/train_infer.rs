@@ -28,7 +28,7 @@ use lightgbm3::Booster;
 use service::features::FEATURE_COUNT;
 use service::model::FlatEnsemble;
 use service::model::export::{ExportOptions, ensemble_attributes};
-use trainer::dataset::LabelRule;
+use trainer::dataset::TargetRule;
 use trainer::pipeline::{TrainOptions, run_train};
 use trainer::progress::Progress;
 use trainer::synth::{SynthConfig, write_logs};
@@ -58,15 +58,14 @@ fn pipeline(rows: usize) {
         logs: vec![logs.clone()],
         out: dir.join("models/bench"),
         params: TrainParams::default(),
-        labels: LabelRule::default(),
+        target: TargetRule::default(),
         valid_fraction: 0.2,
     };
     let t = Instant::now();
     let s = run_train(&opts, Progress::hidden()).expect("train");
     let train_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let v =
-        run_validate(&opts.out, &[logs], Default::default(), Progress::hidden()).expect("validate");
+    let v = run_validate(&opts.out, &[logs], Progress::hidden()).expect("validate");
     let validate_s = t.elapsed().as_secs_f64();
     let tm = s.timings;
     println!(
@@ -85,12 +84,11 @@ fn pipeline(rows: usize) {
     );
     let max_dp = s.parity.iter().map(|p| p.max_abs_diff).fold(0.0, f64::max);
     println!(
-        "pipeline: validation AUC {:.4} (rule score {:.4}), max |dp| {max_dp:e}",
-        s.metrics.auc.unwrap_or(f64::NAN),
-        s.metrics.rule_score_auc.unwrap_or(f64::NAN)
+        "pipeline: validation MAE(log) {:.4} (rules {:.4}), max |dp| {max_dp:e}",
+        s.metrics.model.mae_log, s.metrics.rules.mae_log
     );
     println!(
-        "pipeline: trainer validate (golden + {} labelled rows) {validate_s:.1} s",
+        "pipeline: trainer validate (golden + {} rows with a target) {validate_s:.1} s",
         v.parity.last().map_or(0, |p| p.rows)
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -103,7 +103,7 @@ pub(crate) fn admissible_rows<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::{LabelRule, load_logs};
+    use crate::dataset::{TargetRule, load_logs};
     use service::decision_log::LogKind;
 
     #[test]
@@ -169,7 +169,7 @@ mod tests {
             kept.contains(&ds[7].decision_id.as_str()),
             "the first copy stays"
         );
-        let labelled = t.labelled(&LabelRule::default());
+        let labelled = t.labelled(&TargetRule::default());
         assert_eq!(labelled.counts.picked_rows, 40 - 6);
         assert!(labelled.features.iter().all(|x| x.is_finite()));
     }

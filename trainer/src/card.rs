@@ -10,7 +10,7 @@ use service::model::ModelCard;
 use sha2::{Digest, Sha256};
 
 /// The card's `output` field.
-pub const OUTPUT_MEANING: &str = "probability of a good outcome; action = 2p - 1";
+pub const OUTPUT_MEANING: &str = service::model::card::MODEL_OUTPUT;
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::compare::DEFAULT_CLIP;
-use crate::dataset::LabelRule;
+use crate::target::TargetRule;
 use crate::train::TrainParams;
 
 /// Trains the scoring service's model from its decision logs: LightGBM,
-/// exported to ONNX, checked to give the same probabilities when served by
-/// tract (|Δp| ≤ 1e-5 on every row), compared offline against another model.
+/// regression of ln(latency / expected latency), exported to ONNX, checked
+/// to give the same predictions when served by tract (|Δ| ≤ 1e-5 on every
+/// row), compared offline against another model.
 ///
 /// Exit status: 0 success, 1 error, 2 parity failure (the model must not ship).
 #[derive(Debug, Parser)]
@@ -32,9 +33,9 @@ pub enum Command {
     /// model.txt, card.json, golden.json). Fails, writing nothing, when the
     /// exported model disagrees with LightGBM by more than 1e-5.
     Train(TrainArgs),
-    /// Re-check a model directory: golden-row parity, and parity plus AUC,
-    /// log loss, Brier score and calibration on the given logs. Exits 2 on a
-    /// parity failure.
+    /// Re-check a model directory: golden-row parity, and parity plus R²,
+    /// MAE and quantile calibration (beside the rules' baseline) on the
+    /// given logs. Exits 2 on a parity failure.
     Validate(ValidateArgs),
     /// Offline shadow comparison of two models on logged decisions; prints a
     /// table and writes compare.json.
@@ -44,23 +45,28 @@ pub enum Command {
     Synth(SynthArgs),
 }
 
-/// Label thresholds shared by the commands.
+/// How outcomes become targets, shared by the commands.
 #[derive(Debug, Clone, Copy, Args)]
-pub struct LabelArgs {
-    /// Positive label: request succeeded with observed latency below this, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 20.0)]
-    pub good_ms: f64,
-    /// Negative label: request failed or observed latency above this, in
-    /// milliseconds. Rows in between are dropped (and counted).
-    #[arg(long, value_name = "MS", default_value_t = 100.0)]
-    pub bad_ms: f64,
+pub struct TargetArgs {
+    /// A failed outcome counts as at least this latency (and its timeout),
+    /// in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = TargetRule::default().failure_penalty_ms)]
+    pub failure_penalty_ms: f64,
+    /// An outcome slower than this many times the rules' expected latency is
+    /// slow (dimensionless, >= 1).
+    #[arg(long, value_name = "FACTOR", default_value_t = TargetRule::default().slow_factor)]
+    pub slow_factor: f64,
+    /// Cap on a row's inverse-propensity weight (dimensionless, >= 1).
+    #[arg(long, value_name = "WEIGHT", default_value_t = TargetRule::default().max_weight)]
+    pub max_weight: f64,
 }
 
-impl From<LabelArgs> for LabelRule {
-    fn from(a: LabelArgs) -> Self {
-        LabelRule {
-            good_ms: a.good_ms,
-            bad_ms: a.bad_ms,
+impl From<TargetArgs> for TargetRule {
+    fn from(a: TargetArgs) -> Self {
+        TargetRule {
+            failure_penalty_ms: a.failure_penalty_ms,
+            slow_factor: a.slow_factor,
+            max_weight: a.max_weight,
         }
     }
 }
@@ -103,9 +109,9 @@ pub struct TrainArgs {
     /// count (model.txt then differs only in its `[num_threads: N]` line).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
-    /// Label thresholds.
+    /// Targets.
     #[command(flatten)]
-    pub labels: LabelArgs,
+    pub target: TargetArgs,
 }
 
 impl TrainArgs {
@@ -133,12 +139,6 @@ pub struct ValidateArgs {
     /// it only the golden rows are checked.
     #[arg(long, value_name = "DIR")]
     pub logs: Vec<PathBuf>,
-    /// Positive label threshold, in milliseconds [default: the card's].
-    #[arg(long, value_name = "MS")]
-    pub good_ms: Option<f64>,
-    /// Negative label threshold, in milliseconds [default: the card's].
-    #[arg(long, value_name = "MS")]
-    pub bad_ms: Option<f64>,
     /// Also write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -162,11 +162,9 @@ pub struct CompareArgs {
     /// Where to write the JSON report.
     #[arg(long, value_name = "FILE", default_value = "compare.json")]
     pub out: PathBuf,
-    /// Good outcome for the off-policy estimate: success with observed
-    /// latency below this, in milliseconds; every other outcome is a reward
-    /// of 0 (no rows are dropped, so there is no --bad-ms here).
-    #[arg(long, value_name = "MS", default_value_t = 20.0)]
-    pub good_ms: f64,
+    /// Censoring and the slow threshold of the estimates.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// `trainer synth`.

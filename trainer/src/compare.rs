@@ -1,64 +1,83 @@
-//! `trainer compare`: offline shadow comparison of two models on logged
-//! decisions.
+//! `trainer compare`: offline comparison of two models on logged decisions,
+//! with off-policy estimates of what each would have done.
 //!
 //! For every logged decision with at least one eligible candidate, each
-//! model scores the eligible candidates through the service's ONNX path;
-//! the final score is what the service would rank on:
-//! [`Blend::final_score`]`(rule_score, Some(2p − 1), rule_action)` with the
-//! logged rule score and the deterministic rule action of
-//! [`service::model::rule_actions`] (default blend weights). Then:
+//! model predicts `ln(latency / E)` for the eligible candidates through the
+//! service's ONNX path. The score the service would rank on is rebuilt from
+//! the log: before the model stage it is the routing cost's
+//! `100 × fastest E / E` (E from feature `expected_latency_ln_ms`), then
+//! [`Blend::final_score`] divides it by the model's bounded factor
+//! (centred on the decision's mean prediction, as served) and adds
+//! the deterministic rule action (default blend). Each model's policy is
+//! greedy on that score (the service's default `max`). Then:
 //!
-//! * **top-pick agreement**: share of decisions where both models'
-//!   highest final score is the same candidate (ties: first in log order);
-//! * **Spearman**: rank correlation of the two models' final scores per
-//!   decision (average ranks for ties), averaged over decisions with ≥ 2
-//!   eligible candidates where neither side is constant;
-//! * **mean |Δ action|**: mean over eligible candidates of
-//!   `|a_A − a_B|`, `a = 2p − 1`;
-//! * **off-policy good-outcome rate** of each model used greedily (pick the
-//!   top final score), by inverse propensity scoring over decisions whose
-//!   picked candidate has an outcome and a logged propensity:
-//!   `w = min(1[target pick = logged pick] / propensity, clip)`,
-//!   `IPS = Σ w·r / n`, self-normalised `SNIPS = Σ w·r / Σ w`, and the
-//!   effective sample size `ESS = (Σ w)² / Σ w²`; `r` = 1 for a good
-//!   outcome (success and latency `< good_ms`), else 0: every outcome counts,
-//!   there is no "in between" (training's `--bad-ms` has no role here). A
-//!   small ESS (or few matches) means the estimate is weak; with no usable
-//!   decision the estimates are `None` (`null` in JSON, `n/a` in the table),
-//!   never a 0 that would read as a measured rate.
+//! * **top-pick agreement**, **Spearman** of the two models' final scores
+//!   per decision, and the **mean |Δ action|** (`ln` of the factors);
+//! * **off-policy estimates** of each greedy policy's **mean latency**
+//!   (censored as in training: a failure counts as at least its timeout or
+//!   the failure penalty) and **share of slow outcomes** (a failure, or
+//!   slower than `slow_factor × E`), over decisions whose picked candidate
+//!   has an outcome and a logged propensity `p`:
+//!   - `w = min(1[target pick = logged pick] / p, clip)`;
+//!   - IPS `Σ w·y / n`, self-normalised SNIPS `Σ w·y / Σ w`;
+//!   - doubly robust `DR = (1/n) Σ [q̂(target pick) + w·(y − q̂(logged pick))]`,
+//!     with the direct method `q̂` = model A's predicted latency `E·e^r̂`
+//!     (and for the slow share, whether that prediction is above
+//!     `slow_factor × E`), the same `q̂` for both policies;
+//!   - the effective sample size `ESS = (Σ w)² / Σ w²`.
+//!
+//! An estimate is marked **weak** when its ESS is below [`WEAK_ESS`] or
+//! under a tenth of the usable decisions: the target policy then rarely
+//! agrees with what was logged, and IPS/SNIPS rest on few outcomes (DR
+//! leans on `q̂`). Under a deterministic logging policy (`max`, `p = 1`),
+//! only agreeing decisions carry weight. Routing decisions interact through
+//! queues, which no off-policy estimate sees: the closed-loop simulator run
+//! (`evaluate`) is the real test.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use service::features::FEATURE_COUNT;
-use service::model::{Blend, model_action, rule_actions};
+use service::model::{Blend, mean_prediction, rule_actions};
 
-use crate::dataset::{LabelRule, LogTable};
+use crate::dataset::LogTable;
 use crate::error::{Result, TrainerError, io_err};
 use crate::parity::served_probabilities;
 use crate::pipeline::load_with_progress;
 use crate::progress::Progress;
+use crate::target::{EXPECTED_LATENCY_FEATURE, TargetRule};
 use crate::validate::{load_model_dir, vet_as_service};
 
 /// Default cap on importance weights.
 pub const DEFAULT_CLIP: f64 = 20.0;
+/// Below this effective sample size an estimate is weak.
+pub const WEAK_ESS: f64 = 100.0;
 
-/// Off-policy estimate of one policy's good-outcome rate.
+/// Off-policy estimates of one greedy policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OffPolicy {
     /// Decisions usable (picked candidate with outcome and propensity).
     pub decisions: usize,
     /// Of those, where the target policy picks the logged pick.
     pub matches: usize,
-    /// Clipped IPS estimate of the good-outcome rate (`None` without usable
-    /// decisions).
-    pub ips: Option<f64>,
-    /// Self-normalised IPS (`None` without matches).
-    pub snips: Option<f64>,
+    /// IPS mean latency, ms (`None` without usable decisions).
+    pub ips_latency_ms: Option<f64>,
+    /// SNIPS mean latency, ms (`None` without matches).
+    pub snips_latency_ms: Option<f64>,
+    /// Doubly robust mean latency, ms.
+    pub dr_latency_ms: Option<f64>,
+    /// IPS share of slow outcomes, fraction.
+    pub ips_slow: Option<f64>,
+    /// SNIPS share of slow outcomes, fraction.
+    pub snips_slow: Option<f64>,
+    /// Doubly robust share of slow outcomes, fraction.
+    pub dr_slow: Option<f64>,
     /// Effective sample size `(Σw)² / Σw²`.
     pub ess: f64,
     /// Weights that hit the clip.
     pub clipped: usize,
+    /// The estimate is too weak to trust (see the module docs).
+    pub weak: bool,
 }
 
 /// One model's side of the comparison.
@@ -68,9 +87,9 @@ pub struct ModelSide {
     pub dir: String,
     /// `model_version` from its card.
     pub model_version: String,
-    /// Mean action `2p − 1` over eligible candidates.
+    /// Mean action (`ln` of the cost factor) over eligible candidates.
     pub mean_action: f64,
-    /// Off-policy estimate of its greedy policy.
+    /// Off-policy estimates of its greedy policy.
     pub off_policy: OffPolicy,
 }
 
@@ -93,25 +112,14 @@ pub struct CompareReport {
     pub spearman_decisions: usize,
     /// Mean |a_A − a_B| over eligible candidates.
     pub mean_abs_action_diff: f64,
-    /// The logging policy's observed good-outcome rate on the usable decisions.
-    pub logged_good_rate: Option<f64>,
+    /// The logging policy's observed mean (censored) latency, ms.
+    pub logged_latency_ms: Option<f64>,
+    /// The logging policy's observed share of slow outcomes.
+    pub logged_slow: Option<f64>,
     /// Weight cap.
     pub clip: f64,
-    /// A good outcome: success and latency below this, ms.
-    pub good_ms: f64,
-    /// Blend used for final scores.
-    pub blend: BlendJson,
-}
-
-/// [`Blend`] as JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BlendJson {
-    /// Weight of the model action.
-    pub blend_model: f64,
-    /// Weight of the rule action.
-    pub blend_rule: f64,
-    /// Score points per unit of blended action.
-    pub scale: f64,
+    /// Target rule (censoring, slow factor).
+    pub target: TargetRule,
 }
 
 /// Average ranks and Spearman's ρ: the service's own, so offline and
@@ -128,69 +136,96 @@ fn argmax(xs: &[f64]) -> usize {
     best
 }
 
+/// Running sums of one policy's estimates.
 #[derive(Default)]
-struct Ips {
+struct Estimator {
     decisions: usize,
     matches: usize,
     sw: f64,
-    swr: f64,
     sw2: f64,
     clipped: usize,
+    /// `[latency, slow]`: Σ w·y and Σ DR terms.
+    swy: [f64; 2],
+    dr: [f64; 2],
 }
 
-impl Ips {
-    fn add(&mut self, matched: bool, propensity: f64, reward: f64, clip: f64) {
+impl Estimator {
+    /// One usable decision: whether the target matched the logged pick,
+    /// the logged propensity, the outcome `y` (`[latency, slow]`), and the
+    /// direct method at the target's and the logged pick.
+    fn add(
+        &mut self,
+        matched: bool,
+        propensity: f64,
+        y: [f64; 2],
+        q_target: [f64; 2],
+        q_logged: [f64; 2],
+        clip: f64,
+    ) {
         self.decisions += 1;
-        if !matched {
-            return;
-        }
-        self.matches += 1;
-        let raw = 1.0 / propensity;
-        let w = if raw > clip {
-            self.clipped += 1;
-            clip
+        let w = if matched {
+            self.matches += 1;
+            let raw = 1.0 / propensity;
+            if raw > clip {
+                self.clipped += 1;
+                clip
+            } else {
+                raw
+            }
         } else {
-            raw
+            0.0
         };
         self.sw += w;
-        self.swr += w * reward;
         self.sw2 += w * w;
+        for k in 0..2 {
+            self.swy[k] += w * y[k];
+            self.dr[k] += q_target[k] + w * (y[k] - q_logged[k]);
+        }
     }
 
     fn finish(&self) -> OffPolicy {
+        let n = self.decisions as f64;
+        let per = |x: f64| (self.decisions > 0).then(|| x / n);
+        let snips = |x: f64| (self.sw > 0.0).then(|| x / self.sw);
+        let ess = if self.sw2 > 0.0 {
+            self.sw * self.sw / self.sw2
+        } else {
+            0.0
+        };
         OffPolicy {
             decisions: self.decisions,
             matches: self.matches,
-            ips: (self.decisions > 0).then(|| self.swr / self.decisions as f64),
-            snips: (self.sw > 0.0).then(|| self.swr / self.sw),
-            ess: if self.sw2 > 0.0 {
-                self.sw * self.sw / self.sw2
-            } else {
-                0.0
-            },
+            ips_latency_ms: per(self.swy[0]),
+            snips_latency_ms: snips(self.swy[0]),
+            dr_latency_ms: per(self.dr[0]),
+            ips_slow: per(self.swy[1]),
+            snips_slow: snips(self.swy[1]),
+            dr_slow: per(self.dr[1]),
+            ess,
             clipped: self.clipped,
+            weak: ess < WEAK_ESS || ess < 0.1 * n,
         }
     }
 }
 
-/// Compares two sets of per-row probabilities on `table` (rows in table
+/// Compares two models' per-row predictions on `table` (rows in table
 /// order; only eligible rows are read). `pa`, `pb` have one entry per row.
-pub fn compare_probabilities(
+pub fn compare_predictions(
     table: &LogTable,
     pa: &[f32],
     pb: &[f32],
-    good_ms: f64,
+    target: &TargetRule,
     blend: &Blend,
     clip: f64,
-) -> (CompareReport, [f64; 2]) {
+) -> CompareReport {
     let mut agree = 0usize;
     let mut decisions = 0usize;
     let mut rows = 0usize;
     let (mut sp_sum, mut sp_n) = (0.0, 0usize);
     let mut dsum = 0.0;
     let mut act_sum = [0.0f64; 2];
-    let mut ips = [Ips::default(), Ips::default()];
-    let (mut logged_r, mut logged_n) = (0.0, 0usize);
+    let mut est = [Estimator::default(), Estimator::default()];
+    let (mut logged, mut logged_n) = ([0.0f64; 2], 0usize);
     let mut obs: Vec<[f32; FEATURE_COUNT]> = Vec::new();
     let mut ra = Vec::new();
     for d in &table.decisions {
@@ -207,14 +242,22 @@ pub fn compare_probabilities(
             obs.push(o);
         }
         rule_actions(&d.key_prefix, &obs, &mut ra);
+        let ln_e: Vec<f64> = obs
+            .iter()
+            .map(|o| f64::from(o[EXPECTED_LATENCY_FEATURE]))
+            .collect();
+        let ln_fastest = ln_e.iter().copied().fold(f64::INFINITY, f64::min);
         let mut finals = [Vec::new(), Vec::new()];
+        let mean = |p: &[f32]| mean_prediction(&elig.iter().map(|&i| p[i]).collect::<Vec<_>>());
+        let means = [mean(pa), mean(pb)];
         for (k, &i) in elig.iter().enumerate() {
-            let a = [model_action(pa[i]), model_action(pb[i])];
+            let pre = 100.0 * (ln_fastest - ln_e[k]).exp();
+            let p = [pa[i] - means[0], pb[i] - means[1]];
             for m in 0..2 {
-                act_sum[m] += f64::from(a[m]);
-                finals[m].push(blend.final_score(table.rule_score[i], Some(a[m]), ra[k]));
+                act_sum[m] += blend.model_action(p[m]);
+                finals[m].push(blend.final_score(pre, Some(p[m]), ra[k]));
             }
-            dsum += f64::from((a[0] - a[1]).abs());
+            dsum += (blend.model_action(p[0]) - blend.model_action(p[1])).abs();
         }
         let picks = [argmax(&finals[0]), argmax(&finals[1])];
         if picks[0] == picks[1] {
@@ -224,7 +267,6 @@ pub fn compare_probabilities(
             sp_sum += s;
             sp_n += 1;
         }
-        // Off-policy: the logged pick among the eligible candidates.
         let Some(k) = elig.iter().position(|&i| table.picked[i]) else {
             continue;
         };
@@ -237,11 +279,25 @@ pub fn compare_probabilities(
         if prop.is_nan() || prop <= 0.0 {
             continue;
         }
-        let r = LabelRule::reward_below(good_ms, lat, ok);
-        logged_r += r;
+        let row = table.row(i);
+        let y = [
+            target.censored_latency_ms(row, lat, ok),
+            f64::from(u8::from(target.is_slow(row, lat, ok))),
+        ];
+        logged[0] += y[0];
+        logged[1] += y[1];
         logged_n += 1;
+        // The direct method: model A's predicted latency.
+        let q = |j: usize| {
+            let e = ln_e[j].exp();
+            let predicted = e * f64::from(pa[elig[j]]).exp();
+            [
+                predicted,
+                f64::from(u8::from(predicted > target.slow_factor * e)),
+            ]
+        };
         for m in 0..2 {
-            ips[m].add(picks[m] == k, prop, r, clip);
+            est[m].add(picks[m] == k, prop, y, q(picks[m]), q(k), clip);
         }
     }
     let side = |m: usize| ModelSide {
@@ -252,9 +308,10 @@ pub fn compare_probabilities(
         } else {
             act_sum[m] / rows as f64
         },
-        off_policy: ips[m].finish(),
+        off_policy: est[m].finish(),
     };
-    let report = CompareReport {
+    let per = |x: f64| (logged_n > 0).then(|| x / logged_n as f64);
+    CompareReport {
         a: side(0),
         b: side(1),
         decisions,
@@ -267,43 +324,31 @@ pub fn compare_probabilities(
         mean_spearman: (sp_n > 0).then(|| sp_sum / sp_n as f64),
         spearman_decisions: sp_n,
         mean_abs_action_diff: if rows == 0 { 0.0 } else { dsum / rows as f64 },
-        logged_good_rate: (logged_n > 0).then(|| logged_r / logged_n as f64),
+        logged_latency_ms: per(logged[0]),
+        logged_slow: per(logged[1]),
         clip,
-        good_ms,
-        blend: BlendJson {
-            blend_model: blend.blend_model,
-            blend_rule: blend.blend_rule,
-            scale: blend.scale,
-        },
-    };
-    (report, act_sum)
+        target: *target,
+    }
 }
 
 /// Runs `trainer compare`: loads both models and the logs, compares, and
 /// writes the report as JSON to `out`.
 ///
-/// `good_ms`: a good outcome is a success faster than this, ms (> 0);
-/// `clip`: cap on importance weights (>= 1).
-///
 /// # Errors
 /// Model-directory, log and tract errors ([`TrainerError::Refused`] for a
 /// model the service would refuse); [`TrainerError::NoData`] when no
 /// decision has an eligible candidate; [`TrainerError::InvalidArgument`]
-/// for `clip < 1` or `good_ms` not a positive finite number.
+/// for `clip < 1` or a bad target rule.
 pub fn run_compare(
     a: &Path,
     b: &Path,
     logs: &[PathBuf],
-    good_ms: f64,
+    target: &TargetRule,
     clip: f64,
     out: &Path,
     progress: Progress,
 ) -> Result<CompareReport> {
-    if !(good_ms > 0.0 && good_ms.is_finite()) {
-        return Err(TrainerError::InvalidArgument(format!(
-            "--good-ms must be a finite number of ms > 0, got {good_ms}"
-        )));
-    }
+    target.validate()?;
     if !(clip >= 1.0 && clip.is_finite()) {
         return Err(TrainerError::InvalidArgument(format!(
             "--clip must be a finite weight >= 1, got {clip}"
@@ -321,8 +366,7 @@ pub fn run_compare(
     let pb_b = progress.bar(n, "scoring B", "rows");
     let pbv = served_probabilities(&mb.plan, &table.features, |d| pb_b.set_position(d as u64))?;
     pb_b.finish_and_clear();
-    let (mut report, _) =
-        compare_probabilities(&table, &pa, &pbv, good_ms, &Blend::default(), clip);
+    let mut report = compare_predictions(&table, &pa, &pbv, target, &Blend::default(), clip);
     if report.decisions == 0 {
         return Err(TrainerError::NoData(
             "no logged decision has an eligible candidate".into(),
@@ -341,42 +385,55 @@ pub fn run_compare(
 impl CompareReport {
     /// A human-readable table.
     pub fn table(&self) -> String {
-        let o = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.4}"));
+        let o = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
         let mut s = format!(
             "decisions {}  eligible candidates {}\n\
              top-pick agreement      {:.4}\n\
              mean Spearman (finals)  {} over {} decisions\n\
              mean |action A - B|     {:.4}\n\
-             logged policy good rate {}\n\n",
+             logged policy           mean latency {} ms, slow share {}\n\n",
             self.decisions,
             self.candidate_rows,
             self.top_pick_agreement,
             o(self.mean_spearman),
             self.spearman_decisions,
             self.mean_abs_action_diff,
-            o(self.logged_good_rate)
+            o(self.logged_latency_ms),
+            o(self.logged_slow)
         );
         s.push_str(&format!(
-            "{:<4} {:<28} {:>8} {:>8} {:>8} {:>9} {:>10} {:>8}\n",
-            "", "model_version", "mean a", "IPS", "SNIPS", "ESS", "matches", "clipped"
+            "{:<3} {:<26} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>8} {:>11}\n",
+            "",
+            "model_version",
+            "IPS ms",
+            "SNIPS ms",
+            "DR ms",
+            "IPS sl",
+            "SNIPS",
+            "DR sl",
+            "ESS",
+            "matches"
         ));
         for (name, m) in [("A", &self.a), ("B", &self.b)] {
             let op = &m.off_policy;
             s.push_str(&format!(
-                "{:<4} {:<28} {:>8.4} {:>8} {:>8} {:>9.1} {:>10} {:>8}\n",
+                "{:<3} {:<26} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>8.1} {:>11}{}\n",
                 name,
                 m.model_version,
-                m.mean_action,
-                o(op.ips),
-                o(op.snips),
+                o(op.ips_latency_ms),
+                o(op.snips_latency_ms),
+                o(op.dr_latency_ms),
+                o(op.ips_slow),
+                o(op.snips_slow),
+                o(op.dr_slow),
                 op.ess,
                 format!("{}/{}", op.matches, op.decisions),
-                op.clipped
+                if op.weak { "  WEAK" } else { "" }
             ));
         }
         s.push_str(&format!(
-            "(good = success and latency < {} ms; weights clipped at {}; IPS is weak when ESS is small)\n",
-            self.good_ms, self.clip
+            "(latency censored: a failure counts as at least max(timeout, {} ms); slow = failure or > {} x E; weights clipped at {}; WEAK = ESS < {WEAK_ESS} or under a tenth of the decisions: too few agreeing outcomes to trust IPS/SNIPS. Decisions interact through queues: the closed-loop simulator is the real test)\n",
+            self.target.failure_penalty_ms, self.target.slow_factor, self.clip
         ));
         if self.a.off_policy.decisions == 0 {
             s.push_str(
@@ -400,24 +457,33 @@ mod tests {
     }
 
     #[test]
-    fn ips_weights_clip_and_ess() {
-        let mut ips = Ips::default();
-        ips.add(true, 0.5, 1.0, 20.0); // w 2
-        ips.add(true, 0.01, 0.0, 20.0); // w 100 -> 20
-        ips.add(false, 0.5, 1.0, 20.0);
-        let o = ips.finish();
+    fn ips_snips_dr_and_ess() {
+        let mut e = Estimator::default();
+        // Matched, p 0.5 (w 2), latency 10, slow 0; q̂ 8 at both picks.
+        e.add(true, 0.5, [10.0, 0.0], [8.0, 0.0], [8.0, 0.0], 20.0);
+        // Matched, p 0.01 (w 100 -> 20), latency 100, slow 1.
+        e.add(true, 0.01, [100.0, 1.0], [50.0, 1.0], [50.0, 1.0], 20.0);
+        // Not matched: w 0; DR takes the direct method at the target's pick (30).
+        e.add(false, 0.5, [5.0, 0.0], [30.0, 0.0], [5.0, 0.0], 20.0);
+        let o = e.finish();
         assert_eq!((o.decisions, o.matches, o.clipped), (3, 2, 1));
-        assert!((o.ips.unwrap() - 2.0 / 3.0).abs() < 1e-12);
-        assert!((o.snips.unwrap() - 2.0 / 22.0).abs() < 1e-12);
+        assert!((o.ips_latency_ms.unwrap() - (20.0 + 2000.0) / 3.0).abs() < 1e-9);
+        assert!((o.snips_latency_ms.unwrap() - 2020.0 / 22.0).abs() < 1e-9);
+        let dr = (8.0 + 2.0 * 2.0) + (50.0 + 20.0 * 50.0) + 30.0;
+        assert!((o.dr_latency_ms.unwrap() - dr / 3.0).abs() < 1e-9);
+        assert!((o.snips_slow.unwrap() - 20.0 / 22.0).abs() < 1e-12);
         assert!((o.ess - 22.0 * 22.0 / 404.0).abs() < 1e-12);
+        assert!(o.weak, "an ESS of 1.2 is weak");
     }
 
     #[test]
     fn no_usable_decision_is_no_estimate_not_zero() {
-        // Found by a fresh-eyes run: logs without outcomes printed IPS 0.0000.
-        let o = Ips::default().finish();
-        assert_eq!((o.decisions, o.ips, o.snips, o.ess), (0, None, None, 0.0));
+        let o = Estimator::default().finish();
+        assert_eq!(
+            (o.decisions, o.ips_latency_ms, o.snips_latency_ms, o.ess),
+            (0, None, None, 0.0)
+        );
         let json = serde_json::to_value(o).unwrap();
-        assert!(json["ips"].is_null(), "{json}");
+        assert!(json["ips_latency_ms"].is_null(), "{json}");
     }
 }

@@ -12,9 +12,8 @@
 //!   score, propensity or latency out of range, several picks, an id
 //!   already loaded) are dropped and counted in [`DroppedDecisions`].
 //! * [`LogTable::labelled`] keeps the picked candidate of each decision
-//!   that has an outcome and labels it with [`LabelRule`]: positive when
-//!   the request succeeded with latency `< good_ms`, negative when it
-//!   failed or took `> bad_ms`; rows in between are dropped and counted.
+//!   that has an outcome and gives it its target and weight
+//!   ([`crate::target`]); nothing with an outcome is dropped.
 //! * [`Labelled::split_by_time`]: rows sorted by decision time (stable);
 //!   the last `valid_fraction` of them validate, so validation is always
 //!   later traffic than training.
@@ -24,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, TimestampMillisecondType};
-use serde::Serialize;
 use service::decision_log::reader::list_files;
 use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
 use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
@@ -32,6 +30,7 @@ use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 pub use crate::admissible::DroppedDecisions;
 use crate::admissible::admissible_rows;
 use crate::error::{Result, TrainerError};
+pub use crate::target::{Distribution, TargetCounts, TargetRule};
 
 /// Largest outcome latency the service accepts, ms (one day).
 pub use service::telemetry::validate::MAX_LATENCY_MS;
@@ -292,139 +291,36 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     Ok(t)
 }
 
-/// The label thresholds (`--good-ms`, `--bad-ms`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct LabelRule {
-    /// Positive: success and latency strictly below this, ms.
-    pub good_ms: f64,
-    /// Negative: failure, or latency strictly above this, ms.
-    pub bad_ms: f64,
-}
-
-impl Default for LabelRule {
-    fn default() -> Self {
-        Self {
-            good_ms: 20.0,
-            bad_ms: 100.0,
-        }
-    }
-}
-
-impl LabelRule {
-    /// Checks `0 < good_ms <= bad_ms`, both finite.
-    ///
-    /// # Errors
-    /// [`TrainerError::InvalidArgument`].
-    pub fn validate(&self) -> Result<()> {
-        if self.good_ms.is_finite()
-            && self.bad_ms.is_finite()
-            && self.good_ms > 0.0
-            && self.good_ms <= self.bad_ms
-        {
-            Ok(())
-        } else {
-            Err(TrainerError::InvalidArgument(format!(
-                "need 0 < --good-ms ({}) <= --bad-ms ({})",
-                self.good_ms, self.bad_ms
-            )))
-        }
-    }
-
-    /// `Some(1.0)` good, `Some(0.0)` bad, `None` in between.
-    pub fn label(&self, latency_ms: f64, success: bool) -> Option<f32> {
-        if !success || latency_ms > self.bad_ms {
-            Some(0.0)
-        } else if latency_ms < self.good_ms {
-            Some(1.0)
-        } else {
-            None
-        }
-    }
-
-    /// 1.0 when the outcome is good (success and latency `< good_ms`),
-    /// else 0.0: the reward of the off-policy estimate.
-    pub fn reward(&self, latency_ms: f64, success: bool) -> f64 {
-        Self::reward_below(self.good_ms, latency_ms, success)
-    }
-
-    /// [`LabelRule::reward`] with only the good threshold, ms: `trainer
-    /// compare` has no "in between".
-    pub fn reward_below(good_ms: f64, latency_ms: f64, success: bool) -> f64 {
-        if success && latency_ms < good_ms {
-            1.0
-        } else {
-            0.0
-        }
-    }
-}
-
-/// How many rows each labelling step kept or dropped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct LabelCounts {
-    /// Decisions loaded.
-    pub decisions: usize,
-    /// Candidate rows loaded.
-    pub candidate_rows: usize,
-    /// Picked candidate rows.
-    pub picked_rows: usize,
-    /// Picked rows without an outcome (dropped).
-    pub missing_outcome: usize,
-    /// Picked rows with `good_ms <= latency <= bad_ms` and success (dropped).
-    pub between_thresholds: usize,
-    /// Positive rows.
-    pub positives: usize,
-    /// Negative rows.
-    pub negatives: usize,
-}
-
-impl std::fmt::Display for LabelCounts {
-    /// One line for error messages, with a hint when no picked row has an
-    /// outcome (the outcomes directory was probably not given).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} decisions, {} picked, {} without an outcome, {} between the thresholds, {} positive, {} negative",
-            self.decisions,
-            self.picked_rows,
-            self.missing_outcome,
-            self.between_thresholds,
-            self.positives,
-            self.negatives
-        )?;
-        if self.picked_rows > 0 && self.missing_outcome == self.picked_rows {
-            write!(
-                f,
-                "; no picked row has an outcome: give the outcomes directory too (--logs <dir>/outcomes)"
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Labelled rows (picked candidates with an outcome outside the gap).
+/// Rows with a target: picked candidates with an outcome.
 #[derive(Debug, Clone, Default)]
 pub struct Labelled {
     /// Row-major features, `FEATURE_COUNT` per row.
     pub features: Vec<f32>,
-    /// 1.0 good / 0.0 bad.
-    pub labels: Vec<f32>,
+    /// Targets `ln(latency) − ln(E)` ([`TargetRule::target`]).
+    pub targets: Vec<f32>,
+    /// Clipped inverse-propensity weights ([`TargetRule::weight`]).
+    pub weights: Vec<f32>,
+    /// Slow outcomes ([`TargetRule::is_slow`]).
+    pub slow: Vec<bool>,
+    /// Censored outcome latency, ms.
+    pub latency_ms: Vec<f64>,
     /// Decision time, Unix ms.
     pub ts_ms: Vec<i64>,
     /// Logged rule score, 0..=100.
     pub rule_score: Vec<f64>,
-    /// Counts of the labelling steps.
-    pub counts: LabelCounts,
+    /// Counts of the steps.
+    pub counts: TargetCounts,
 }
 
 impl Labelled {
     /// Number of rows.
     pub fn len(&self) -> usize {
-        self.labels.len()
+        self.targets.len()
     }
 
     /// True when there are no rows.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
+        self.targets.is_empty()
     }
 
     /// Features of row `i`.
@@ -439,7 +335,10 @@ impl Labelled {
 
     fn push_from(&mut self, other: &Labelled, i: usize) {
         self.features.extend_from_slice(other.row(i));
-        self.labels.push(other.labels[i]);
+        self.targets.push(other.targets[i]);
+        self.weights.push(other.weights[i]);
+        self.slow.push(other.slow[i]);
+        self.latency_ms.push(other.latency_ms[i]);
         self.ts_ms.push(other.ts_ms[i]);
         self.rule_score.push(other.rule_score[i]);
     }
@@ -454,6 +353,30 @@ impl Labelled {
             out.push_from(self, i);
         }
         out
+    }
+
+    /// Refuses data that cannot train: fewer than `min_rows` rows, or
+    /// targets that do not vary (every outcome exactly as the rules
+    /// expected: nothing to learn).
+    ///
+    /// # Errors
+    /// [`TrainerError::NoData`] with the counts.
+    pub fn check_trainable(&self, min_rows: usize) -> Result<()> {
+        if self.len() < min_rows {
+            return Err(TrainerError::NoData(format!(
+                "only {} rows with a target, at least {min_rows} are needed ({})",
+                self.len(),
+                self.counts
+            )));
+        }
+        let d = Distribution::of(&self.targets);
+        if d.std < 1e-6 {
+            return Err(TrainerError::NoData(format!(
+                "every target is {:.6} (std {:.2e}): the outcomes never differ from the rules' expectation, so there is nothing to learn ({})",
+                d.mean, d.std, self.counts
+            )));
+        }
+        Ok(())
     }
 
     /// Splits by time: rows sorted by `ts_ms` (stable), the last
@@ -472,7 +395,7 @@ impl Labelled {
         let n_valid = ((n as f64) * valid_fraction).ceil() as usize;
         if n < 2 || n_valid == 0 || n_valid >= n {
             return Err(TrainerError::NoData(format!(
-                "{n} labelled rows cannot be split into non-empty train and validation sets"
+                "{n} rows with a target cannot be split into non-empty train and validation sets"
             )));
         }
         let mut order: Vec<usize> = (0..n).collect();
@@ -494,8 +417,9 @@ impl Labelled {
 }
 
 impl LogTable {
-    /// Labels the picked rows with outcomes (see the module docs).
-    pub fn labelled(&self, rule: &LabelRule) -> Labelled {
+    /// The picked rows with outcomes, with their targets and weights (see
+    /// [`crate::target`]).
+    pub fn labelled(&self, rule: &TargetRule) -> Labelled {
         let mut out = Labelled::default();
         let c = &mut out.counts;
         c.decisions = self.decisions.len();
@@ -509,17 +433,19 @@ impl LogTable {
                 c.missing_outcome += 1;
                 continue;
             };
-            let Some(y) = rule.label(lat, ok) else {
-                c.between_thresholds += 1;
-                continue;
-            };
-            if y > 0.5 {
-                c.positives += 1;
-            } else {
-                c.negatives += 1;
-            }
-            out.features.extend_from_slice(self.row(i));
-            out.labels.push(y);
+            let row = self.row(i);
+            c.rows += 1;
+            c.failures += usize::from(!ok);
+            let slow = rule.is_slow(row, lat, ok);
+            c.slow += usize::from(slow);
+            let w = rule.weight(self.probability[i]);
+            c.clipped_weights +=
+                usize::from(f64::from(w) >= rule.max_weight && rule.max_weight > 1.0);
+            out.features.extend_from_slice(row);
+            out.targets.push(rule.target(row, lat, ok));
+            out.weights.push(w);
+            out.slow.push(slow);
+            out.latency_ms.push(rule.censored_latency_ms(row, lat, ok));
             out.ts_ms.push(self.decisions[self.decision_of[i]].ts_ms);
             out.rule_score.push(self.rule_score[i]);
         }
@@ -532,60 +458,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn label_rule_edges() {
-        let r = LabelRule::default();
-        assert_eq!(r.label(19.9, true), Some(1.0));
-        assert_eq!(r.label(20.0, true), None);
-        assert_eq!(r.label(100.0, true), None);
-        assert_eq!(r.label(100.1, true), Some(0.0));
-        assert_eq!(r.label(1.0, false), Some(0.0));
-        assert_eq!(r.reward(19.0, true), 1.0);
-        assert_eq!(r.reward(50.0, true), 0.0);
-        assert!(
-            LabelRule {
-                good_ms: 50.0,
-                bad_ms: 10.0
-            }
-            .validate()
-            .is_err()
-        );
-    }
-
-    #[test]
-    fn label_counts_read_as_a_sentence_with_a_hint_for_missing_outcomes() {
-        let c = LabelCounts {
+    fn target_counts_read_as_a_sentence_with_a_hint_for_missing_outcomes() {
+        let c = TargetCounts {
             decisions: 5000,
             candidate_rows: 20000,
             picked_rows: 5000,
             missing_outcome: 5000,
-            ..LabelCounts::default()
+            ..TargetCounts::default()
         };
         assert_eq!(
             c.to_string(),
-            "5000 decisions, 5000 picked, 5000 without an outcome, 0 between the thresholds, 0 positive, 0 negative; no picked row has an outcome: give the outcomes directory too (--logs <dir>/outcomes)"
+            "5000 decisions, 5000 picked, 5000 without an outcome, 0 with a target (0 failures, 0 slow); no picked row has an outcome: give the outcomes directory too (--logs <dir>/outcomes)"
         );
-        let some = LabelCounts {
+        let some = TargetCounts {
             missing_outcome: 10,
             ..c
         };
         assert!(!some.to_string().contains("give the"), "{some}");
     }
 
-    #[test]
-    fn split_is_by_time() {
+    fn labelled(ts: &[i64], targets: &[f32]) -> Labelled {
         let mut l = Labelled::default();
-        for (i, ts) in [5i64, 1, 4, 2, 3].iter().enumerate() {
+        for (i, (t, y)) in ts.iter().zip(targets).enumerate() {
             l.features
                 .extend(std::iter::repeat_n(i as f32, FEATURE_COUNT));
-            l.labels.push((i % 2) as f32);
-            l.ts_ms.push(*ts);
+            l.targets.push(*y);
+            l.weights.push(1.0);
+            l.slow.push(false);
+            l.latency_ms.push(1.0);
+            l.ts_ms.push(*t);
             l.rule_score.push(0.0);
         }
+        l
+    }
+
+    #[test]
+    fn split_is_by_time() {
+        let l = labelled(&[5, 1, 4, 2, 3], &[0.0, 1.0, 0.0, 1.0, 0.0]);
         let (train, valid) = l.split_by_time(0.4).unwrap();
         assert_eq!(train.ts_ms, [1, 2, 3]);
         assert_eq!(valid.ts_ms, [4, 5]);
         assert_eq!(valid.row(1)[0], 0.0, "row with ts 5 is row 0");
         assert!(l.split_by_time(1.0).is_err());
         assert!(l.split_by_time(0.0).is_err());
+    }
+
+    #[test]
+    fn degenerate_data_is_refused() {
+        let flat = labelled(&[1, 2, 3, 4], &[0.5; 4]);
+        let e = flat.check_trainable(2).unwrap_err().to_string();
+        assert!(e.contains("nothing to learn"), "{e}");
+        let few = labelled(&[1, 2], &[0.0, 1.0]);
+        let e = few.check_trainable(10).unwrap_err().to_string();
+        assert!(e.contains("only 2 rows"), "{e}");
+        assert!(
+            labelled(&[1, 2, 3], &[0.0, 1.0, 0.5])
+                .check_trainable(3)
+                .is_ok()
+        );
     }
 }

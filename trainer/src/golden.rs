@@ -183,7 +183,7 @@ pub fn build_golden(booster: &Booster, model: &LgbModel, valid: &[f32]) -> Resul
             .map(|((kind, r), probability)| GoldenRow {
                 kind,
                 features: r.into_iter().map(JsonF32).collect(),
-                probability,
+                prediction: probability,
             })
             .collect(),
     })

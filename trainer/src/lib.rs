@@ -4,17 +4,18 @@
 //! | --- | --- |
 //! | [`cli`] | the command line (clap) |
 //! | [`synth`] | synthetic logs from a documented generative model |
-//! | [`dataset`] | logs → candidate table → labelled rows, time split |
+//! | [`dataset`] | logs → candidate table → rows with targets, time split |
+//! | [`target`] | the target `ln(latency / E)`, censoring, propensity weights |
 //! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
 //! | [`text_model`] | LightGBM's text model → [`service::model::export::LgbModel`], f64 evaluation |
-//! | [`metrics`] | AUC, log loss, Brier score, calibration by decile |
+//! | [`metrics`] | R², MAE, quantile calibration, beside the rules' baseline |
 //! | [`parity`] | served (ONNX in tract) vs LightGBM probabilities, 1e-5 bar |
 //! | [`golden`] | `golden.json` rows (NaN, ±0, ±∞, split boundaries) |
 //! | [`card`] | `card.json` contents and model version |
 //! | [`pipeline`] | `trainer train` |
 //! | [`validate`] | `trainer validate` |
-//! | [`compare`] | `trainer compare` (agreement, Spearman, IPS) |
+//! | [`compare`] | `trainer compare` (agreement, Spearman, IPS/SNIPS/DR, ESS) |
 //! | [`progress`] | indicatif progress bars |
 //! | [`error`] | [`TrainerError`] |
 //!
@@ -33,6 +34,7 @@ pub mod parity;
 pub mod pipeline;
 pub mod progress;
 pub mod synth;
+pub mod target;
 pub mod text_model;
 pub mod train;
 pub mod validate;

@@ -35,10 +35,6 @@ fn error_message(e: &anyhow::Error) -> String {
     msg
 }
 
-fn opt(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), |v| format!("{v:.4}"))
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     let progress = if cli.quiet {
         Progress::hidden()
@@ -51,37 +47,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 logs: args.logs.clone(),
                 out: args.out.clone(),
                 params: args.params(),
-                labels: args.labels.into(),
+                target: args.target.into(),
                 valid_fraction: args.valid_fraction,
             };
             let s = pipeline::run_train(&opts, progress)?;
             let c = &s.counts;
-            say!(
-                "labels: {} decisions, {} picked, {} without outcome, {} between {} and {} ms (dropped), {} positive, {} negative",
-                c.decisions,
-                c.picked_rows,
-                c.missing_outcome,
-                c.between_thresholds,
-                opts.labels.good_ms,
-                opts.labels.bad_ms,
-                c.positives,
-                c.negatives
-            );
+            say!("targets: {c}");
             say!(
                 "split by time: {} train rows, {} validation rows",
                 s.train_rows,
                 s.valid_rows
             );
             say!("validation:\n{}", s.metrics.table());
-            say!(
-                "PUT rows: {}  model AUC {}  rule score AUC {}",
-                s.put_rows.rows,
-                opt(s.put_rows.model_auc),
-                opt(s.put_rows.rule_score_auc)
-            );
             for p in &s.parity {
                 say!(
-                    "parity {}: {} rows, max |p_served - p_lightgbm| = {:e} (<= {:e})",
+                    "parity {}: {} rows, max |served - lightgbm| = {:e} (<= {:e})",
                     p.set,
                     p.rows,
                     p.max_abs_diff,
@@ -102,11 +82,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Validate(args) => {
-            let labels = validate::LabelOverride {
-                good_ms: args.good_ms,
-                bad_ms: args.bad_ms,
-            };
-            let s = validate::run_validate(&args.model, &args.logs, labels, progress)?;
+            let s = validate::run_validate(&args.model, &args.logs, progress)?;
             say!("model_version {}", s.model_version);
             for p in &s.parity {
                 say!(
@@ -118,22 +94,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             if let (Some(m), Some(c)) = (&s.metrics, &s.counts) {
-                say!(
-                    "labelled rows: {} positive, {} negative ({} dropped between thresholds, {} without outcome)",
-                    c.positives,
-                    c.negatives,
-                    c.between_thresholds,
-                    c.missing_outcome
-                );
+                say!("targets: {c}");
                 say!("{}", m.table());
-            }
-            if let Some(p) = &s.put_rows {
-                say!(
-                    "PUT rows: {}  model AUC {}  rule score AUC {}",
-                    p.rows,
-                    opt(p.model_auc),
-                    opt(p.rule_score_auc)
-                );
             }
             if let Some(path) = &args.json {
                 let text = serde_json::to_string_pretty(&s)?;
@@ -147,7 +109,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &args.a,
                 &args.b,
                 &args.logs,
-                args.good_ms,
+                &args.target.into(),
                 args.clip,
                 &args.out,
                 progress,

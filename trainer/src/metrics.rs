@@ -1,114 +1,49 @@
-//! Classification metrics of predicted probabilities against 0/1 labels:
-//! ROC AUC, log loss, Brier score and a calibration table by decile.
+//! Regression metrics of predicted targets `ln(latency / E)` against the
+//! observed ones, each beside the rules' own baseline on the same rows.
+//!
+//! The rules' prediction of the target is 0: they expect exactly E. So the
+//! baseline's MAE is `mean |y|` and its R² is `1 − Σy² / Σ(y − ȳ)²` (≤ 0
+//! whenever the rules are biased). The quantile calibration is the share
+//! of outcomes above the prediction: about 0.5 for a mean (L2) model, about
+//! `1 − α` for a quantile model at `α`.
 
 use serde::{Deserialize, Serialize};
 
-/// Probabilities are clipped to `[EPS, 1 − EPS]` in the log loss.
-pub const LOG_LOSS_EPS: f64 = 1e-15;
+use crate::target::Distribution;
 
-/// ROC AUC of `scores` (higher = more likely positive) against `labels`
-/// (> 0.5 positive): the probability that a random positive scores above a
-/// random negative, ties counting one half (Mann–Whitney U with average
-/// ranks). `None` when either class is absent or the lengths differ.
-pub fn auc(scores: &[f64], labels: &[f32]) -> Option<f64> {
-    if scores.len() != labels.len() {
-        return None;
-    }
-    let n_pos = labels.iter().filter(|&&y| y > 0.5).count();
-    let n_neg = labels.len() - n_pos;
-    if n_pos == 0 || n_neg == 0 {
-        return None;
-    }
-    let mut order: Vec<usize> = (0..scores.len()).collect();
-    order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
-    let mut rank_sum_pos = 0.0;
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j + 1 < order.len() && scores[order[j + 1]] == scores[order[i]] {
-            j += 1;
-        }
-        // Ranks i+1 ..= j+1 share their average.
-        let avg = (i + j) as f64 / 2.0 + 1.0;
-        for &k in &order[i..=j] {
-            if labels[k] > 0.5 {
-                rank_sum_pos += avg;
-            }
-        }
-        i = j + 1;
-    }
-    let (p, n) = (n_pos as f64, n_neg as f64);
-    Some((rank_sum_pos - p * (p + 1.0) / 2.0) / (p * n))
-}
-
-/// Mean binary cross-entropy (nats), probabilities clipped to
-/// `[LOG_LOSS_EPS, 1 − LOG_LOSS_EPS]`. `None` for empty or unequal inputs.
-pub fn log_loss(p: &[f64], labels: &[f32]) -> Option<f64> {
-    if p.is_empty() || p.len() != labels.len() {
-        return None;
-    }
-    let s: f64 = p
-        .iter()
-        .zip(labels)
-        .map(|(&p, &y)| {
-            let p = p.clamp(LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS);
-            if y > 0.5 { -p.ln() } else { -(1.0 - p).ln() }
-        })
-        .sum();
-    Some(s / p.len() as f64)
-}
-
-/// Mean squared error of the probabilities (Brier score, 0 best).
-/// `None` for empty or unequal inputs.
-pub fn brier(p: &[f64], labels: &[f32]) -> Option<f64> {
-    if p.is_empty() || p.len() != labels.len() {
-        return None;
-    }
-    let s: f64 = p
-        .iter()
-        .zip(labels)
-        .map(|(&p, &y)| (p - f64::from(y)).powi(2))
-        .sum();
-    Some(s / p.len() as f64)
-}
-
-/// One calibration bin.
+/// One predictor's errors.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CalibrationBin {
-    /// Decile, 1 (lowest predictions) ..= 10.
-    pub decile: usize,
-    /// Rows in the bin.
-    pub rows: usize,
-    /// Mean predicted probability.
-    pub mean_predicted: f64,
-    /// Observed positive rate.
-    pub observed_rate: f64,
+pub struct Errors {
+    /// Coefficient of determination (1 perfect, 0 the mean, < 0 worse).
+    pub r2: Option<f64>,
+    /// Mean absolute error in log space (0.1 ≈ 10 % off).
+    pub mae_log: f64,
+    /// Root mean squared error in log space.
+    pub rmse_log: f64,
+    /// Share of outcomes above the prediction, fraction 0..=1.
+    pub share_above: f64,
 }
 
-/// Rows sorted by prediction and cut into 10 equal-count bins (the first
-/// `n mod 10` bins get one extra row); empty bins are omitted.
-pub fn calibration_deciles(p: &[f64], labels: &[f32]) -> Vec<CalibrationBin> {
-    let n = p.len().min(labels.len());
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
-    let mut out = Vec::new();
-    let mut start = 0;
-    for d in 0..10 {
-        let len = n / 10 + usize::from(d < n % 10);
-        let idx = &order[start..start + len];
-        start += len;
-        if idx.is_empty() {
-            continue;
+impl Errors {
+    /// Errors of `pred` against `y` (same length, non-empty).
+    pub fn compute(pred: &[f64], y: &[f32]) -> Self {
+        let n = y.len().max(1) as f64;
+        let mean = y.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let (mut abs, mut sq, mut tot, mut above) = (0.0, 0.0, 0.0, 0usize);
+        for (&p, &v) in pred.iter().zip(y) {
+            let v = f64::from(v);
+            abs += (v - p).abs();
+            sq += (v - p).powi(2);
+            tot += (v - mean).powi(2);
+            above += usize::from(v > p);
         }
-        let k = idx.len() as f64;
-        out.push(CalibrationBin {
-            decile: d + 1,
-            rows: idx.len(),
-            mean_predicted: idx.iter().map(|&i| p[i]).sum::<f64>() / k,
-            observed_rate: idx.iter().map(|&i| f64::from(labels[i])).sum::<f64>() / k,
-        });
+        Self {
+            r2: (tot > 0.0).then(|| 1.0 - sq / tot),
+            mae_log: abs / n,
+            rmse_log: (sq / n).sqrt(),
+            share_above: above as f64 / n,
+        }
     }
-    out
 }
 
 /// The metrics `train` and `validate` report.
@@ -116,58 +51,59 @@ pub fn calibration_deciles(p: &[f64], labels: &[f32]) -> Vec<CalibrationBin> {
 pub struct Metrics {
     /// Rows evaluated.
     pub rows: usize,
-    /// Share of positive rows.
-    pub positive_rate: f64,
-    /// ROC AUC of the model (`None` with a single class).
-    pub auc: Option<f64>,
-    /// ROC AUC of the logged rule score on the same rows, for reference.
-    pub rule_score_auc: Option<f64>,
-    /// Mean log loss, nats.
-    pub log_loss: Option<f64>,
-    /// Brier score.
-    pub brier: Option<f64>,
-    /// Calibration by decile of predicted probability.
-    pub calibration: Vec<CalibrationBin>,
+    /// The targets' distribution.
+    pub target: Distribution,
+    /// The model's errors.
+    pub model: Errors,
+    /// The rules' errors (predicting 0: exactly E).
+    pub rules: Errors,
+    /// The model's errors on PUT rows only (`None` without PUT rows).
+    pub model_put: Option<Errors>,
+    /// The rules' errors on PUT rows only.
+    pub rules_put: Option<Errors>,
 }
 
 impl Metrics {
-    /// All metrics of predictions `p` against `labels`; `rule_score` is the
-    /// logged rule score of the same rows.
-    pub fn compute(p: &[f64], labels: &[f32], rule_score: &[f64]) -> Metrics {
-        let n = labels.len();
+    /// All metrics of predictions `pred` against targets `y`; `is_put` says
+    /// which rows are PUTs.
+    pub fn compute(pred: &[f64], y: &[f32], is_put: &[bool]) -> Metrics {
+        let zeros = vec![0.0; y.len()];
+        let put: Vec<usize> = (0..y.len()).filter(|&i| is_put[i]).collect();
+        let sub = |xs: &[f64]| put.iter().map(|&i| xs[i]).collect::<Vec<_>>();
+        let y_put: Vec<f32> = put.iter().map(|&i| y[i]).collect();
         Metrics {
-            rows: n,
-            positive_rate: if n == 0 {
-                0.0
-            } else {
-                labels.iter().map(|&y| f64::from(y)).sum::<f64>() / n as f64
-            },
-            auc: auc(p, labels),
-            rule_score_auc: auc(rule_score, labels),
-            log_loss: log_loss(p, labels),
-            brier: brier(p, labels),
-            calibration: calibration_deciles(p, labels),
+            rows: y.len(),
+            target: Distribution::of(y),
+            model: Errors::compute(pred, y),
+            rules: Errors::compute(&zeros, y),
+            model_put: (!put.is_empty()).then(|| Errors::compute(&sub(pred), &y_put)),
+            rules_put: (!put.is_empty()).then(|| Errors::compute(&sub(&zeros), &y_put)),
         }
     }
 
     /// A human-readable table.
     pub fn table(&self) -> String {
         let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.4}"));
+        let t = &self.target;
         let mut s = format!(
-            "rows {}  positive rate {:.4}\nAUC {}  (rule score AUC {})  log loss {}  Brier {}\n",
-            self.rows,
-            self.positive_rate,
-            f(self.auc),
-            f(self.rule_score_auc),
-            f(self.log_loss),
-            f(self.brier)
+            "rows {}  target ln(latency/E): mean {:.3}  std {:.3}  p10 {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}\n",
+            self.rows, t.mean, t.std, t.p10, t.p50, t.p90, t.p99
         );
-        s.push_str("decile  rows  mean p  observed\n");
-        for b in &self.calibration {
+        s.push_str("           R²       MAE(log)  RMSE(log)  share above\n");
+        let mut line = |name: &str, e: &Errors| {
             s.push_str(&format!(
-                "{:>6} {:>5}  {:.4}  {:.4}\n",
-                b.decile, b.rows, b.mean_predicted, b.observed_rate
+                "{name:<9} {:>8}  {:>8.4}  {:>9.4}  {:>11.4}\n",
+                f(e.r2),
+                e.mae_log,
+                e.rmse_log,
+                e.share_above
             ));
+        };
+        line("model", &self.model);
+        line("rules", &self.rules);
+        if let (Some(m), Some(r)) = (&self.model_put, &self.rules_put) {
+            line("model PUT", m);
+            line("rules PUT", r);
         }
         s
     }
@@ -178,28 +114,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auc_known_values() {
-        let y = [0.0, 0.0, 1.0, 1.0];
-        assert_eq!(auc(&[0.1, 0.4, 0.35, 0.8], &y), Some(0.75));
-        assert_eq!(auc(&[0.1, 0.2, 0.3, 0.4], &y), Some(1.0));
-        assert_eq!(auc(&[0.5; 4], &y), Some(0.5));
-        assert_eq!(auc(&[0.5, 0.6], &[1.0, 1.0]), None);
+    fn errors_known_values() {
+        let y = [1.0f32, -1.0, 1.0, -1.0];
+        let perfect = Errors::compute(&[1.0, -1.0, 1.0, -1.0], &y);
+        assert_eq!(perfect.r2, Some(1.0));
+        assert_eq!(perfect.mae_log, 0.0);
+        assert_eq!(perfect.share_above, 0.0);
+        let zero = Errors::compute(&[0.0; 4], &y);
+        assert_eq!(zero.r2, Some(0.0), "predicting the mean");
+        assert_eq!(zero.mae_log, 1.0);
+        assert_eq!(zero.share_above, 0.5);
+        assert_eq!(Errors::compute(&[0.0], &[2.0]).r2, None, "no variance");
     }
 
     #[test]
-    fn losses_and_calibration() {
-        let p = [0.5, 0.5];
-        let y = [1.0, 0.0];
-        assert!((log_loss(&p, &y).unwrap() - std::f64::consts::LN_2).abs() < 1e-12);
-        assert_eq!(brier(&p, &y), Some(0.25));
-        assert!(log_loss(&[1.0], &[0.0]).unwrap().is_finite());
-        let p: Vec<f64> = (0..25).map(|i| f64::from(i) / 25.0).collect();
-        let y: Vec<f32> = (0..25).map(|i| if i >= 20 { 1.0 } else { 0.0 }).collect();
-        let c = calibration_deciles(&p, &y);
-        assert_eq!(c.len(), 10);
-        assert_eq!(c.iter().map(|b| b.rows).sum::<usize>(), 25);
-        assert_eq!(c[0].rows, 3);
-        assert_eq!(c[9].observed_rate, 1.0);
-        assert_eq!(c[0].observed_rate, 0.0);
+    fn rules_baseline_predicts_zero_and_put_rows_are_split_out() {
+        let y = [2.0f32, 2.0, 0.0, 0.0];
+        let m = Metrics::compute(&[2.0, 2.0, 0.0, 0.0], &y, &[true, true, false, false]);
+        assert_eq!(m.model.mae_log, 0.0);
+        assert_eq!(m.rules.mae_log, 1.0);
+        assert!(m.rules.r2.unwrap() < 0.0, "biased rules: R² below 0");
+        assert_eq!(m.rules_put.unwrap().mae_log, 2.0);
+        assert_eq!(m.model_put.unwrap().mae_log, 0.0);
+        assert!(m.table().contains("rules PUT"));
+        assert!(
+            Metrics::compute(&[0.0], &[1.0], &[false])
+                .model_put
+                .is_none()
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! `trainer train`: logs → labelled rows → time split → LightGBM →
+//! `trainer train`: logs → targets ([`crate::target`]) → time split → LightGBM →
 //! ONNX → parity (validation split and golden rows, through the service's
 //! ONNX path) → `models/NAME/` (`model.onnx`, `model.txt`, `card.json`,
 //! `golden.json`). Nothing is written when parity fails.
@@ -12,10 +12,10 @@ use service::model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
 use service::model::{GoldenFile, ModelCard, export_onnx, load_model};
 
 use crate::card::{build_card, sha256_hex};
-use crate::dataset::{LabelCounts, LabelRule, Labelled, LogTable, load_logs};
+use crate::dataset::{Labelled, LogTable, TargetCounts, TargetRule, load_logs};
 use crate::error::{Result, TrainerError, io_err};
 use crate::golden::build_golden;
-use crate::metrics::{Metrics, auc};
+use crate::metrics::Metrics;
 use crate::parity::{ParityReport, check, served_probabilities};
 use crate::progress::Progress;
 use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train};
@@ -29,36 +29,10 @@ pub struct TrainOptions {
     pub out: PathBuf,
     /// LightGBM parameters.
     pub params: TrainParams,
-    /// Label thresholds.
-    pub labels: LabelRule,
+    /// How outcomes become targets and weights.
+    pub target: TargetRule,
     /// Share of the (latest) labelled rows used for validation, in (0, 1).
     pub valid_fraction: f64,
-}
-
-/// AUC of the model and of the logged rule score on PUT rows only.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct PutRowsAuc {
-    /// PUT rows in the set.
-    pub rows: usize,
-    /// Model AUC on those rows.
-    pub model_auc: Option<f64>,
-    /// Rule-score AUC on those rows.
-    pub rule_score_auc: Option<f64>,
-}
-
-impl PutRowsAuc {
-    /// Computes the PUT-row AUCs of `p` on `set`.
-    pub fn compute(set: &Labelled, p: &[f64]) -> Self {
-        let idx: Vec<usize> = (0..set.len()).filter(|&i| set.is_put(i)).collect();
-        let y: Vec<f32> = idx.iter().map(|&i| set.labels[i]).collect();
-        let pm: Vec<f64> = idx.iter().map(|&i| p[i]).collect();
-        let pr: Vec<f64> = idx.iter().map(|&i| set.rule_score[i]).collect();
-        PutRowsAuc {
-            rows: idx.len(),
-            model_auc: auc(&pm, &y),
-            rule_score_auc: auc(&pr, &y),
-        }
-    }
 }
 
 /// Wall time of each step, seconds.
@@ -79,16 +53,14 @@ pub struct Timings {
 pub struct TrainSummary {
     /// The card written.
     pub card: ModelCard,
-    /// Label counts.
-    pub counts: LabelCounts,
+    /// Target counts.
+    pub counts: TargetCounts,
     /// Training rows.
     pub train_rows: usize,
     /// Validation rows.
     pub valid_rows: usize,
     /// Validation metrics.
     pub metrics: Metrics,
-    /// PUT-row AUCs on the validation split.
-    pub put_rows: PutRowsAuc,
     /// Parity on the validation split and on the golden rows.
     pub parity: Vec<ParityReport>,
     /// Step timings.
@@ -154,7 +126,7 @@ pub fn golden_parity(
 ) -> Result<ParityReport> {
     let flat: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
     let kinds: Vec<String> = golden.rows.iter().map(|r| r.kind.clone()).collect();
-    let stored: Vec<f64> = golden.rows.iter().map(|r| r.probability).collect();
+    let stored: Vec<f64> = golden.rows.iter().map(|r| r.prediction).collect();
     let served = served_probabilities(plan, &flat, |_| {})?;
     Ok(check("golden", &flat, &stored, &served, Some(&kinds))?)
 }
@@ -231,6 +203,9 @@ fn model_name(out: &Path) -> String {
 /// Fewest validation rows `train` accepts.
 pub const MIN_VALID_ROWS: usize = 10;
 
+/// Fewest rows with a target `trainer train` accepts.
+pub const MIN_ROWS: usize = 50;
+
 /// Runs `trainer train` (see the module docs).
 ///
 /// # Errors
@@ -238,7 +213,7 @@ pub const MIN_VALID_ROWS: usize = 10;
 /// disagrees with LightGBM (then nothing is written).
 pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary> {
     opts.params.validate()?;
-    opts.labels.validate()?;
+    opts.target.validate()?;
     if !(opts.valid_fraction > 0.0 && opts.valid_fraction < 1.0) {
         return Err(TrainerError::InvalidArgument(format!(
             "--valid-fraction must be in (0, 1), got {}",
@@ -249,14 +224,8 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
 
     let t0 = Instant::now();
     let table = load_with_progress(&opts.logs, progress)?;
-    let labelled = table.labelled(&opts.labels);
-    if labelled.len() < 10 {
-        return Err(TrainerError::NoData(format!(
-            "only {} labelled rows ({})",
-            labelled.len(),
-            labelled.counts
-        )));
-    }
+    let labelled = table.labelled(&opts.target);
+    labelled.check_trainable(MIN_ROWS)?;
     let (train_set, valid) = labelled.split_by_time(opts.valid_fraction)?;
     if valid.len() < MIN_VALID_ROWS {
         return Err(TrainerError::NoData(format!(
@@ -279,7 +248,12 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         opts.params.num_trees,
         train_set.len()
     ));
-    let trained = train(&train_set.features, &train_set.labels, &opts.params);
+    let trained = train(
+        &train_set.features,
+        &train_set.targets,
+        &train_set.weights,
+        &opts.params,
+    );
     sp.finish_and_clear();
     let Trained {
         booster,
@@ -298,10 +272,10 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         parity_on("validation", &booster, &plan, &valid.features, progress)?;
     let golden = build_golden(&booster, &model, &valid.features)?;
     let golden_report = golden_parity(&plan, &golden)?;
-    let metrics = Metrics::compute(&p_valid, &valid.labels, &valid.rule_score);
-    let put_rows = PutRowsAuc::compute(&valid, &p_valid);
+    let is_put = |s: &Labelled| (0..s.len()).map(|i| s.is_put(i)).collect::<Vec<_>>();
+    let metrics = Metrics::compute(&p_valid, &valid.targets, &is_put(&valid));
     let p_train = predict(&booster, &train_set.features)?;
-    let train_auc = auc(&p_train, &train_set.labels);
+    let train_metrics = Metrics::compute(&p_train, &train_set.targets, &is_put(&train_set));
     timings.validate_s = t3.elapsed().as_secs_f64();
 
     let ts_range = |s: &Labelled| {
@@ -320,7 +294,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "outcome_rows": table.outcome_rows,
             "shadow_rows_dropped": table.shadow_rows,
             "decisions_dropped": table.dropped,
-            "label_counts": labelled.counts,
+            "target_counts": labelled.counts,
             "train_rows": train_set.len(),
             "validation_rows": valid.len(),
             "split": "by decision time: the latest rows validate",
@@ -328,22 +302,22 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "train_ts_ms": ts_range(&train_set),
             "validation_ts_ms": ts_range(&valid),
         },
-        "labels": {
-            "good_ms": opts.labels.good_ms,
-            "bad_ms": opts.labels.bad_ms,
-            "positive": format!("success and latency_ms < {}", opts.labels.good_ms),
-            "negative": format!("failure or latency_ms > {}", opts.labels.bad_ms),
-            "dropped": "picked rows without outcome, and successes with good_ms <= latency_ms <= bad_ms",
+        "target": {
+            "rule": opts.target,
+            "definition": "ln(latency_ms) - expected_latency_ln_ms of the picked candidate; a failure counts as max(latency, timeout, failure_penalty_ms)",
+            "weights": format!("min(1 / logged propensity, {}); 1 without a propensity", opts.target.max_weight),
+            "objective": "LightGBM regression (L2), weighted",
+            "dropped": "picked rows without an outcome",
+            "distribution": crate::target::Distribution::of(&labelled.targets),
         },
         "seed": opts.params.seed,
         "train_params": opts.params,
         "lightgbm_params": opts.params.lightgbm_params(),
-        "lightgbm": "LightGBM 4.7 via lightgbm3 1.0 (binary objective)",
+        "lightgbm": "LightGBM 4.7 via lightgbm3 1.0 (regression objective)",
         "dataset_params_note": DATASET_PARAMS_NOTE,
         "metrics": metrics,
         "metrics_rows": "validation split (the latest rows by decision time)",
-        "validation_put_rows": put_rows,
-        "train_auc": train_auc,
+        "train_metrics": train_metrics,
         "parity": parity,
         "onnx_sha256": sha256_hex(&onnx),
         "onnx_bytes": onnx.len(),
@@ -378,7 +352,6 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         train_rows: train_set.len(),
         valid_rows: valid.len(),
         metrics,
-        put_rows,
         parity,
         timings,
         files,

@@ -81,7 +81,7 @@ use service::decision_log::{
     outcomes_batch,
 };
 use service::dynamics::PenaltyTracker;
-use service::features::{ObservationInputs, observation};
+use service::features::{CandidateEvidence, ObservationInputs, observation};
 use service::key::{KeyFingerprint, SecondSegmentSharding};
 use service::scoring::{RequestContext, RequestType, RuleInputs, rule_score};
 use service::selection::{Candidate, Softmax};
@@ -304,6 +304,23 @@ impl SimWorker {
 /// Mean latency (ms) of a request of type `rt` with `batch` keys on a
 /// worker in state `s` (see the module docs; the PUT × disk term is the
 /// hidden effect).
+/// The evidence features of a synthetic candidate. There is no service
+/// here, so no outstanding picks or outcomes; the rules' expected latency E
+/// stands in as the reported mean RTT times `1 + queue depth / 8`, a cost
+/// that knows neither the PUT × disk effect nor compaction, as the
+/// service's rules do not weigh them that way.
+fn stand_in_evidence(v: &WorkerView) -> CandidateEvidence {
+    let s = &v.smoothed;
+    CandidateEvidence {
+        outstanding: 0,
+        service_time_ms: s.rtt_ms_avg,
+        outcomes: 0,
+        unseen_backlog: s.queue_depth,
+        observed_failure_rate: 0.0,
+        expected_latency_ms: s.rtt_ms_avg.max(0.1) * (1.0 + s.queue_depth / 8.0),
+    }
+}
+
 fn mean_latency_ms(s: &Base, compacting: bool, rt: RequestType, batch: u32) -> f64 {
     let mut m = 2.0
         + 60.0 * (s.cpu - 0.55).max(0.0)
@@ -412,7 +429,6 @@ impl Synth {
             batch_size,
         };
         let fp = KeyFingerprint::parse(&key, &SecondSegmentSharding);
-        let hotness_level = rng.random_range(0..=5u8);
         let value_size_bytes = 256u64 << prefix_i;
 
         // Candidates: distinct workers, uniformly.
@@ -468,12 +484,10 @@ impl Synth {
                     .filter(|&(o, s)| *s > scores[j] || (*s == scores[j] && o < j))
                     .count();
                 let features = observation(&ObservationInputs {
-                    key: &fp,
                     value_size_bytes,
-                    prefix_in_size_table: prefix_i < 4,
-                    hotness_level,
                     ctx: &ctx,
                     worker: Some(v),
+                    evidence: Some(stand_in_evidence(v)),
                     rule_score: scores[j],
                     candidate_count: views.len(),
                     rule_rank: rank,

@@ -28,7 +28,7 @@ pub const DATASET_PARAMS_NOTE: &str = "lightgbm3's Dataset::from_slice builds th
 /// Training parameters (the `train` flags).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainParams {
-    /// Boosting rounds = trees (binary objective: one tree per round).
+    /// Boosting rounds = trees (regression: one tree per round).
     pub num_trees: usize,
     /// Maximum tree depth (>= 1).
     pub max_depth: usize,
@@ -105,7 +105,7 @@ impl TrainParams {
     pub fn lightgbm_params(&self) -> serde_json::Value {
         let s = self.seed;
         serde_json::json!({
-            "objective": "binary",
+            "objective": "regression",
             "boosting": "gbdt",
             "num_iterations": self.num_trees,
             "learning_rate": self.learning_rate,
@@ -145,31 +145,38 @@ impl std::fmt::Debug for Trained {
     }
 }
 
-/// Trains a binary classifier on row-major `features` (`FEATURE_COUNT` f32
-/// per row) and 0/1 `labels`.
+/// Trains an L2 regression on row-major `features` (`FEATURE_COUNT` f32
+/// per row), `targets` and per-row `weights` (see [`crate::target`]).
+///
+/// L2 rather than a high quantile: the prediction multiplies E, so a
+/// quantile model's systematic offset (every candidate ×e^q̂) would spend
+/// the factor's bounds on a shift that changes no ranking.
 ///
 /// # Errors
 /// [`TrainerError::InvalidArgument`] for bad parameters or mismatched
-/// lengths, [`TrainerError::NoData`] when a class is missing,
+/// lengths, [`TrainerError::NoData`] without rows,
 /// [`TrainerError::LightGbm`] if LightGBM refuses,
 /// [`TrainerError::TextModel`] if its text model cannot be parsed.
-pub fn train(features: &[f32], labels: &[f32], params: &TrainParams) -> Result<Trained> {
+pub fn train(
+    features: &[f32],
+    targets: &[f32],
+    weights: &[f32],
+    params: &TrainParams,
+) -> Result<Trained> {
     params.validate()?;
-    if features.len() != labels.len() * FEATURE_COUNT {
+    if features.len() != targets.len() * FEATURE_COUNT || weights.len() != targets.len() {
         return Err(TrainerError::InvalidArgument(format!(
-            "{} feature values for {} labels",
+            "{} feature values and {} weights for {} targets",
             features.len(),
-            labels.len()
+            weights.len(),
+            targets.len()
         )));
     }
-    let pos = labels.iter().filter(|&&y| y > 0.5).count();
-    if pos == 0 || pos == labels.len() {
-        return Err(TrainerError::NoData(format!(
-            "the training rows have a single class ({pos} positive of {})",
-            labels.len()
-        )));
+    if targets.is_empty() {
+        return Err(TrainerError::NoData("no training rows".into()));
     }
-    let ds = Dataset::from_slice(features, labels, FEATURE_COUNT as i32, true)?;
+    let mut ds = Dataset::from_slice(features, targets, FEATURE_COUNT as i32, true)?;
+    ds.set_weights(weights)?;
     let booster = Booster::train(ds, &params.lightgbm_params())?;
     let text = booster.save_string()?;
     let model = parse_model_text(&text)?;
@@ -180,7 +187,7 @@ pub fn train(features: &[f32], labels: &[f32], params: &TrainParams) -> Result<T
     })
 }
 
-/// LightGBM's probability on f32 rows (`Booster::predict` on the f32
+/// LightGBM's prediction on f32 rows (`Booster::predict` on the f32
 /// values, which LightGBM widens to f64 exactly).
 ///
 /// # Errors

@@ -3,13 +3,14 @@
 //! 1. `card.json` must be for this build's feature schema (version and hash).
 //! 2. Golden parity: every `golden.json` row through the service's ONNX path
 //!    (tract) and through LightGBM (`model.txt`) must match the stored
-//!    probability within 1e-5 (a changed `model.onnx`, `model.txt` or
+//!    prediction within 1e-5 (a changed `model.onnx`, `model.txt` or
 //!    `golden.json` fails here).
 //! 3. The service's own vetting ([`vet_as_service`]) must pass: a model
 //!    `validate` passes is one the service loads.
-//! 4. With logs: the labelled rows (thresholds from the card unless
-//!    overridden) are scored by LightGBM and by the ONNX path; parity on
-//!    every row, then AUC, log loss, Brier score and calibration by decile.
+//! 4. With logs: the rows with a target (the card's target rule) are
+//!    scored by LightGBM and by the ONNX path; parity on every row, then
+//!    R², MAE and the quantile calibration beside the rules' baseline
+//!    ([`crate::metrics`]).
 
 use std::path::{Path, PathBuf};
 
@@ -19,11 +20,11 @@ use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
 use service::model::card::{MAX_TEXT_MODEL_BYTES, ONNX_FILE, TEXT_FILE, read_capped};
 use service::model::{ModelCard, load_model, read_card, read_golden};
 
-use crate::dataset::{LabelCounts, LabelRule};
+use crate::dataset::{TargetCounts, TargetRule};
 use crate::error::{Result, TrainerError, io_err};
 use crate::metrics::Metrics;
 use crate::parity::{ParityReport, check};
-use crate::pipeline::{PutRowsAuc, golden_parity, load_with_progress, parity_on};
+use crate::pipeline::{golden_parity, load_with_progress, parity_on};
 use crate::progress::Progress;
 use crate::train::predict;
 
@@ -110,13 +111,9 @@ pub fn load_model_dir(dir: &Path) -> Result<ModelDir> {
     })
 }
 
-/// The label thresholds recorded in a card (`details.labels`), if any.
-pub fn card_labels(card: &ModelCard) -> Option<LabelRule> {
-    let l = card.details.get("labels")?;
-    Some(LabelRule {
-        good_ms: l.get("good_ms")?.as_f64()?,
-        bad_ms: l.get("bad_ms")?.as_f64()?,
-    })
+/// The target rule recorded in a card (`details.target.rule`), if any.
+pub fn card_target(card: &ModelCard) -> Option<TargetRule> {
+    serde_json::from_value(card.details.get("target")?.get("rule")?.clone()).ok()
 }
 
 /// What `trainer validate` found.
@@ -126,54 +123,26 @@ pub struct ValidateSummary {
     pub model_version: String,
     /// Parity reports: golden (served and LightGBM vs stored), and logs.
     pub parity: Vec<ParityReport>,
-    /// Label thresholds used on the logs.
-    pub labels: Option<LabelRule>,
-    /// Label counts on the logs.
-    pub counts: Option<LabelCounts>,
+    /// Target rule used on the logs (the card's).
+    pub target: Option<TargetRule>,
+    /// Target counts on the logs.
+    pub counts: Option<TargetCounts>,
     /// Metrics on the logs.
     pub metrics: Option<Metrics>,
-    /// PUT-row AUCs on the logs.
-    pub put_rows: Option<PutRowsAuc>,
-}
-
-/// Label thresholds given on the command line; each missing one comes
-/// from the card (`details.labels`), else from [`LabelRule::default`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LabelOverride {
-    /// `--good-ms`, ms.
-    pub good_ms: Option<f64>,
-    /// `--bad-ms`, ms.
-    pub bad_ms: Option<f64>,
-}
-
-impl LabelOverride {
-    /// The thresholds to use for a model with `card`.
-    pub fn resolve(&self, card: &ModelCard) -> LabelRule {
-        let base = card_labels(card).unwrap_or_default();
-        LabelRule {
-            good_ms: self.good_ms.unwrap_or(base.good_ms),
-            bad_ms: self.bad_ms.unwrap_or(base.bad_ms),
-        }
-    }
 }
 
 /// Runs `trainer validate` (see the module docs).
 ///
 /// # Errors
 /// [`TrainerError::Parity`] naming the first offending row; load errors.
-pub fn run_validate(
-    dir: &Path,
-    logs: &[PathBuf],
-    labels: LabelOverride,
-    progress: Progress,
-) -> Result<ValidateSummary> {
+pub fn run_validate(dir: &Path, logs: &[PathBuf], progress: Progress) -> Result<ValidateSummary> {
     let m = load_model_dir(dir)?;
     let golden = read_golden(dir, FEATURE_COUNT)?;
     let mut parity = vec![golden_parity(&m.plan, &golden)?];
     // LightGBM itself must still give the stored probabilities.
     let flat: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
     let kinds: Vec<String> = golden.rows.iter().map(|r| r.kind.clone()).collect();
-    let stored: Vec<f64> = golden.rows.iter().map(|r| r.probability).collect();
+    let stored: Vec<f64> = golden.rows.iter().map(|r| r.prediction).collect();
     let lgb: Vec<f32> = predict(&m.booster, &flat)?
         .into_iter()
         .map(|p| p as f32)
@@ -187,29 +156,28 @@ pub fn run_validate(
     let mut summary = ValidateSummary {
         model_version: m.card.model_version.clone(),
         parity,
-        labels: None,
+        target: None,
         counts: None,
         metrics: None,
-        put_rows: None,
     };
     if logs.is_empty() {
         return Ok(summary);
     }
-    let rule = labels.resolve(&m.card);
+    let rule = card_target(&m.card).unwrap_or_default();
     rule.validate()?;
     let table = load_with_progress(logs, progress)?;
     let set = table.labelled(&rule);
     if set.is_empty() {
         return Err(TrainerError::NoData(format!(
-            "no labelled rows in the logs ({})",
+            "no rows with a target in the logs ({})",
             set.counts
         )));
     }
     let (p, report) = parity_on("logs", &m.booster, &m.plan, &set.features, progress)?;
     summary.parity.push(report);
-    summary.metrics = Some(Metrics::compute(&p, &set.labels, &set.rule_score));
-    summary.put_rows = Some(PutRowsAuc::compute(&set, &p));
-    summary.labels = Some(rule);
+    let is_put: Vec<bool> = (0..set.len()).map(|i| set.is_put(i)).collect();
+    summary.metrics = Some(Metrics::compute(&p, &set.targets, &is_put));
+    summary.target = Some(rule);
     summary.counts = Some(set.counts);
     Ok(summary)
 }
@@ -219,7 +187,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn label_override_falls_back_to_the_card_then_defaults() {
+    fn the_target_rule_comes_from_the_card() {
         let mut card = ModelCard {
             model_version: "m".into(),
             created_at: String::new(),
@@ -231,29 +199,13 @@ mod tests {
             output: String::new(),
             details: serde_json::Map::new(),
         };
-        let none = LabelOverride::default();
-        assert_eq!(none.resolve(&card), LabelRule::default());
-        card.details.insert(
-            "labels".into(),
-            serde_json::json!({"good_ms": 15.0, "bad_ms": 80.0}),
-        );
-        assert_eq!(
-            none.resolve(&card),
-            LabelRule {
-                good_ms: 15.0,
-                bad_ms: 80.0
-            }
-        );
-        let some = LabelOverride {
-            good_ms: None,
-            bad_ms: Some(90.0),
+        assert_eq!(card_target(&card), None);
+        let rule = TargetRule {
+            slow_factor: 3.0,
+            ..TargetRule::default()
         };
-        assert_eq!(
-            some.resolve(&card),
-            LabelRule {
-                good_ms: 15.0,
-                bad_ms: 90.0
-            }
-        );
+        card.details
+            .insert("target".into(), serde_json::json!({ "rule": rule }));
+        assert_eq!(card_target(&card), Some(rule));
     }
 }

@@ -54,13 +54,14 @@ fn help_documents_every_subcommand_and_unit() {
         "--max-depth",
         "--learning-rate",
         "--valid-fraction",
-        "--good-ms",
-        "--bad-ms",
+        "--failure-penalty-ms",
+        "--slow-factor",
+        "--max-weight",
         "milliseconds",
         "[default: 50]",
         "[default: 0.2]",
-        "[default: 20]",
-        "[default: 100]",
+        "[default: 1000]",
+        "[default: 10]",
     ] {
         assert!(s.contains(flag), "train --help lacks {flag}:\n{s}");
     }
@@ -104,12 +105,13 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     for s in [
-        "positive",
-        "negative",
-        "between 20 and 100 ms (dropped)",
+        "with a target",
+        "failures",
+        "target ln(latency/E)",
         "parity validation",
         "parity golden",
-        "AUC",
+        "MAE(log)",
+        "rules PUT",
         "model_version m1-",
     ] {
         assert!(out.contains(s), "train output lacks {s}:\n{out}");
@@ -144,10 +146,14 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     );
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(out.contains("parity OK") && out.contains("decile"), "{out}");
+    assert!(
+        out.contains("parity OK") && out.contains("share above"),
+        "{out}"
+    );
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("v.json")).unwrap()).unwrap();
-    assert!(v["metrics"]["auc"].as_f64().unwrap() > 0.8);
+    let mae = |who: &str| v["metrics"][who]["mae_log"].as_f64().unwrap();
+    assert!(mae("model") < 0.8 * mae("rules"), "{v}");
 
     // Found by a fresh-eyes run: a model with no golden rows passed
     // `validate` and `compare` though the service refuses it; now both
@@ -218,7 +224,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         ["card.json", "golden.json", "model.onnx", "model.txt"]
     );
 
-    // compare has no "in between" outcomes, so it takes no --bad-ms.
+    // The old classifier's thresholds are gone: a clear refusal.
     let o = trainer(
         &[
             "compare",
@@ -228,13 +234,13 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
             "models/m2",
             "--logs",
             "logs",
-            "--bad-ms",
+            "--good-ms",
             "50",
         ],
         d,
     );
     assert!(!o.status.success(), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--bad-ms"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--good-ms"));
     // synth refuses a non-empty --out instead of mixing two runs.
     let o = trainer(
         &["synth", "--out", "logs", "--rows", "10", "--seed", "9"],
@@ -271,7 +277,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     let g = d.join("models/m1/golden.json");
     let original = std::fs::read_to_string(&g).unwrap();
     let mut golden: service::model::GoldenFile = serde_json::from_str(&original).unwrap();
-    golden.rows[3].probability += 0.01;
+    golden.rows[3].prediction += 0.01;
     std::fs::write(&g, serde_json::to_string(&golden).unwrap()).unwrap();
     let o = trainer(&["validate", "--model", "models/m1"], d);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -365,9 +371,9 @@ fn cli_bad_inputs_are_errors_not_panics() {
                 "y",
                 "--logs",
                 "empty",
-                "--good-ms=-1",
+                "--slow-factor=0.5",
             ],
-            "--good-ms",
+            "--slow-factor",
         ),
     ];
     for (args, needle) in cases {

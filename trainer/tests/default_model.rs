@@ -2,7 +2,8 @@
 //! build's feature schema, its version names its ONNX bytes, its trees are
 //! the size issue #6 assumes, and every golden row still comes out of the
 //! service's ONNX path (tract) and LightGBM within 1e-5 of the stored
-//! probability.
+//! prediction. It predicts what the service reads, and was trained on the
+//! harness's simulator logs, as its README says.
 
 use std::path::PathBuf;
 
@@ -26,7 +27,7 @@ fn depth(tree: &service::model::LgbTree, node: i32) -> usize {
 #[test]
 fn committed_default_model_passes_parity_on_its_golden_rows() {
     let d = dir();
-    let s = run_validate(&d, &[], Default::default(), Progress::hidden()).unwrap();
+    let s = run_validate(&d, &[], Progress::hidden()).unwrap();
     assert_eq!(s.parity.len(), 2);
     for p in &s.parity {
         assert!(p.rows >= 24, "{p:?}");
@@ -40,6 +41,27 @@ fn committed_default_model_passes_parity_on_its_golden_rows() {
         trainer::card::model_version("default", &onnx)
     );
     assert_eq!(card.feature_schema_hash, service::features::schema_hash());
+    assert_eq!(card.output, service::model::card::MODEL_OUTPUT);
+    let data = &card.details["training_data"];
+    assert_eq!(data["log_dirs"], serde_json::json!(["data/sim-logs"]));
+    let files = data["decision_files"].as_array().expect("decision files");
+    for s in [
+        "compaction",
+        "heterogeneous",
+        "hidden-signal",
+        "many-routers",
+    ] {
+        assert!(
+            files.iter().any(|f| f
+                .as_str()
+                .is_some_and(|f| f.contains(&format!("/{s}/service-rules/")))),
+            "{s} is not in the training data"
+        );
+    }
+    assert_eq!(
+        data["decisions_dropped"]["duplicate_ids"], 0,
+        "every run's decisions count"
+    );
 
     let text = std::fs::read_to_string(d.join(TEXT_FILE)).unwrap();
     let model = trainer::parse_model_text(&text).unwrap();

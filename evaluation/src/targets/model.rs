@@ -308,8 +308,8 @@ mod tests {
             decisions: 1,
             used: 1,
             fallbacks: Vec::new(),
-            spread_mean_points: 0.0,
-            spread_max_points: 0.0,
+            factor_spread_mean: 0.0,
+            factor_spread_max: 0.0,
             retrain: info,
         });
         p

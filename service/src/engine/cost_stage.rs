@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::Engine;
 use crate::config::Config;
 use crate::dynamics::EvidenceSnapshot;
+use crate::features::CandidateEvidence;
 use crate::scoring::{
     CostInputs, Explained, Reason, ReasonKind, RequestContext, Stage, apply_cost,
 };
@@ -30,6 +31,8 @@ pub(super) struct Scored {
     pub trust: f64,
     /// Expected latency, ms, once the cost stage ran.
     pub expected_ms: Option<f64>,
+    /// What the cost stage used, for the observation vector.
+    pub cost_evidence: Option<CandidateEvidence>,
 }
 
 /// Gives back `(100 − rule score) × (1 − trust)` of a fresh report's
@@ -135,7 +138,16 @@ impl Engine {
                 penalty_ms,
             };
             s.e.stage = Stage::Cost;
-            s.expected_ms = Some(apply_cost(&mut s.e, &inputs, &cfg.cost));
+            let expected_ms = apply_cost(&mut s.e, &inputs, &cfg.cost);
+            s.expected_ms = Some(expected_ms);
+            s.cost_evidence = Some(CandidateEvidence {
+                outstanding: inputs.outstanding,
+                service_time_ms: inputs.service_ms,
+                outcomes: inputs.outcomes,
+                unseen_backlog: inputs.unseen_backlog,
+                observed_failure_rate: inputs.observed_failure_rate,
+                expected_latency_ms: expected_ms,
+            });
         }
     }
 }

@@ -36,7 +36,7 @@ pub use weight::selection_weight;
 
 use crate::config::Config;
 use crate::decision_log::DecisionLog;
-use crate::key::{HotnessTracker, SecondSegmentSharding, ShardingStrategy};
+use crate::key::{SecondSegmentSharding, ShardingStrategy};
 use crate::scoring::{RuleInputs, rule_score};
 use crate::selection::Selector;
 use crate::state::{IngestConfig, IngestError, IngestOutcome, Registry};
@@ -94,7 +94,6 @@ impl ActiveConfig {
 pub struct Engine {
     active: ArcSwap<ActiveConfig>,
     registry: Registry,
-    hotness: HotnessTracker,
     sharding: Box<dyn ShardingStrategy>,
     selector: ArcSwap<Selector>,
     pending: pending::PendingPicks,
@@ -117,7 +116,6 @@ impl Engine {
     /// An engine using the router's own `sharding`.
     pub fn with_sharding(config: Config, sharding: Box<dyn ShardingStrategy>) -> Self {
         debug_assert!(config.validate().is_ok());
-        let hotness = HotnessTracker::new(config.features.hotness_half_life_ms);
         // A validated config always builds a selector; fall back to defaults otherwise.
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
         let pending = pending::PendingPicks::new(config.selection.remembered_decisions);
@@ -128,7 +126,6 @@ impl Engine {
         Self {
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
-            hotness,
             sharding,
             selector: ArcSwap::from_pointee(selector),
             pending,

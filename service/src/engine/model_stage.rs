@@ -1,16 +1,20 @@
-//! The model stage of a decision (issue #6): after the rules and dynamics,
+//! The model stage of a decision: after the rules, dynamics and cost,
 //! before selection. Runs the model once on the selectable candidates'
-//! observation vectors as one batch, adds the model action and the
-//! deterministic rule action to each candidate's explained score
-//! ([`crate::model::blend`]), or falls back to the rule action alone with a
-//! [`crate::model::FallbackReason`]. The shadow model runs after selection on the same
+//! observation vectors as one batch; each prediction of `ln(latency / E)`
+//! becomes a bounded factor on the candidate's expected latency (line
+//! `model`), and the deterministic rule action adds its points
+//! ([`crate::model::blend`]); or the stage falls back to the rule action
+//! alone with a [`crate::model::FallbackReason`]. The shadow model runs after selection on the same
 //! batch and only feeds statistics and the decision log.
 
 use std::cell::RefCell;
 
 use crate::api::{ModelDecision, ShadowDecision};
 use crate::features::FEATURE_COUNT;
-use crate::model::blend::{model_action, rule_actions};
+
+/// Index of `expected_latency_ln_ms` (ln E) in the observation vector.
+pub const EXPECTED_LATENCY_FEATURE: usize = 7;
+use crate::model::blend::{mean_prediction, rule_actions};
 use crate::model::{Arm, ModelHub, ModelSet, arm_for};
 use crate::scoring::{Explained, Reason, ReasonKind, Stage};
 
@@ -66,6 +70,7 @@ pub(super) fn apply(
         ..ModelDecision::default()
     };
     let mut model_a = vec![None; n];
+    let mut raw = vec![0f32; n];
     let result = match slot {
         crate::model::Slot::Refused { reason, .. } => Err(*reason),
         crate::model::Slot::Ready(m) => {
@@ -78,8 +83,10 @@ pub(super) fn apply(
                 } else {
                     hub.infer_preview(m, rows, n, cfg.budget_us, now_ms, out)?
                 };
-                for (a, p) in model_a.iter_mut().zip(out.iter()) {
-                    *a = Some(f64::from(model_action(*p)));
+                let mean = mean_prediction(out);
+                for ((a, r), p) in model_a.iter_mut().zip(raw.iter_mut()).zip(out.iter()) {
+                    *a = Some(blend.model_action(*p - mean));
+                    *r = *p;
                 }
                 Ok(timed)
             })
@@ -105,18 +112,23 @@ pub(super) fn apply(
     };
     for (i, e) in es.iter_mut().enumerate() {
         e.stage = Stage::Model;
-        // The blend's points are at a score of 100 and scale with the
-        // score: the actions are multiplicative on the expected latency
+        // The rule's points are at a score of 100 and scale with the
+        // score: they are multiplicative on the expected latency
         // (score = 100 × fastest / E), whatever the score's level.
         let at = pre[i].max(0.0) / 100.0;
         if let Some(a) = model_a[i] {
-            // p = (a + 1) / 2: the probability the action came from.
+            let factor = a.exp();
+            let expected_ms = f64::from(obs[i][EXPECTED_LATENCY_FEATURE]).exp();
+            let predicted_ms = expected_ms * f64::from(raw[i]).exp();
+            // Dividing the score by the factor (up to ×2 either way) is an
+            // added line, so the sum of the lines stays exact.
+            let delta = e.score * (1.0 / factor - 1.0);
             e.add(
-                "model_action",
-                blend.model_points(Some(a as f32)) * at,
+                "model",
+                delta,
                 Reason::new(
                     ReasonKind::ModelAction,
-                    [a, (a + 1.0) / 2.0, blend.blend_model, blend.scale, 0.0],
+                    [factor, predicted_ms, expected_ms, 0.0, 0.0],
                 ),
                 Some(a),
             );
@@ -170,15 +182,14 @@ pub(super) fn shadow(
             .ok()
             .map(|_| out.clone())
     })?;
+    let mean = mean_prediction(&probs);
     let rows: Vec<(f64, f64)> = probs
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let a = model_action(*p);
-            let pre = stage.pre[i];
-            let points = blend.model_points(Some(a)) + blend.rule_points(stage.rule_r[i] as f32);
-            let fin = (pre + points * pre.max(0.0) / 100.0).clamp(0.0, 100.0);
-            (f64::from(a), fin)
+            let c = *p - mean;
+            let fin = blend.final_score(stage.pre[i], Some(c), stage.rule_r[i] as f32);
+            (blend.model_action(c), fin)
         })
         .collect();
     let shadow_final: Vec<f64> = rows.iter().map(|r| r.1).collect();

@@ -75,7 +75,7 @@ pub enum ScoreError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScoreMode {
     /// A decision: the pick is charged to its worker's in-flight count and
-    /// remembered for feedback; the key's hotness, the decision and model
+    /// remembered for feedback; the decision and model
     /// counters, the model latency histogram and breaker, the shadow
     /// comparison and each worker's last final score are updated.
     Decide,
@@ -174,11 +174,6 @@ impl Engine {
         }
 
         let key = KeyFingerprint::parse(&req.key, self.sharding.as_ref());
-        let hotness = if decide {
-            self.hotness.touch(key.prefix, now_ms)
-        } else {
-            self.hotness.peek(key.prefix, now_ms)
-        };
         let size = cfg.features.value_size_bytes.get(key.prefix).copied();
         let rule_inputs = RuleInputs {
             cfg: &cfg.scoring,
@@ -307,6 +302,7 @@ impl Engine {
                     evidence: EvidenceSnapshot::default(),
                     trust: 0.0,
                     expected_ms: None,
+                    cost_evidence: None,
                 });
                 continue;
             };
@@ -354,6 +350,7 @@ impl Engine {
                 evidence,
                 trust,
                 expected_ms: None,
+                cost_evidence: None,
             });
         }
 
@@ -401,12 +398,10 @@ impl Engine {
         };
 
         let request_features = RequestFeatures::new(&ObservationInputs {
-            key: &key,
             value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
-            prefix_in_size_table: size.is_some(),
-            hotness_level: hotness,
             ctx: context,
             worker: None,
+            evidence: None,
             rule_score: 0.0,
             candidate_count: ids.len(),
             rule_rank: 0,
@@ -420,6 +415,7 @@ impl Engine {
             .map(|(i, s)| {
                 request_features.observation(&CandidateInputs {
                     worker: s.view.as_deref(),
+                    evidence: s.cost_evidence,
                     rule_score: s.rule,
                     rule_rank: rank[i],
                     best_rule_score: best,

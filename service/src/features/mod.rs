@@ -10,4 +10,6 @@ mod vector;
 pub use schema::{
     FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, FeatureGroup, FeatureSpec, schema_hash,
 };
-pub use vector::{CandidateInputs, ObservationInputs, RequestFeatures, observation};
+pub use vector::{
+    CandidateEvidence, CandidateInputs, ObservationInputs, RequestFeatures, observation,
+};

@@ -8,6 +8,17 @@
 //! never zero and never NaN, so "missing" cannot masquerade as "perfect";
 //! features `worker_known` and `optional_missing_count` tell the model when
 //! imputation happened. The vector never contains NaN or infinity.
+//!
+//! The evidence features (0..=4, 6, 7) are what the service itself saw of
+//! the worker: outstanding picks, the outcome-latency estimate and how many
+//! outcomes back it, the unseen backlog, the observed failure rate, and the
+//! rules' expected latency E that the model's target is relative to (the
+//! model predicts `ln(latency) − ln(E)`). A candidate the cost did not run
+//! for (a worker that never reported, a decision in panic mode) takes their
+//! `impute` values. Schema version 2 put them in the slots of key-shape
+//! features (prefix and shard buckets, key length and segments, hotness,
+//! the size-table flag), which were the same for every candidate of a
+//! request and so could not tell workers apart.
 
 use std::sync::OnceLock;
 
@@ -17,14 +28,16 @@ use sha2::{Digest, Sha256};
 /// Number of features.
 pub const FEATURE_COUNT: usize = 42;
 /// Version of the schema; bump on any change of order, meaning or imputation.
-pub const FEATURE_SCHEMA_VERSION: &str = "1";
+pub const FEATURE_SCHEMA_VERSION: &str = "2";
 
 /// The group a feature belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FeatureGroup {
-    /// From the key (8).
+    /// From the key (1).
     Key,
+    /// From the service's own evidence and cost for the worker (7).
+    Evidence,
     /// From the worker's telemetry (20).
     Worker,
     /// From the request context and the candidate set (10).
@@ -78,59 +91,59 @@ const fn f(
     }
 }
 
-use FeatureGroup::{Context as C, History as H, Key as K, Worker as W};
+use FeatureGroup::{Context as C, Evidence as E, History as H, Key as K, Worker as W};
 
 /// The features, in vector order.
 pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
     f(
         0,
-        "key_prefix_bucket",
-        K,
-        "bucket",
+        "outstanding",
+        E,
+        "requests",
         0.0,
-        1023.0,
+        100_000.0,
         0.0,
-        "FNV-1a 64 of the key prefix mod 1024",
+        "the service's own outstanding picks of the worker at decision time",
     ),
     f(
         1,
-        "shard_id_present",
-        K,
-        "bool",
+        "service_time_ms",
+        E,
+        "ms",
         0.0,
-        1.0,
-        0.0,
-        "1 when the sharding strategy found a shard id",
+        600_000.0,
+        10.0,
+        "peak-EWMA service time of the worker's outcomes, as the cost used it (the pool's prior without outcomes)",
     ),
     f(
         2,
-        "shard_id_bucket",
-        K,
-        "bucket",
-        -1.0,
-        1023.0,
-        -1.0,
-        "shard id mod 1024; -1 when absent",
+        "outcomes_log1p",
+        E,
+        "ln(1+count)",
+        0.0,
+        50.0,
+        0.0,
+        "ln(1 + outcomes seen for the worker): how much evidence backs service_time_ms",
     ),
     f(
         3,
-        "key_len_bytes",
-        K,
-        "bytes",
+        "unseen_backlog",
+        E,
+        "requests",
         0.0,
-        1024.0,
+        100_000.0,
         0.0,
-        "key length",
+        "the reported queue our outstanding picks do not explain, aged toward the pool median (C3)",
     ),
     f(
         4,
-        "key_segments",
-        K,
-        "count",
+        "observed_failure_rate",
+        E,
+        "fraction",
+        0.0,
         1.0,
-        64.0,
-        1.0,
-        "number of ':'-separated segments",
+        0.0,
+        "failure rate of the worker's recent outcomes, fading since the last one",
     ),
     f(
         5,
@@ -144,23 +157,23 @@ pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
     ),
     f(
         6,
-        "hotness_level",
-        K,
-        "level",
-        0.0,
-        5.0,
-        0.0,
-        "floor(log10) of the prefix's decayed access count, 0..=5",
-    ),
-    f(
-        7,
-        "prefix_in_size_table",
-        K,
+        "put_x_compacting",
+        E,
         "bool",
         0.0,
         1.0,
         0.0,
-        "1 when the prefix has its own value-size estimate",
+        "1 for a PUT to a worker whose latest snapshot says it is compacting",
+    ),
+    f(
+        7,
+        "expected_latency_ln_ms",
+        E,
+        "ln(ms)",
+        -14.0,
+        14.0,
+        std::f32::consts::LN_10,
+        "ln of the rules' expected latency E (the routing cost before the model); the model predicts ln(latency) minus this",
     ),
     f(
         8,
@@ -547,9 +560,12 @@ mod tests {
     }
 
     #[test]
-    fn group_sizes_are_8_20_10_4() {
+    fn group_sizes_are_1_7_20_10_4() {
         let count = |g| FEATURES.iter().filter(|s| s.group == g).count();
-        assert_eq!([count(K), count(W), count(C), count(H)], [8, 20, 10, 4]);
+        assert_eq!(
+            [count(K), count(E), count(W), count(C), count(H)],
+            [1, 7, 20, 10, 4]
+        );
     }
 
     #[test]

@@ -1,25 +1,39 @@
 //! Build one candidate's observation vector in [`FEATURES`] order.
 
 use super::schema::{FEATURE_COUNT, FEATURES};
-use crate::key::KeyFingerprint;
 use crate::scoring::{RequestContext, RequestType};
 use crate::state::WorkerView;
+
+/// The service's own evidence and cost for one candidate at decision time
+/// (features 0..=4 and 7), as the cost stage used them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CandidateEvidence {
+    /// Outstanding picks.
+    pub outstanding: u32,
+    /// Service-time estimate the cost used, ms (the pool's prior without outcomes).
+    pub service_time_ms: f64,
+    /// Outcomes seen.
+    pub outcomes: u64,
+    /// Unseen backlog, requests.
+    pub unseen_backlog: f64,
+    /// Observed failure rate, fraction 0..=1.
+    pub observed_failure_rate: f64,
+    /// The rules' expected latency E, ms.
+    pub expected_latency_ms: f64,
+}
 
 /// Everything one vector is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct ObservationInputs<'a> {
-    /// The parsed key.
-    pub key: &'a KeyFingerprint<'a>,
     /// Estimated value size for the prefix, bytes.
     pub value_size_bytes: u64,
-    /// Whether the prefix has its own size estimate.
-    pub prefix_in_size_table: bool,
-    /// Hotness level of the prefix, 0..=5.
-    pub hotness_level: u8,
     /// The request context.
     pub ctx: &'a RequestContext,
     /// The worker's view, `None` for a worker that never reported.
     pub worker: Option<&'a WorkerView>,
+    /// The service's evidence and cost for the worker, `None` when the cost
+    /// did not run (unknown worker, panic mode).
+    pub evidence: Option<CandidateEvidence>,
     /// The worker's rule score, 0..=100.
     pub rule_score: f64,
     /// Distinct candidates in the request, >= 1.
@@ -34,15 +48,6 @@ pub struct ObservationInputs<'a> {
     pub now_ms: u64,
 }
 
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 fn bool01(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
 }
@@ -53,6 +58,8 @@ fn bool01(b: bool) -> f64 {
 pub struct CandidateInputs<'a> {
     /// The worker's view, `None` for a worker that never reported.
     pub worker: Option<&'a WorkerView>,
+    /// The service's evidence and cost for the worker (see [`ObservationInputs::evidence`]).
+    pub evidence: Option<CandidateEvidence>,
     /// The worker's rule score, 0..=100.
     pub rule_score: f64,
     /// This candidate's rank by rule score, 0 = best.
@@ -73,15 +80,16 @@ fn finish(i: usize, x: f64) -> f32 {
     if x > spec.max { spec.max } else { x }
 }
 
-/// The request-level features of a decision (key, size, hotness, request
-/// context, candidate count: indices 0..=7, 28..=33 and 35), imputed and
-/// clamped once, then completed per candidate by
-/// [`RequestFeatures::observation`]. Building one per decision instead of
-/// recomputing them for every candidate halves the vector's cost.
+/// The request-level features of a decision (value size, request context,
+/// candidate count: indices 5, 28..=33 and 35), imputed and clamped once,
+/// then completed per candidate by [`RequestFeatures::observation`].
+/// Building one per decision instead of recomputing them for every
+/// candidate halves the vector's cost.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFeatures<'a> {
     base: [f32; FEATURE_COUNT],
     client_region: Option<&'a str>,
+    is_put: bool,
     candidate_count: usize,
     warmup_ms: u64,
     now_ms: u64,
@@ -89,18 +97,10 @@ pub struct RequestFeatures<'a> {
 
 impl<'a> RequestFeatures<'a> {
     /// The request-level part of `inp`; its per-candidate fields (`worker`,
-    /// `rule_score`, `rule_rank`, `best_rule_score`) are not read.
+    /// `evidence`, `rule_score`, `rule_rank`, `best_rule_score`) are not read.
     pub fn new(inp: &ObservationInputs<'a>) -> Self {
         let mut base = [0f32; FEATURE_COUNT];
-        let k = inp.key;
-        base[0] = finish(0, (fnv1a(k.prefix) % 1024) as f64);
-        base[1] = finish(1, bool01(k.shard_id.is_some()));
-        base[2] = finish(2, k.shard_id.map_or(f64::NAN, |s| (s % 1024) as f64));
-        base[3] = finish(3, k.len_bytes as f64);
-        base[4] = finish(4, k.segments as f64);
         base[5] = finish(5, (inp.value_size_bytes.max(1) as f64).log2());
-        base[6] = finish(6, f64::from(inp.hotness_level));
-        base[7] = finish(7, bool01(inp.prefix_in_size_table));
         let rt = inp.ctx.request_type;
         base[28] = finish(28, bool01(rt == Some(RequestType::Get)));
         base[29] = finish(29, bool01(rt == Some(RequestType::Put)));
@@ -112,6 +112,7 @@ impl<'a> RequestFeatures<'a> {
         RequestFeatures {
             base,
             client_region: inp.ctx.client_region.as_deref(),
+            is_put: rt == Some(RequestType::Put),
             candidate_count: inp.candidate_count,
             warmup_ms: inp.warmup_ms,
             now_ms: inp.now_ms,
@@ -119,13 +120,29 @@ impl<'a> RequestFeatures<'a> {
     }
 
     /// One candidate's full vector: the request-level values plus the
-    /// worker's (8..=27, 34, 36..=41). Every value is finite and clamped.
+    /// worker's (0..=4, 6..=27, 34, 36..=41). Every value is finite and clamped.
     pub fn observation(&self, c: &CandidateInputs<'_>) -> [f32; FEATURE_COUNT] {
         let mut v = self.base;
         let now_ms = self.now_ms;
+        match c.evidence {
+            Some(ev) => {
+                v[0] = finish(0, f64::from(ev.outstanding));
+                v[1] = finish(1, ev.service_time_ms);
+                v[2] = finish(2, (ev.outcomes as f64).ln_1p());
+                v[3] = finish(3, ev.unseen_backlog);
+                v[4] = finish(4, ev.observed_failure_rate);
+                v[7] = finish(7, ev.expected_latency_ms.ln());
+            }
+            None => {
+                for i in [0, 1, 2, 3, 4, 7] {
+                    v[i] = finish(i, f64::NAN);
+                }
+            }
+        }
         match c.worker {
             Some(w) => {
                 let s = &w.smoothed;
+                v[6] = finish(6, bool01(self.is_put && w.compacting));
                 v[8] = finish(8, s.cpu_usage);
                 v[9] = finish(9, s.queue_depth);
                 v[10] = finish(10, s.rtt_ms_avg);
@@ -159,7 +176,7 @@ impl<'a> RequestFeatures<'a> {
                 v[41] = finish(41, w.registered_for_ms(now_ms) as f64 / 1000.0);
             }
             None => {
-                for i in (8..=25).chain([27, 38, 39, 40, 41]) {
+                for i in (6..=25).chain([27, 38, 39, 40, 41]) {
                     v[i] = finish(i, f64::NAN);
                 }
             }
@@ -192,6 +209,7 @@ impl<'a> RequestFeatures<'a> {
 pub fn observation(inp: &ObservationInputs<'_>) -> [f32; FEATURE_COUNT] {
     RequestFeatures::new(inp).observation(&CandidateInputs {
         worker: inp.worker,
+        evidence: inp.evidence,
         rule_score: inp.rule_score,
         rule_rank: inp.rule_rank,
         best_rule_score: inp.best_rule_score,
@@ -201,7 +219,6 @@ pub fn observation(inp: &ObservationInputs<'_>) -> [f32; FEATURE_COUNT] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{KeyFingerprint, SecondSegmentSharding};
     use crate::state::{HistoryStats, Smoothed};
     use std::sync::Arc;
 
@@ -233,18 +250,23 @@ mod tests {
         }
     }
 
-    fn inputs<'a>(
-        key: &'a KeyFingerprint<'a>,
-        ctx: &'a RequestContext,
-        w: Option<&'a WorkerView>,
-    ) -> ObservationInputs<'a> {
+    fn evidence() -> CandidateEvidence {
+        CandidateEvidence {
+            outstanding: 4,
+            service_time_ms: 2.5,
+            outcomes: 99,
+            unseen_backlog: 1.5,
+            observed_failure_rate: 0.25,
+            expected_latency_ms: std::f64::consts::E * 10.0,
+        }
+    }
+
+    fn inputs<'a>(ctx: &'a RequestContext, w: Option<&'a WorkerView>) -> ObservationInputs<'a> {
         ObservationInputs {
-            key,
             value_size_bytes: 512,
-            prefix_in_size_table: true,
-            hotness_level: 2,
             ctx,
             worker: w,
+            evidence: w.map(|_| evidence()),
             rule_score: 70.0,
             candidate_count: 3,
             rule_rank: 1,
@@ -256,7 +278,6 @@ mod tests {
 
     #[test]
     fn known_worker_values_land_in_documented_slots() {
-        let key = KeyFingerprint::parse("user:12345:profile", &SecondSegmentSharding);
         let ctx = RequestContext {
             request_type: Some(RequestType::Put),
             client_region: Some("shanghai".into()),
@@ -264,10 +285,11 @@ mod tests {
             batch_size: None,
         };
         let w = view();
-        let v = observation(&inputs(&key, &ctx, Some(&w)));
-        assert_eq!(v[1], 1.0);
-        assert_eq!(v[2], (12345 % 1024) as f32);
+        let v = observation(&inputs(&ctx, Some(&w)));
+        assert_eq!(&v[0..5], &[4.0, 2.5, 100f32.ln(), 1.5, 0.25]);
         assert_eq!(v[5], 9.0); // log2(512)
+        assert_eq!(v[6], 1.0, "a PUT to a compacting worker");
+        assert!((v[7] - (1.0 + 10f32.ln())).abs() < 1e-6, "ln of E");
         assert_eq!(v[8], 0.5);
         assert_eq!(v[11], 12.5);
         assert_eq!(v[13], 1.0);
@@ -291,11 +313,13 @@ mod tests {
 
     #[test]
     fn unknown_worker_is_imputed_pessimistically_never_nan() {
-        let key = KeyFingerprint::parse("plain", &SecondSegmentSharding);
         let ctx = RequestContext::default();
-        let v = observation(&inputs(&key, &ctx, None));
+        let v = observation(&inputs(&ctx, None));
         assert!(v.iter().all(|x| x.is_finite()));
-        assert_eq!(v[2], -1.0);
+        assert_eq!(&v[0..5], &[0.0, 10.0, 0.0, 0.0, 0.0]);
+        assert_eq!(v[6], 0.0);
+        assert_eq!(v[7], FEATURES[7].impute);
+        assert!((v[7] - 10f32.ln()).abs() < 1e-6, "no cost: E imputes 10 ms");
         assert_eq!(v[8], 0.70);
         assert_eq!(v[11], 10.0);
         assert_eq!(v[23], 10_000.0);
@@ -308,17 +332,21 @@ mod tests {
 
     #[test]
     fn values_are_clamped_into_range() {
-        let key = KeyFingerprint::parse("user:1", &SecondSegmentSharding);
         let ctx = RequestContext::default();
         let mut w = view();
         w.smoothed.rtt_ms_p99 = 1e12;
-        let v = observation(&inputs(&key, &ctx, Some(&w)));
+        let mut inp = inputs(&ctx, Some(&w));
+        inp.evidence = Some(CandidateEvidence {
+            expected_latency_ms: 0.0,
+            ..evidence()
+        });
+        let v = observation(&inp);
         assert_eq!(v[11], FEATURES[11].max);
+        assert_eq!(v[7], FEATURES[7].impute, "ln 0 is not finite: imputed");
     }
 
     #[test]
     fn one_request_part_serves_every_candidate() {
-        let key = KeyFingerprint::parse("user:77:cart", &SecondSegmentSharding);
         let ctx = RequestContext {
             request_type: Some(RequestType::Get),
             client_region: Some("shanghai".into()),
@@ -330,14 +358,15 @@ mod tests {
         w2.smoothed.cpu_usage = 0.95;
         w2.region = Some(Arc::from("beijing"));
         w2.smoothed.cache_hit_rate = None;
-        let req = RequestFeatures::new(&inputs(&key, &ctx, None));
+        let req = RequestFeatures::new(&inputs(&ctx, None));
         // Known, unknown, other known: nothing carries over between candidates.
         for (w, score, rank) in [(Some(&w1), 70.0, 0), (None, 0.0, 2), (Some(&w2), 40.0, 1)] {
-            let mut one = inputs(&key, &ctx, w);
+            let mut one = inputs(&ctx, w);
             one.rule_score = score;
             one.rule_rank = rank;
             let reused = req.observation(&CandidateInputs {
                 worker: w,
+                evidence: one.evidence,
                 rule_score: score,
                 rule_rank: rank,
                 best_rule_score: one.best_rule_score,
@@ -347,6 +376,7 @@ mod tests {
         }
         let v2 = req.observation(&CandidateInputs {
             worker: Some(&w2),
+            evidence: None,
             rule_score: 40.0,
             rule_rank: 1,
             best_rule_score: 96.25,
@@ -355,5 +385,6 @@ mod tests {
         assert_eq!(v2[19], FEATURES[19].impute);
         assert_eq!(v2[34], 0.0, "different region");
         assert_eq!(v2[28], 1.0, "request type is request-level");
+        assert_eq!(v2[6], 0.0, "a GET is never put_x_compacting");
     }
 }

@@ -5,8 +5,7 @@
 //! Query: `key` (required), `candidates` (comma-separated, required),
 //! optional `request_type` (GET, PUT, DELETE, MGET), `timeout_ms`,
 //! `client_region`, `format=json`. The request is scored with policy `none`
-//! and is not logged: no pick, no in-flight count, no decision remembered
-//! (only the key's hotness is touched, as any scoring does).
+//! and is not logged: no pick, no in-flight count, no decision remembered.
 //!
 //! Text form: `w3: 47.8 (base 100, CPU 88% > 70%: −7.2, RTT p99 37.5 ms vs
 //! 10 ms: −25, …)`, candidates by final score, each candidate's non-zero

@@ -5,10 +5,6 @@
 //! The prefix is the text before the first `:`; the shard id comes from a
 //! pluggable [`ShardingStrategy`] so a router's own sharding can be used.
 
-mod hotness;
-
-pub use hotness::{HOTNESS_LEVELS, HotnessTracker};
-
 /// Maps a key to the shard it lives on, when the key says.
 pub trait ShardingStrategy: Send + Sync + std::fmt::Debug {
     /// The shard id of `key`, or `None` when the key carries none.

@@ -101,6 +101,11 @@ pub enum CardError {
     },
 }
 
+/// The one model output the service's model stage reads: the predicted
+/// `ln(latency) − ln(E)`, natural log, of the candidate's outcome latency
+/// against the rules' expected latency E (feature `expected_latency_ln_ms`).
+pub const MODEL_OUTPUT: &str = "ln(latency / expected latency)";
+
 /// `card.json`: what a model is, what it was trained on and how well it did.
 ///
 /// The service needs only the identity and schema fields (it refuses a model
@@ -126,7 +131,7 @@ pub struct ModelCard {
     pub n_features: usize,
     /// Number of trees in the ensemble.
     pub num_trees: usize,
-    /// What the output means; always `"probability of a good outcome; action = 2p - 1"`.
+    /// What the output means; the service loads only [`MODEL_OUTPUT`].
     pub output: String,
     /// Everything else the trainer records, kept verbatim.
     #[serde(flatten)]
@@ -148,9 +153,9 @@ pub struct GoldenRow {
     pub kind: String,
     /// The f32 features, `n_features` of them.
     pub features: Vec<JsonF32>,
-    /// LightGBM's `predict` on these (f32-cast) features: probability of a
-    /// good outcome, 0..=1.
-    pub probability: f64,
+    /// LightGBM's `predict` on these (f32-cast) features ([`MODEL_OUTPUT`]).
+    #[serde(alias = "probability")]
+    pub prediction: f64,
 }
 
 impl GoldenRow {
@@ -308,7 +313,7 @@ mod tests {
         let row = GoldenRow {
             kind: "t".into(),
             features: vals.iter().map(|&v| JsonF32(v)).collect(),
-            probability: 0.25,
+            prediction: 0.25,
         };
         let text = serde_json::to_string(&row).unwrap();
         assert!(text.contains("\"NaN\",\"inf\",\"-inf\",0.0,-0.0"), "{text}");

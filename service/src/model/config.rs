@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::blend::{Blend, DEFAULT_BLEND_MODEL, DEFAULT_BLEND_RULE, DEFAULT_SCALE};
+use super::blend::{
+    Blend, DEFAULT_BLEND_MODEL, DEFAULT_BLEND_RULE, DEFAULT_FACTOR_MAX, DEFAULT_FACTOR_MIN,
+    DEFAULT_SCALE,
+};
 
 /// Default model directory, relative to the working directory.
 pub const DEFAULT_MODEL_DIR: &str = "models/default";
@@ -30,12 +33,17 @@ pub struct ModelConfig {
     pub breaker_after: u32,
     /// How long an open breaker skips the model, ms, >= 1. Default 5000.
     pub breaker_open_ms: u64,
-    /// Weight of the model action `a = 2p − 1`, >= 0. Default 0.7.
+    /// Weight of the model's predicted `ln(latency / E)`, an exponent on its
+    /// cost factor, in [0, 1000]. Default 1.
     pub blend_model: f64,
     /// Weight of the deterministic rule action, >= 0. Default 0.3.
     pub blend_rule: f64,
-    /// Score points per unit of blended action, in [0, 100]. Default 5.
+    /// Score points per unit of rule action, in [0, 100]. Default 5.
     pub scale: f64,
+    /// Lowest model cost factor, in (0, 1]. Default 0.25.
+    pub factor_min: f64,
+    /// Highest model cost factor, in [1, 100]. Default 4.
+    pub factor_max: f64,
     /// `[model.shadow]`: a model evaluated beside the primary, never used.
     pub shadow: ShadowConfig,
     /// `[model.ab]`: a second model serving a fraction of keys.
@@ -71,6 +79,8 @@ impl Default for ModelConfig {
             blend_model: DEFAULT_BLEND_MODEL,
             blend_rule: DEFAULT_BLEND_RULE,
             scale: DEFAULT_SCALE,
+            factor_min: DEFAULT_FACTOR_MIN,
+            factor_max: DEFAULT_FACTOR_MAX,
             shadow: ShadowConfig::default(),
             ab: AbConfig::default(),
         }
@@ -84,6 +94,8 @@ impl ModelConfig {
             blend_model: self.blend_model,
             blend_rule: self.blend_rule,
             scale: self.scale,
+            factor_min: self.factor_min,
+            factor_max: self.factor_max,
         }
     }
 
@@ -113,6 +125,18 @@ impl ModelConfig {
             return Err(format!(
                 "scale must be in [0, 100] points, got {}",
                 self.scale
+            ));
+        }
+        if !(self.factor_min.is_finite() && self.factor_min > 0.0 && self.factor_min <= 1.0) {
+            return Err(format!(
+                "factor_min must be in (0, 1], got {}",
+                self.factor_min
+            ));
+        }
+        if !(self.factor_max.is_finite() && (1.0..=100.0).contains(&self.factor_max)) {
+            return Err(format!(
+                "factor_max must be in [1, 100], got {}",
+                self.factor_max
             ));
         }
         if !(self.ab.fraction.is_finite() && (0.0..=1.0).contains(&self.ab.fraction)) {

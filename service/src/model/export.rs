@@ -1,4 +1,5 @@
-//! Export of a LightGBM binary model to an ONNX `ModelProto`, in pure Rust.
+//! Export of a LightGBM binary or regression model to an ONNX `ModelProto`,
+//! in pure Rust.
 //!
 //! Input: an [`LgbModel`], the LightGBM tree structure as written in
 //! LightGBM's text model (`Booster::save_string` / `model.txt`; field meanings
@@ -14,6 +15,14 @@
 //! aggregate SUM, post_transform NONE, no base_values: LightGBM folds
 //! `boost_from_average` into the first tree), `probability = 1 / (1 + e^-margin)`.
 //!
+//! A regression objective (`regression`, `regression_l1`, `huber`, `fair`,
+//! `quantile`: LightGBM's prediction is the raw score itself) exports the
+//! ensemble alone, its one output named [`PREDICTION_OUTPUT`]:
+//!
+//! ```text
+//! features f32[N, F] ─▶ ai.onnx.ml.TreeEnsembleRegressor ─▶ prediction f32[N, 1]
+//! ```
+//!
 //! Exactness. LightGBM compares `x <= t` in f64 (tree.h `NumericalDecision`)
 //! while the ONNX graph sees f32 inputs. Each threshold is exported as
 //! [`f32_round_down`]`(t)`, the largest f32 `<= t` (adjusted near zero, below): for every f32 `x`,
@@ -28,7 +37,7 @@
 //! * missing type None (0): NaN is replaced by 0.0 before the comparison →
 //!   `tracks_true = (0.0 <= t)`;
 //! * missing type Zero (1), categorical splits (bit 0), linear trees,
-//!   multiclass and non-binary objectives are refused with an [`ExportError`].
+//!   multiclass and other objectives are refused with an [`ExportError`].
 //!
 //! Near-zero inputs. LightGBM's prediction on a dense matrix (C API
 //! `RowPairFunctionFromDenseMatrix`) reads every value with
@@ -53,6 +62,8 @@ use crate::model::op::ML_DOMAIN;
 pub const INPUT_NAME: &str = "features";
 /// Name of the raw-margin output (`f32 [N, 1]`).
 pub const MARGIN_OUTPUT: &str = "margin";
+/// Name of a regression model's output (`f32 [N, 1]`).
+pub const PREDICTION_OUTPUT: &str = "prediction";
 /// Name of the probability output (`f32 [N, 1]`).
 pub const PROBABILITY_OUTPUT: &str = crate::model::op::PROBABILITY_OUTPUT;
 /// Default-domain opset imported by the exported model.
@@ -145,9 +156,9 @@ pub enum ExportError {
         /// `num_tree_per_iteration`.
         per_iteration: usize,
     },
-    /// The objective is not `binary` with `sigmoid:1`.
+    /// The objective is neither `binary` with `sigmoid:1` nor a regression.
     #[error(
-        "objective `{0}` is not supported: only `binary` with sigmoid:1 maps to the Sigmoid output"
+        "objective `{0}` is not supported: only `binary` with sigmoid:1 and the regression objectives (regression, regression_l1, huber, fair, quantile) export"
     )]
     Objective(String),
     /// The model has no trees.
@@ -256,7 +267,29 @@ pub fn lightgbm_threshold_f32(t: f64, rounding: ThresholdRounding) -> f32 {
     }
 }
 
+/// LightGBM regression objectives whose prediction is the raw score.
+const REGRESSION_OBJECTIVES: [&str; 6] = [
+    "regression",
+    "regression_l2",
+    "regression_l1",
+    "huber",
+    "fair",
+    "quantile",
+];
+
+/// Whether `objective` (a model's `objective` line) is a supported
+/// regression objective, whose prediction is the raw score.
+pub fn is_regression(objective: &str) -> bool {
+    objective
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| REGRESSION_OBJECTIVES.contains(&w))
+}
+
 fn check_objective(objective: &str) -> Result<(), ExportError> {
+    if is_regression(objective) {
+        return Ok(());
+    }
     let mut words = objective.split_whitespace();
     if words.next() != Some("binary") {
         return Err(ExportError::Objective(objective.to_string()));
@@ -513,25 +546,35 @@ fn tensor_info(name: &str, width: i64) -> pb::ValueInfoProto {
 pub fn model_proto(model: &LgbModel, opts: &ExportOptions) -> Result<pb::ModelProto, ExportError> {
     let attrs = ensemble_attributes(model, opts)?;
     let width = model.max_feature_idx as i64 + 1;
-    let sigmoid = pb::NodeProto {
-        input: vec![MARGIN_OUTPUT.into()],
-        output: vec![PROBABILITY_OUTPUT.into()],
-        name: "sigmoid".into(),
-        op_type: "Sigmoid".into(),
-        ..Default::default()
-    };
-    let graph = pb::GraphProto {
-        node: vec![
-            tree_ensemble_node(&attrs, INPUT_NAME, MARGIN_OUTPUT),
-            sigmoid,
-        ],
-        name: "lightgbm_binary".into(),
-        input: vec![tensor_info(INPUT_NAME, width)],
-        output: vec![
-            tensor_info(MARGIN_OUTPUT, 1),
-            tensor_info(PROBABILITY_OUTPUT, 1),
-        ],
-        ..Default::default()
+    let graph = if is_regression(&model.objective) {
+        pb::GraphProto {
+            node: vec![tree_ensemble_node(&attrs, INPUT_NAME, PREDICTION_OUTPUT)],
+            name: "lightgbm_regression".into(),
+            input: vec![tensor_info(INPUT_NAME, width)],
+            output: vec![tensor_info(PREDICTION_OUTPUT, 1)],
+            ..Default::default()
+        }
+    } else {
+        let sigmoid = pb::NodeProto {
+            input: vec![MARGIN_OUTPUT.into()],
+            output: vec![PROBABILITY_OUTPUT.into()],
+            name: "sigmoid".into(),
+            op_type: "Sigmoid".into(),
+            ..Default::default()
+        };
+        pb::GraphProto {
+            node: vec![
+                tree_ensemble_node(&attrs, INPUT_NAME, MARGIN_OUTPUT),
+                sigmoid,
+            ],
+            name: "lightgbm_binary".into(),
+            input: vec![tensor_info(INPUT_NAME, width)],
+            output: vec![
+                tensor_info(MARGIN_OUTPUT, 1),
+                tensor_info(PROBABILITY_OUTPUT, 1),
+            ],
+            ..Default::default()
+        }
     };
     Ok(pb::ModelProto {
         ir_version: IR_VERSION,

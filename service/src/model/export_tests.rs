@@ -156,11 +156,14 @@ fn missing_value_mapping() {
         Err(ExportError::LinearTree { .. })
     ));
     let mut m = stump(8, 0.5);
-    m.objective = "regression".into();
+    m.objective = "multiclassova num_class:3".into();
     assert!(matches!(
         ensemble_attributes(&m, &o),
         Err(ExportError::Objective(_))
     ));
+    let mut m = stump(8, 0.5);
+    m.objective = "regression".into();
+    assert!(ensemble_attributes(&m, &o).is_ok(), "regression exports");
     let mut m = stump(8, 0.5);
     m.objective = "binary sigmoid:2".into();
     assert!(matches!(

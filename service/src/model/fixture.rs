@@ -3,7 +3,7 @@
 //! [`write_model_dir`] builds a random LightGBM-shaped ensemble (complete
 //! trees of a given depth over the 42 features, NaN-aware splits), exports it
 //! with [`export_onnx`], and writes `model.onnx`, `card.json` and
-//! `golden.json` exactly as `trainer train` does. The golden probabilities
+//! `golden.json` exactly as `trainer train` does. The golden predictions
 //! come from [`predict_f64`], a direct f64 walk with LightGBM's semantics
 //! (`x <= threshold` in f64, NaN to the default side), independent of the
 //! ONNX path under test. Real models come from the trainer; this exists so
@@ -14,15 +14,18 @@ use std::path::Path;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::card::{CARD_FILE, GOLDEN_FILE, GoldenFile, GoldenRow, JsonF32, ModelCard, ONNX_FILE};
-use super::export::{ExportError, LgbModel, LgbTree, MissingType, export_onnx};
+use super::card::{
+    CARD_FILE, GOLDEN_FILE, GoldenFile, GoldenRow, JsonF32, MODEL_OUTPUT, ModelCard, ONNX_FILE,
+};
+use super::export::{ExportError, LgbModel, LgbTree, MissingType, export_onnx, is_regression};
 use crate::features::schema::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
 
 /// `decision_type` for a NaN-aware split sending NaN left (bit 1 default_left, missing type NaN).
 const NAN_LEFT: u8 = 0b1010;
 
-/// A random binary-classifier ensemble of `trees` complete trees of `depth`
-/// (1..=10) splitting on features drawn from the schema's ranges.
+/// A random regression ensemble (the served target, [`MODEL_OUTPUT`]) of of `trees` complete trees of `depth`
+/// `trees` complete trees of `depth` (1..=10) splitting on features drawn
+/// from the schema's ranges.
 pub fn random_model(trees: usize, depth: u32, seed: u64) -> LgbModel {
     let depth = depth.clamp(1, 10);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -72,12 +75,13 @@ pub fn random_model(trees: usize, depth: u32, seed: u64) -> LgbModel {
         num_class: 1,
         num_tree_per_iteration: 1,
         max_feature_idx: FEATURE_COUNT - 1,
-        objective: "binary sigmoid:1".into(),
+        objective: "regression".into(),
         trees,
     }
 }
 
-/// LightGBM's probability for one row: f64 tree walk, then the sigmoid.
+/// LightGBM's prediction for one row: f64 tree walk, then the sigmoid for a
+/// binary objective (a regression's prediction is the raw score).
 /// Only NaN and None missing types occur in [`random_model`] ensembles.
 pub fn predict_f64(model: &LgbModel, row: &[f32]) -> f64 {
     let mut margin = 0.0f64;
@@ -106,7 +110,11 @@ pub fn predict_f64(model: &LgbModel, row: &[f32]) -> f64 {
         }
         margin += t.leaf_value[(!node) as usize];
     }
-    1.0 / (1.0 + (-margin).exp())
+    if is_regression(&model.objective) {
+        margin
+    } else {
+        1.0 / (1.0 + (-margin).exp())
+    }
 }
 
 /// A random row inside the schema's ranges, with some NaN, 0.0 and −0.0.
@@ -148,7 +156,7 @@ pub fn write_model_dir(
         rows: rows
             .into_iter()
             .map(|(kind, r)| GoldenRow {
-                probability: predict_f64(model, &r),
+                prediction: predict_f64(model, &r),
                 kind,
                 features: r.into_iter().map(JsonF32).collect(),
             })
@@ -162,7 +170,7 @@ pub fn write_model_dir(
         feature_schema_hash: schema_hash().to_owned(),
         n_features: FEATURE_COUNT,
         num_trees: model.trees.len(),
-        output: "probability of a good outcome; action = 2p - 1".to_owned(),
+        output: MODEL_OUTPUT.to_owned(),
         details: serde_json::Map::new(),
     };
     std::fs::write(dir.join(CARD_FILE), serde_json::to_vec_pretty(&card)?)?;

@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 
 use super::breaker::Breaker;
 use super::card::{
-    CardError, MAX_ONNX_BYTES, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_capped, read_card,
-    read_golden,
+    CardError, MAX_ONNX_BYTES, MODEL_OUTPUT, ModelCard, ONNX_FILE, PARITY_TOLERANCE, read_capped,
+    read_card, read_golden,
 };
 use super::config::ModelConfig;
 use super::fallback::FallbackReason;
@@ -37,6 +37,16 @@ pub enum LoadError {
         model_hash: String,
         /// [`schema_hash`] of this build.
         service_hash: String,
+    },
+    /// The card's output is not what the service's model stage reads.
+    #[error(
+        "the model's output is `{found}`; the service reads `{expected}` (a model trained before feature schema 2 predicts something else: retrain it)"
+    )]
+    Output {
+        /// Card's `output`.
+        found: String,
+        /// [`MODEL_OUTPUT`].
+        expected: &'static str,
     },
     /// The card declares a width other than 42.
     #[error("card declares {0} features, the service builds {FEATURE_COUNT}")]
@@ -70,7 +80,7 @@ impl LoadError {
     pub fn fallback_reason(&self) -> FallbackReason {
         match self {
             LoadError::Missing(_) => FallbackReason::ModelMissing,
-            LoadError::SchemaMismatch { .. } | LoadError::Width(_) => {
+            LoadError::SchemaMismatch { .. } | LoadError::Width(_) | LoadError::Output { .. } => {
                 FallbackReason::SchemaMismatch
             }
             LoadError::Card(CardError::Io { source, path })
@@ -126,6 +136,12 @@ pub fn load_model_dir(
             service_hash: schema_hash().to_owned(),
         });
     }
+    if card.output != MODEL_OUTPUT {
+        return Err(LoadError::Output {
+            found: card.output.clone(),
+            expected: MODEL_OUTPUT,
+        });
+    }
     if card.n_features != FEATURE_COUNT {
         return Err(LoadError::Width(card.n_features));
     }
@@ -150,13 +166,13 @@ pub fn load_model_dir(
     runner.predict(&rows, golden.rows.len(), &mut served)?;
     let mut max_diff = 0.0f64;
     for (i, (row, &p)) in golden.rows.iter().zip(&served).enumerate() {
-        let diff = (f64::from(p) - row.probability).abs();
+        let diff = (f64::from(p) - row.prediction).abs();
         if diff.is_nan() || diff > PARITY_TOLERANCE {
             return Err(LoadError::GoldenMismatch {
                 row: i,
                 kind: row.kind.clone(),
                 served: f64::from(p),
-                expected: row.probability,
+                expected: row.prediction,
                 diff,
             });
         }

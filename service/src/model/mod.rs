@@ -1,8 +1,9 @@
-//! The model path: a LightGBM binary classifier exported to ONNX in pure
-//! Rust and served with tract-onnx (issues #5 and #6).
+//! The model path: a LightGBM regression of `ln(latency / E)` (E the rules'
+//! expected latency) exported to ONNX in pure Rust and served with
+//! tract-onnx.
 //!
-//! * [`blend`]: model action `2p − 1`, the deterministic rule action and the
-//!   final-score blend.
+//! * [`blend`]: the model's bounded cost factor, the deterministic rule
+//!   action and the final score.
 //! * Serving (issue #6): [`config`] (`[model]`), [`loaded`] (vetting a
 //!   model directory), [`runner`] (per-thread tract state), [`hub`] (the
 //!   models in use, swapped on reload), [`breaker`], [`fallback`], [`stats`],
@@ -41,7 +42,7 @@ pub mod stats;
 pub mod warmth;
 
 pub use ab::{Arm, arm_for};
-pub use blend::{Blend, model_action, rule_actions};
+pub use blend::{Blend, mean_prediction, rule_actions};
 pub use breaker::{Breaker, BreakerState};
 pub use card::{CardError, GoldenFile, GoldenRow, JsonF32, ModelCard, read_card, read_golden};
 pub use config::ModelConfig;

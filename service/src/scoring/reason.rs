@@ -67,7 +67,7 @@ pub enum ReasonKind {
     CpuSaturated,
     /// `[fraction, exponent]`
     SlowStartRamp,
-    /// `[action, probability, blend_model, scale]` (issue #6)
+    /// `[factor, predicted_ms, expected_ms]`
     ModelAction,
     /// `[action, blend_rule, scale]` (issue #6)
     RuleAction,
@@ -272,11 +272,10 @@ impl fmt::Display for Reason {
             ),
             K::ModelAction => write!(
                 f,
-                "model: good-outcome probability {}, action {} × weight {} × {} points",
-                num(a[1]),
+                "model ×{} (predicted {} ms vs {} ms expected, against the other candidates' predictions)",
                 num(a[0]),
-                num(a[2]),
-                num(a[3])
+                num(a[1]),
+                num(a[2])
             ),
             K::RuleAction => write!(
                 f,
@@ -325,7 +324,7 @@ impl Reason {
             K::CompactingRequest => format!("compacting ×{}", num(a[0])),
             K::CpuSaturated => format!("CPU {} saturated", pct(a[0])),
             K::SlowStartRamp => format!("slow start {}", pct(a[0])),
-            K::ModelAction => format!("model p {}", num(a[1])),
+            K::ModelAction => format!("model ×{}", num(a[0])),
             K::RuleAction => format!("order rule {}", num(a[0])),
         })
     }
