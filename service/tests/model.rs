@@ -141,7 +141,10 @@ async fn model_factor_and_rule_action_adjust_the_final_score() {
         // stage from the rule's line).
         let model_impact = ma["impact"].as_f64().unwrap_or(f64::NAN);
         let rule_impact = ra["impact"].as_f64().unwrap_or(f64::NAN);
-        assert!(model_impact * a <= 0.0, "a cost factor above 1 lowers the score: {w}");
+        assert!(
+            model_impact * a <= 0.0,
+            "a cost factor above 1 lowers the score: {w}"
+        );
         if fast {
             let before = rule_impact / 1.5 * 100.0;
             assert!((0.0..=100.0).contains(&before), "{w}");

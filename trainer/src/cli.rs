@@ -35,7 +35,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Re-check a model directory: golden-row parity, and parity plus R²,
     /// MAE and quantile calibration (beside the rules' baseline) on the
-    /// given logs. Exits 2 on a parity failure.
+    /// given logs. Exits 2 on a parity failure or a model the service would refuse
+    /// (1 for a card of another feature schema, as for any unreadable input).
     Validate(ValidateArgs),
     /// Offline shadow comparison of two models on logged decisions; prints a
     /// table and writes compare.json.
@@ -101,7 +102,7 @@ pub struct TrainArgs {
     /// Minimum training rows per leaf.
     #[arg(long, value_name = "ROWS", default_value_t = 20)]
     pub min_data_in_leaf: usize,
-    /// Share of labelled rows, the latest by decision time, held out for
+    /// Share of the rows with a target, the latest by decision time, held out for
     /// validation; a fraction in (0, 1).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
     pub valid_fraction: f64,

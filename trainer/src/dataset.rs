@@ -364,7 +364,7 @@ impl Labelled {
     pub fn check_trainable(&self, min_rows: usize) -> Result<()> {
         if self.len() < min_rows {
             return Err(TrainerError::NoData(format!(
-                "only {} rows with a target, at least {min_rows} are needed ({})",
+                "{} row(s) with a target, at least {min_rows} are needed ({})",
                 self.len(),
                 self.counts
             )));
@@ -510,7 +510,7 @@ mod tests {
         assert!(e.contains("nothing to learn"), "{e}");
         let few = labelled(&[1, 2], &[0.0, 1.0]);
         let e = few.check_trainable(10).unwrap_err().to_string();
-        assert!(e.contains("only 2 rows"), "{e}");
+        assert!(e.contains("2 row(s) with a target"), "{e}");
         assert!(
             labelled(&[1, 2, 3], &[0.0, 1.0, 0.5])
                 .check_trainable(3)

@@ -44,7 +44,7 @@ pub struct ParityReport {
     pub set: String,
     /// Rows compared.
     pub rows: usize,
-    /// max |p_served − p_lightgbm| over the rows.
+    /// max |served − LightGBM| over the rows.
     pub max_abs_diff: f64,
     /// Tolerance applied.
     pub tolerance: f64,
@@ -59,9 +59,10 @@ pub struct ParityFailure {
     pub row: usize,
     /// Kind of row, for golden rows (`"nan"`, `"split_boundary …"`).
     pub kind: Option<String>,
-    /// Probability from the service's ONNX path.
+    /// Prediction from the service's ONNX path (for the model.txt check,
+    /// LightGBM's from `model.txt`).
     pub p_served: f64,
-    /// Probability from LightGBM (or the golden file).
+    /// Prediction from LightGBM (or the golden file).
     pub p_lightgbm: f64,
     /// Tolerance applied.
     pub tolerance: f64,
@@ -71,9 +72,16 @@ pub struct ParityFailure {
 
 impl fmt::Display for ParityFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The model.txt check compares LightGBM's own prediction with the
+        // stored golden value; every other set compares served with LightGBM.
+        let (got, want) = if self.set.contains("model.txt") {
+            ("model.txt", "stored")
+        } else {
+            ("served", "LightGBM")
+        };
         write!(
             f,
-            "parity check failed on {} row {}{}: served p = {:.9}, LightGBM p = {:.9}, |diff| = {:e} > {:e}\nrow features:",
+            "parity check failed on {} row {}{}: {got} {:.9}, {want} {:.9}, |diff| = {:e} > {:e}\nrow features:",
             self.set,
             self.row,
             self.kind

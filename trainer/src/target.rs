@@ -72,13 +72,13 @@ impl TargetRule {
         }
         if !(self.slow_factor.is_finite() && self.slow_factor >= 1.0) {
             return bad(format!(
-                "--slow-factor must be >= 1, got {}",
+                "--slow-factor must be a finite number >= 1, got {}",
                 self.slow_factor
             ));
         }
         if !(self.max_weight.is_finite() && self.max_weight >= 1.0) {
             return bad(format!(
-                "--max-weight must be >= 1, got {}",
+                "--max-weight must be a finite weight >= 1, got {}",
                 self.max_weight
             ));
         }
