@@ -245,6 +245,9 @@ async fn a_zero_budget_falls_back_and_opens_the_breaker() {
     );
     let (_, m) = app.get("/v1/model").await;
     assert_eq!(m["primary"]["breaker"], "open");
+    // The bounds of the model's cost factor are shown with the blend.
+    assert_eq!(m["config"]["factor_min"], 0.25);
+    assert_eq!(m["config"]["factor_max"], 4.0);
     assert_eq!(m["stats"]["inferences"], 3);
     // After the open period the breaker is half-open: one more try, still over budget.
     app.clock.advance(5_000);

@@ -63,6 +63,8 @@ fn set_json(set: &ModelSet, now_ms: u64) -> Value {
             "blend_model": c.blend_model,
             "blend_rule": c.blend_rule,
             "scale": c.scale,
+            "factor_min": c.factor_min,
+            "factor_max": c.factor_max,
         },
     })
 }
