@@ -1,81 +1,20 @@
-//! The model in the scoring path (issue #6): blend, fallbacks, breaker,
-//! refusals, reload under load, A/B and shadow, over HTTP with no socket.
+//! The model in the scoring path: cost factor and rule action, fallbacks,
+//! breaker, reload under load, A/B and shadow, over HTTP with no socket
+//! (loading and vetting model directories: `model_dir.rs`).
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{TestApp, WALL};
+use common::TestApp;
+use common::model_fixture::{TEST_BUDGET_US, app_with, config, fixture, refusal, report};
 use serde_json::{Value, json};
-use service::clock::{ManualClock, SystemClock};
-use service::config::Config;
+use service::clock::SystemClock;
 use service::features::FEATURE_COUNT;
-use service::model::card::{GOLDEN_FILE, ONNX_FILE, read_golden};
 use service::model::export::LgbModel;
 use service::model::fixture::{predict_f64, random_model, write_model_dir};
-use service::model::{FallbackReason, ModelHub, load_model_dir};
-use service::{AppState, Engine};
-
-struct Fixture {
-    dir: PathBuf,
-    models: Vec<(String, LgbModel)>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Two small models, `v1` and `v2`, in a fresh temp dir.
-fn fixture(name: &str) -> Fixture {
-    let dir = std::env::temp_dir().join(format!("scorer-model-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut models = Vec::new();
-    for (i, v) in ["v1", "v2"].iter().enumerate() {
-        let m = random_model(20, 4, 7 + i as u64);
-        write_model_dir(&dir.join(v), &m, v, 30, 100 + i as u64).expect("fixture");
-        models.push(((*v).to_owned(), m));
-    }
-    Fixture { dir, models }
-}
-
-/// Tests run unoptimised builds on a shared machine: a budget no debug
-/// inference misses, except where a test sets its own.
-const TEST_BUDGET_US: u64 = 1_000_000;
-
-fn config(model_dir: &Path) -> Config {
-    let mut c = common::no_warmup();
-    c.model.dir = model_dir.to_path_buf();
-    c.model.budget_us = TEST_BUDGET_US;
-    c
-}
-
-fn app_with(cfg: Config) -> TestApp {
-    let clock = Arc::new(ManualClock::new(1_000, WALL));
-    let hub = Arc::new(ModelHub::load(&cfg.model, Arc::new(SystemClock::new())));
-    let state = AppState::new(Engine::new(cfg).with_models(hub), clock.clone());
-    TestApp {
-        router: service::app(state.clone()),
-        clock,
-        state,
-    }
-}
-
-fn snap(id: &str, disk_ms: f64) -> Value {
-    json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": 0.3, "queue_depth": 0,
-           "rtt_ms_avg": 1.0, "rtt_ms_p99": 4.0, "error_rate": 0.0, "disk_io_await_ms": disk_ms})
-}
-
-async fn report(app: &TestApp, workers: &[(&str, f64)]) {
-    let snaps: Vec<Value> = workers.iter().map(|(id, d)| snap(id, *d)).collect();
-    let (s, b) = app
-        .post_json("/v1/telemetry", &json!({"snapshots": snaps}))
-        .await;
-    assert_eq!(s, 200, "{b}");
-}
+use service::model::{FallbackReason, ModelHub};
 
 fn adjustment<'a>(w: &'a Value, code: &str) -> Option<&'a Value> {
     w["adjustments"]
@@ -308,115 +247,6 @@ fn the_breaker_closes_again_after_an_inference_inside_budget() {
 }
 
 #[test]
-fn served_probabilities_match_every_golden_row() {
-    let fx = fixture("parity");
-    let cfg = config(&fx.dir.join("v1")).model;
-    let m = load_model_dir(&cfg.dir, &cfg, WALL).expect("vetted");
-    let golden = read_golden(&cfg.dir, FEATURE_COUNT).expect("golden");
-    let rows: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
-    let mut out = Vec::new();
-    m.runner
-        .predict(&rows, golden.rows.len(), &mut out)
-        .expect("predict");
-    let mut worst = 0.0f64;
-    for (r, p) in golden.rows.iter().zip(&out) {
-        worst = worst.max((f64::from(*p) - r.prediction).abs());
-    }
-    assert!(worst <= 1e-5, "max |Δ prediction| {worst}");
-    assert_eq!(m.golden_rows, 32);
-    assert!(m.golden_max_abs_diff <= 1e-5);
-}
-
-fn refusal(dir: &Path) -> (String, String) {
-    let cfg = config(dir);
-    let hub = ModelHub::load(&cfg.model, Arc::new(SystemClock::new()));
-    match &hub.current().primary {
-        service::model::Slot::Refused {
-            reason, message, ..
-        } => (reason.as_str().to_owned(), message.clone()),
-        service::model::Slot::Ready(_) => panic!("model in {} was accepted", dir.display()),
-    }
-}
-
-#[tokio::test]
-async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
-    let fx = fixture("broken");
-    let (reason, msg) = refusal(&fx.dir.join("absent"));
-    assert_eq!(reason, "model_missing", "{msg}");
-
-    let corrupt = fx.dir.join("corrupt");
-    write_model_dir(&corrupt, &fx.models[0].1, "c", 5, 1).expect("fixture");
-    std::fs::write(corrupt.join(ONNX_FILE), b"\x08\x07garbage").expect("write");
-    let (reason, msg) = refusal(&corrupt);
-    assert_eq!(reason, "model_error", "{msg}");
-    assert!(msg.contains("model.onnx"), "{msg}");
-
-    let schema = fx.dir.join("schema");
-    write_model_dir(&schema, &fx.models[0].1, "s", 5, 1).expect("fixture");
-    let card = std::fs::read_to_string(schema.join("card.json")).expect("card");
-    let hash = service::features::schema_hash();
-    std::fs::write(
-        schema.join("card.json"),
-        card.replace(hash, "0000000000000000"),
-    )
-    .expect("write");
-    let (reason, msg) = refusal(&schema);
-    assert_eq!(reason, "schema_mismatch", "{msg}");
-
-    let nogolden = fx.dir.join("nogolden");
-    write_model_dir(&nogolden, &fx.models[0].1, "g", 5, 1).expect("fixture");
-    std::fs::remove_file(nogolden.join(GOLDEN_FILE)).expect("rm");
-    let (reason, msg) = refusal(&nogolden);
-    assert_eq!(reason, "model_error", "{msg}");
-    assert!(msg.contains("golden.json"), "{msg}");
-
-    // A model file that never ends (a device) is refused at once, not read.
-    let endless = fx.dir.join("endless");
-    write_model_dir(&endless, &fx.models[0].1, "e", 5, 1).expect("fixture");
-    std::fs::remove_file(endless.join(ONNX_FILE)).expect("rm");
-    std::os::unix::fs::symlink("/dev/zero", endless.join(ONNX_FILE)).expect("symlink");
-    let (reason, msg) = refusal(&endless);
-    assert_eq!(reason, "model_error", "{msg}");
-    assert!(msg.contains("not a regular file"), "{msg}");
-
-    // A FIFO with no writer is refused at once too (it hung start-up, a
-    // reload and the trainer, found by a fresh-eyes run): card, golden, ONNX.
-    for file in [ONNX_FILE, "card.json", GOLDEN_FILE] {
-        let piped = fx.dir.join(format!("fifo-{file}"));
-        write_model_dir(&piped, &fx.models[0].1, "p", 5, 1).expect("fixture");
-        std::fs::remove_file(piped.join(file)).expect("rm");
-        let made = std::process::Command::new("mkfifo")
-            .arg(piped.join(file))
-            .status()
-            .expect("mkfifo");
-        assert!(made.success());
-        let (reason, msg) = refusal(&piped);
-        assert_eq!(reason, "model_error", "{file}: {msg}");
-        assert!(msg.contains("not a regular file"), "{file}: {msg}");
-    }
-
-    // Golden rows that disagree with the model (another model's outputs).
-    let wrong = fx.dir.join("wrong");
-    write_model_dir(&wrong, &fx.models[0].1, "w", 5, 1).expect("fixture");
-    std::fs::copy(fx.dir.join("v2").join(GOLDEN_FILE), wrong.join(GOLDEN_FILE)).expect("cp");
-    let (reason, msg) = refusal(&wrong);
-    assert_eq!(reason, "model_error", "{msg}");
-    assert!(msg.contains("golden row"), "{msg}");
-
-    let app = app_with(config(&corrupt));
-    report(&app, &[("w1", 5.0)]).await;
-    let (s, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
-        .await;
-    assert_eq!(s, 200);
-    assert_eq!(b["model"]["fallback_reason"], "model_error");
-    let (_, m) = app.get("/v1/model").await;
-    assert_eq!(m["used"], false);
-    assert_eq!(m["primary"]["status"], "refused");
-    assert_eq!(m["stats"]["fallbacks"][1], json!(["model_error", 1]));
-}
-
-#[test]
 fn non_finite_model_outputs_are_discarded() {
     // Two trees whose leaves overflow f32 in opposite directions (+inf + -inf
     // = NaN), exported without the final Sigmoid (tract's sigmoid clamps its
@@ -595,29 +425,6 @@ async fn ab_arms_follow_the_key_and_shadow_is_compared() {
     assert!((0.0..=1.0).contains(&agree));
     // Arm-B decisions compare v2 with itself: zero Δ action there, so the mean is below the A-arm's.
     assert!(r["mean_abs_delta_action"].as_f64().expect("delta") >= 0.0);
-}
-
-#[test]
-fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/default");
-    let cfg = config(&dir).model;
-    let m = load_model_dir(&dir, &cfg, WALL).expect("models/default is vetted by the service");
-    assert_eq!(m.card.feature_schema_hash, service::features::schema_hash());
-    let golden = read_golden(&dir, FEATURE_COUNT).expect("golden");
-    assert!(golden.rows.len() >= 24, "a few dozen golden rows");
-    let rows: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
-    let mut out = Vec::new();
-    m.runner
-        .predict(&rows, golden.rows.len(), &mut out)
-        .expect("predict");
-    for (r, p) in golden.rows.iter().zip(&out) {
-        let (served, card) = (f64::from(*p), r.prediction);
-        assert!(
-            (served - card).abs() <= 1e-5,
-            "{}: prediction {served} vs {card}",
-            r.kind
-        );
-    }
 }
 
 #[tokio::test]

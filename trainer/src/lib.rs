@@ -34,6 +34,7 @@ pub mod parity;
 pub mod pipeline;
 pub mod progress;
 pub mod synth;
+mod synth_worker;
 pub mod target;
 pub mod text_model;
 pub mod train;

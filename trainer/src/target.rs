@@ -27,10 +27,9 @@ use service::features::FEATURE_COUNT;
 
 use crate::error::{Result, TrainerError};
 
-/// Index of `expected_latency_ln_ms` (ln E) in the feature vector.
-pub const EXPECTED_LATENCY_FEATURE: usize = 7;
+pub use service::features::schema::EXPECTED_LATENCY_FEATURE;
 /// Index of `timeout_ms` in the feature vector (`-1` when absent).
-pub const TIMEOUT_FEATURE: usize = 32;
+pub use service::model::blend::TIMEOUT_FEATURE;
 /// Shortest latency the target takes the log of, ms.
 pub const MIN_LATENCY_MS: f64 = 1e-3;
 

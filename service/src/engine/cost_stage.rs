@@ -29,9 +29,7 @@ pub(super) struct Scored {
     pub evidence: EvidenceSnapshot,
     /// Trust in the candidate's snapshot, fraction 0..=1.
     pub trust: f64,
-    /// Expected latency, ms, once the cost stage ran.
-    pub expected_ms: Option<f64>,
-    /// What the cost stage used, for the observation vector.
+    /// What the cost stage used and its expected latency, once it ran.
     pub cost_evidence: Option<CandidateEvidence>,
 }
 
@@ -139,7 +137,6 @@ impl Engine {
             };
             s.e.stage = Stage::Cost;
             let expected_ms = apply_cost(&mut s.e, &inputs, &cfg.cost);
-            s.expected_ms = Some(expected_ms);
             s.cost_evidence = Some(CandidateEvidence {
                 outstanding: inputs.outstanding,
                 service_time_ms: inputs.service_ms,

@@ -11,9 +11,7 @@ use std::cell::RefCell;
 
 use crate::api::{ModelDecision, ShadowDecision};
 use crate::features::FEATURE_COUNT;
-
-/// Index of `expected_latency_ln_ms` (ln E) in the observation vector.
-pub const EXPECTED_LATENCY_FEATURE: usize = 7;
+use crate::features::schema::EXPECTED_LATENCY_FEATURE;
 use crate::model::blend::{mean_prediction, rule_actions};
 use crate::model::{Arm, ModelHub, ModelSet, arm_for};
 use crate::scoring::{Explained, Reason, ReasonKind, Stage};

@@ -301,7 +301,6 @@ impl Engine {
                     ramp: 0.0,
                     evidence: EvidenceSnapshot::default(),
                     trust: 0.0,
-                    expected_ms: None,
                     cost_evidence: None,
                 });
                 continue;
@@ -349,7 +348,6 @@ impl Engine {
                 ramp,
                 evidence,
                 trust,
-                expected_ms: None,
                 cost_evidence: None,
             });
         }
@@ -466,7 +464,7 @@ impl Engine {
                     weight: s.ramp.max(f64::MIN_POSITIVE),
                     in_flight: f64::from(s.evidence.outstanding),
                     outstanding: s.evidence.outstanding,
-                    expected_latency_ms: s.expected_ms,
+                    expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
                 }
             })
             .collect();
@@ -576,7 +574,7 @@ impl Engine {
                     model_action: model_a[i],
                     rule_action: rule_r[i],
                     outstanding: s.slot.as_ref().map(|_| s.evidence.outstanding),
-                    expected_latency_ms: s.expected_ms,
+                    expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
                 }
             })
             .collect();

@@ -27,6 +27,9 @@ use sha2::{Digest, Sha256};
 
 /// Number of features.
 pub const FEATURE_COUNT: usize = 42;
+/// Index of `expected_latency_ln_ms`, ln of the rules' expected latency E,
+/// that the model's target is relative to.
+pub const EXPECTED_LATENCY_FEATURE: usize = 7;
 /// Version of the schema; bump on any change of order, meaning or imputation.
 pub const FEATURE_SCHEMA_VERSION: &str = "2";
 
@@ -565,6 +568,14 @@ mod tests {
         assert_eq!(
             [count(K), count(E), count(W), count(C), count(H)],
             [1, 7, 20, 10, 4]
+        );
+    }
+
+    #[test]
+    fn the_expected_latency_index_names_its_feature() {
+        assert_eq!(
+            FEATURES[EXPECTED_LATENCY_FEATURE].name,
+            "expected_latency_ln_ms"
         );
     }
 

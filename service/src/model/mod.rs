@@ -31,6 +31,7 @@ pub mod complete;
 pub mod config;
 pub mod ensemble;
 pub mod export;
+mod export_graph;
 pub mod fallback;
 pub mod fixture;
 pub mod hub;

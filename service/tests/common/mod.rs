@@ -2,6 +2,8 @@
 //! one-shot requests with no socket.
 #![allow(dead_code)]
 
+pub mod model_fixture;
+
 use std::sync::Arc;
 
 use axum::Router;
