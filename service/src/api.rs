@@ -22,9 +22,14 @@ pub struct ScoreRequest {
     /// Candidate worker ids, 1..=`server.max_candidates` after collapsing duplicates.
     #[schema(min_items = 1)]
     pub candidates: Vec<String>,
-    /// Include each candidate's 42-feature vector.
+    /// How much the answer explains: `"none"` or `false` (the default: the
+    /// pick, its probability and each candidate's id, eligibility and final
+    /// score), `"itemised"` or `true` (every field below, with each score's
+    /// itemised adjustments), `"full"` (itemised plus each candidate's
+    /// 42-feature vector).
     #[serde(default)]
-    pub explain: bool,
+    #[schema(schema_with = explain_schema)]
+    pub explain: Explain,
     /// Selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash`, `prequal`
     /// or `none`;
     /// `selection.default_policy` when absent.
@@ -48,12 +53,82 @@ impl ScoreRequest {
             key: key.into(),
             context: None,
             candidates,
-            explain: false,
+            explain: Explain::None,
             policy: None,
             temperature: None,
             seed: None,
         }
     }
+}
+
+/// How much a score answer explains.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Explain {
+    /// The compact answer a router needs: pick, its probability, decision
+    /// id, and per candidate the id, eligibility and final score.
+    #[default]
+    None,
+    /// Every field of [`ScoreResponse`], with the itemised adjustments.
+    Itemised,
+    /// Itemised plus each candidate's observation vector.
+    Full,
+}
+
+impl Explain {
+    /// The level's name on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Itemised => "itemised",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl Serialize for Explain {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Explain {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Level;
+        impl serde::de::Visitor<'_> for Level {
+            type Value = Explain;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("`false`, `true`, \"none\", \"itemised\" or \"full\"")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Explain, E> {
+                Ok(if v { Explain::Itemised } else { Explain::None })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Explain, E> {
+                match v {
+                    "none" => Ok(Explain::None),
+                    "itemised" => Ok(Explain::Itemised),
+                    "full" => Ok(Explain::Full),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Level)
+    }
+}
+
+fn explain_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Boolean))
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["none", "itemised", "full"])),
+        )
+        .description(Some(
+            "`none`/`false` (default): compact; `itemised`/`true`: adjustments and details; `full`: plus features",
+        ))
+        .build()
+        .into()
 }
 
 /// One candidate's score in a [`ScoreResponse`].
@@ -68,22 +143,26 @@ pub struct WorkerScore {
     pub reason: Option<&'static str>,
     /// Penalty state: `healthy`, `observation`, `cooldown`, `recovering`
     /// (`unknown` for a worker that never reported).
+    #[schema(required = false)]
     pub penalty_state: &'static str,
     /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments (shown
     /// rounded to 1e-12 to drop binary float noise, e.g. `86.255333`).
     #[serde(serialize_with = "crate::fmt::serialize_points")]
+    #[schema(required = false)]
     pub rule_score: f64,
     /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics,
     /// model; shown rounded to 1e-12).
     #[serde(serialize_with = "crate::fmt::serialize_points")]
     pub final_score: f64,
     /// Effective selection weight: capacity × slow-start ramp (> 0), or 0 when not selectable.
+    #[schema(required = false)]
     pub weight: f64,
     /// Probability that this decision's policy picks this worker (the
     /// propensity); absent under policy `none`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probability: Option<f64>,
     /// The steps from 100 to `final_score`, in order.
+    #[schema(required = false)]
     pub adjustments: Vec<Adjustment>,
     /// The observation vector (42 values in `GET /v1/features` order),
     /// present when `explain` was set.
@@ -111,7 +190,11 @@ pub struct WorkerScore {
     pub expected_latency_ms: Option<f64>,
 }
 
-/// Answer of `POST /v1/score`.
+/// Answer of `POST /v1/score`. With `explain` absent or `"none"` only
+/// `decision_id`, `pick`, `probability`, `policy`, `panic` and, per
+/// candidate, `worker_id`, `eligible`, `reason` and `final_score` are
+/// present; the other fields come with `"itemised"` (or `true`) and
+/// `"full"`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ScoreResponse {
     /// Unique id of this decision (UUID v7, time-ordered).
@@ -120,16 +203,22 @@ pub struct ScoreResponse {
     pub scores: Vec<WorkerScore>,
     /// Worker ids by final score, highest first: selectable workers, then the
     /// rest; ties broken by worker id.
+    #[schema(required = false)]
     pub ranking: Vec<String>,
     /// The policy that made the pick.
     pub policy: &'static str,
     /// The picked worker; absent under policy `none`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pick: Option<String>,
+    /// Probability that the policy picked `pick` (its propensity,
+    /// fraction 0..=1); absent under policy `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
     /// No candidate was eligible: live candidates were ranked ignoring
     /// penalty states (panic mode).
     pub panic: bool,
     /// What the model stage did for this decision (issue #6).
+    #[schema(required = false)]
     pub model: ModelDecision,
     /// The shadow model's view of this decision, for the decision log; never
     /// serialized and never affects the response.

@@ -22,7 +22,7 @@ mod server;
 pub use server::{
     DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_LISTEN, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES,
-    DEFAULT_MAX_CONNECTIONS, ServerConfig,
+    DEFAULT_MAX_CONNECTIONS, ScoreDispatch, ServerConfig,
 };
 
 /// Default tolerated reporter clock lead over the server clock, ms.

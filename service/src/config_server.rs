@@ -19,6 +19,25 @@ pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 1_000;
 /// Default most open client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
 
+/// Where `POST /v1/score` computes (`server.score_dispatch`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreDispatch {
+    /// Inline on the runtime worker that read the request when no other
+    /// score call is in progress; on the blocking pool when one is, so that
+    /// under load the concurrency limit counts the backlog and sheds it.
+    #[default]
+    Adaptive,
+    /// Always on the blocking pool (two thread hand-offs per call).
+    Pool,
+    /// Always inline. Under overload the backlog waits unseen in the
+    /// sockets and nothing is shed: for measurement only.
+    Inline,
+    /// `tokio::task::block_in_place` on the runtime worker (inline on a
+    /// current-thread runtime).
+    BlockInPlace,
+}
+
 /// `[server]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -50,6 +69,9 @@ pub struct ServerConfig {
     /// Most client connections open at once; one more is closed as soon as it
     /// is accepted. Default 4096.
     pub max_connections: usize,
+    /// Where score calls compute: `adaptive` (default), `pool`, `inline`
+    /// or `block_in_place`; see [`ScoreDispatch`].
+    pub score_dispatch: ScoreDispatch,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +87,7 @@ impl Default for ServerConfig {
             idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
             body_read_timeout_ms: DEFAULT_BODY_READ_TIMEOUT_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            score_dispatch: ScoreDispatch::Adaptive,
         }
     }
 }

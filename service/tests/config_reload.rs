@@ -53,7 +53,7 @@ async fn busy_worker_score(t: &TestApp) -> f64 {
     let (s, b) = t
         .post_json(
             "/v1/score",
-            &json!({"key": "user:1", "candidates": ["w1"], "policy": "max"}),
+            &json!({"key": "user:1", "explain": true, "candidates": ["w1"], "policy": "max"}),
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");

@@ -62,9 +62,9 @@ async fn decisions_round_trip_through_parquet_bit_equal() {
     let mut responses = Vec::new();
     for i in 0..30u64 {
         t.clock.advance(7);
-        let body = json!({"key": format!("user:{i}:profile"), "candidates": ["a", "b", "c", "ghost"],
+        let body = json!({"key": format!("user:{i}:profile"), "explain": true, "candidates": ["a", "b", "c", "ghost"],
                           "context": {"request_type": if i % 2 == 0 { "GET" } else { "PUT" }, "timeout_ms": 50},
-                          "explain": true, "seed": i});
+                          "explain": "full", "seed": i});
         let (s, b) = t.post_json("/v1/score", &body).await;
         assert_eq!(s, StatusCode::OK, "{b}");
         responses.push(b);
@@ -223,7 +223,7 @@ async fn a_blocked_writer_drops_and_counts_but_never_blocks_scoring() {
     let hold = log.hold_writer();
     for _ in 0..50 {
         let (s, _) = t
-            .post("/v1/score", r#"{"key":"k","candidates":["a","b"]}"#)
+            .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["a","b"]}"#)
             .await;
         assert_eq!(s, StatusCode::OK);
     }
@@ -251,7 +251,7 @@ async fn sampling_keeps_decisions_and_their_outcomes_together() {
     let mut kept = 0;
     for _ in 0..200 {
         let (_, r) = t
-            .post("/v1/score", r#"{"key":"k","candidates":["a"]}"#)
+            .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["a"]}"#)
             .await;
         let fb = json!({"decision_id": r["decision_id"], "worker_id": "a", "latency_ms": 1.0, "success": true});
         t.post_json("/v1/feedback", &fb).await;

@@ -29,7 +29,7 @@ async fn unknown_workers_are_ineligible_and_duplicates_collapse() {
     let (s, b) = app
         .post(
             r#"/v1/score"#,
-            r#"{"key":"user:1","candidates":["ghost","w1","w1","ghost"]}"#,
+            r#"{"key":"user:1","explain":true,"candidates":["ghost","w1","w1","ghost"]}"#,
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -56,7 +56,7 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     .await;
     app.clock.advance(10_000);
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
         .await;
     assert_eq!(
         score_of(&b, "w1")["eligible"],
@@ -65,7 +65,7 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     );
     app.clock.advance(1);
     let (s, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1","ghost"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","ghost"]}"#)
         .await;
     assert_eq!(
         s,
@@ -76,7 +76,7 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     app.post_json("/v1/telemetry", &json!({"snapshots": [snap("w2", WALL)]}))
         .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1","w2"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#)
         .await;
     assert_eq!(b["pick"], "w2");
     let w1 = score_of(&b, "w1");
@@ -99,7 +99,7 @@ async fn request_type_header_weighs_disk_for_writes() {
         if let Some(v) = h {
             r = r.header("X-Request-Type", v);
         }
-        r.body(Body::from(r#"{"key":"k","candidates":["w1"]}"#))
+        r.body(Body::from(r#"{"key":"k","explain":true,"candidates":["w1"]}"#))
             .expect("request")
     };
     let (_, read) = app.send(send(None)).await;
@@ -112,7 +112,7 @@ async fn request_type_header_weighs_disk_for_writes() {
         .header("content-type", "application/json")
         .header("X-Request-Type", "PUT")
         .body(Body::from(
-            r#"{"key":"k","candidates":["w1"],"context":{"request_type":"GET"}}"#,
+            r#"{"key":"k","explain":true,"candidates":["w1"],"context":{"request_type":"GET"}}"#,
         ))
         .expect("request");
     let (_, b) = app.send(r).await;
@@ -131,7 +131,7 @@ async fn warmup_counts_from_first_registration_not_last_heartbeat() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
         .await;
     let w1 = score_of(&b, "w1");
     assert_eq!(w1["rule_score"], 95.0, "half the warm-up left: 5 points");
@@ -143,7 +143,7 @@ async fn warmup_counts_from_first_registration_not_last_heartbeat() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
         .await;
     assert_eq!(score_of(&b, "w1")["rule_score"], 100.0);
     let (_, w) = app.get("/v1/workers").await;
@@ -165,7 +165,7 @@ async fn optional_signals_deduct_only_when_reported() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","candidates":["w1","w2"]}"#)
+        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#)
         .await;
     // The rule stage's lines (the cost stage follows with the queue).
     let codes: Vec<&str> = score_of(&b, "w1")["adjustments"]
@@ -246,7 +246,7 @@ async fn decayed_error_rate_stops_deducting_below_the_floor() {
     let (_, b) = app
         .post(
             "/v1/score",
-            r#"{"key":"k","candidates":["w1"],"policy":"none"}"#,
+            r#"{"key":"k","explain":true,"candidates":["w1"],"policy":"none"}"#,
         )
         .await;
     let w1 = score_of(&b, "w1");
@@ -267,7 +267,7 @@ async fn decayed_error_rate_stops_deducting_below_the_floor() {
     let (_, b) = app
         .post(
             "/v1/score",
-            r#"{"key":"k","candidates":["w1"],"policy":"none"}"#,
+            r#"{"key":"k","explain":true,"candidates":["w1"],"policy":"none"}"#,
         )
         .await;
     assert!(

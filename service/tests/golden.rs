@@ -6,7 +6,7 @@ mod common;
 use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
 use serde_json::{Value, json};
-use service::api::ScoreRequest;
+use service::api::{Explain, ScoreRequest};
 use service::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext, Stage};
 use service::telemetry::Snapshot;
 
@@ -27,7 +27,7 @@ fn golden_snapshots() -> Vec<Snapshot> {
 
 fn request() -> ScoreRequest {
     ScoreRequest {
-        explain: true,
+        explain: Explain::Full,
         ..ScoreRequest::new(
             "user:12345:profile",
             vec!["W1".into(), "W2".into(), "W3".into()],
@@ -136,7 +136,7 @@ async fn golden_scores_through_http() {
     let (status, body) = app
         .post(
             "/v1/score",
-            r#"{"key":"user:12345:profile","candidates":["W3","W2","W1"],"explain":true}"#,
+            r#"{"key":"user:12345:profile","candidates":["W3","W2","W1"],"explain":"full"}"#,
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");

@@ -52,8 +52,8 @@ async fn model_factor_and_rule_action_adjust_the_final_score() {
     let fx = fixture("blend");
     let app = app_with(config(&fx.dir.join("v1")));
     report(&app, &[("w1", 5.0), ("w2", 40.0), ("w3", 10.0)]).await;
-    let body = json!({"key": "orders:42", "candidates": ["w1", "w2", "w3"], "policy": "none",
-                      "explain": true, "context": {"timeout_ms": 30}});
+    let body = json!({"key": "orders:42", "explain": true, "candidates": ["w1", "w2", "w3"], "policy": "none",
+                      "explain": "full", "context": {"timeout_ms": 30}});
     let (s, b) = app.post_json("/v1/score", &body).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["model"]["used"], true, "{}", b["model"]);
@@ -118,7 +118,7 @@ async fn no_fast_disk_on_an_urgent_order_key_means_minus_one_for_all() {
     let (_, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "order:1", "candidates": ["w1", "w2"],
+            &json!({"key": "order:1", "explain": true, "candidates": ["w1", "w2"],
             "policy": "none", "context": {"timeout_ms": 10}}),
         )
         .await;
@@ -140,7 +140,7 @@ async fn no_fast_disk_on_an_urgent_order_key_means_minus_one_for_all() {
     let (_, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "user:1", "candidates": ["w1"], "policy": "none",
+            &json!({"key": "user:1", "explain": true, "candidates": ["w1"], "policy": "none",
             "context": {"timeout_ms": 10}}),
         )
         .await;
@@ -157,7 +157,7 @@ async fn a_zero_budget_falls_back_and_opens_the_breaker() {
     cfg.model.breaker_open_ms = 5_000;
     let app = app_with(cfg);
     report(&app, &[("w1", 5.0), ("w2", 5.0)]).await;
-    let body = r#"{"key":"user:1","candidates":["w1","w2"],"policy":"none"}"#;
+    let body = r#"{"key":"user:1","explain":true,"candidates":["w1","w2"],"policy":"none"}"#;
     let mut reasons = Vec::new();
     for _ in 0..5 {
         let (_, b) = app.post("/v1/score", body).await;
@@ -320,8 +320,8 @@ async fn reload_under_load_never_errors_or_mixes_versions() {
         let (app, models, seen) = (app.clone(), models.clone(), seen.clone());
         clients.push(tokio::spawn(async move {
             for i in 0..150 {
-                let body = json!({"key": format!("user:{c}:{i}"), "candidates": ["w1", "w2", "w3"],
-                                  "policy": "none", "explain": true});
+                let body = json!({"key": format!("user:{c}:{i}"), "explain": true, "candidates": ["w1", "w2", "w3"],
+                                  "policy": "none", "explain": "full"});
                 let (s, b) = app.post_json("/v1/score", &body).await;
                 assert_eq!(s, 200, "{b}");
                 assert_eq!(b["model"]["used"], true, "{}", b["model"]);
@@ -404,7 +404,7 @@ async fn ab_arms_follow_the_key_and_shadow_is_compared() {
     let mut b_count = 0;
     for i in 0..200 {
         let key = format!("user:{i}");
-        let body = json!({"key": key, "candidates": ["w1", "w2", "w3"], "policy": "none"});
+        let body = json!({"key": key, "explain": true, "candidates": ["w1", "w2", "w3"], "policy": "none"});
         let (_, r1) = app.post_json("/v1/score", &body).await;
         let (_, r2) = app.post_json("/v1/score", &body).await;
         let arm = r1["model"]["arm"].as_str().expect("arm").to_owned();
@@ -466,8 +466,8 @@ async fn debug_score_is_a_preview_that_changes_no_state() {
     assert!(!metrics.contains("scorer_worker_final_score{"), "{metrics}");
     // Every preview saw the same state (the key's hotness was not bumped),
     // and a real decision right after sees it too.
-    let body = json!({"key": "orders:42", "candidates": ["w1", "w2", "w3"], "policy": "none",
-                      "explain": true, "context": {"timeout_ms": 30}});
+    let body = json!({"key": "orders:42", "explain": true, "candidates": ["w1", "w2", "w3"], "policy": "none",
+                      "explain": "full", "context": {"timeout_ms": 30}});
     let (s, real) = app.post_json("/v1/score", &body).await;
     assert_eq!(s, 200, "{real}");
     for p in &previews {

@@ -188,7 +188,7 @@ async fn answers_validate_against_the_document() {
 
     let score = json!({"key": "order:42", "candidates": ["w1", "w2", "w3", "ghost"],
         "context": {"request_type": "PUT", "timeout_ms": 30, "client_region": "eu-1", "batch_size": 1},
-        "explain": true, "policy": "softmax", "temperature": 0.2, "seed": 7});
+        "explain": "full", "policy": "softmax", "temperature": 0.2, "seed": 7});
     let answer = check(&t, &doc, "post", "/v1/score", Some(&score), StatusCode::OK).await;
     let fb = json!({"decision_id": answer["decision_id"], "worker_id": answer["pick"],
                     "latency_ms": 3.5, "success": true});

@@ -38,7 +38,7 @@ async fn softmax_temperatures_behave_as_specified() {
     for t in [0.0, 1e-12, 0.01, 1.0, 1e308] {
         // A fresh app each time: a pick adds an in-flight deduction.
         let app = three_workers().await;
-        let body = json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "softmax", "temperature": t});
+        let body = json!({"key": "k", "explain": true, "candidates": ["a", "b", "c"], "policy": "softmax", "temperature": t});
         let (s, b) = app.post_json("/v1/score", &body).await;
         assert_eq!(s, StatusCode::OK, "T={t}: {b}");
         let p = probabilities(&b);
@@ -63,7 +63,7 @@ async fn softmax_temperatures_behave_as_specified() {
     let (s, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["a"], "temperature": -1.0}),
+            &json!({"key": "k", "explain": true, "candidates": ["a"], "temperature": -1.0}),
         )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
@@ -76,7 +76,7 @@ async fn softmax_temperatures_behave_as_specified() {
     let (s, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["a"], "temperature": -1.7e308}),
+            &json!({"key": "k", "explain": true, "candidates": ["a"], "temperature": -1.7e308}),
         )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
@@ -87,7 +87,7 @@ async fn softmax_temperatures_behave_as_specified() {
     let (s, _) = app
         .post(
             "/v1/score",
-            r#"{"key":"k","candidates":["a"],"temperature":NaN}"#,
+            r#"{"key":"k","explain":true,"candidates":["a"],"temperature":NaN}"#,
         )
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
@@ -98,7 +98,7 @@ async fn every_policy_answers_with_a_pick_and_propensities() {
     let app = three_workers().await;
     for policy in ["max", "softmax", "p2c", "swrr", "hash", "prequal"] {
         let body =
-            json!({"key": "user:9", "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
+            json!({"key": "user:9", "explain": true, "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
         let (s, b) = app.post_json("/v1/score", &body).await;
         assert_eq!(s, StatusCode::OK, "{policy}: {b}");
         assert_eq!(b["policy"], policy);
@@ -120,7 +120,7 @@ async fn every_policy_answers_with_a_pick_and_propensities() {
     let (s, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["a"], "policy": "none"}),
+            &json!({"key": "k", "explain": true, "candidates": ["a"], "policy": "none"}),
         )
         .await;
     assert_eq!(s, StatusCode::OK);
@@ -131,7 +131,7 @@ async fn every_policy_answers_with_a_pick_and_propensities() {
     let (s, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["a"], "policy": "fastest"}),
+            &json!({"key": "k", "explain": true, "candidates": ["a"], "policy": "fastest"}),
         )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
@@ -149,7 +149,7 @@ async fn same_seed_same_pick_through_http() {
         let app = three_workers().await;
         let mut out = Vec::new();
         for _ in 0..20 {
-            let body = json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "softmax",
+            let body = json!({"key": "k", "explain": true, "candidates": ["a", "b", "c"], "policy": "softmax",
                               "temperature": 5.0, "seed": seed});
             out.push(app.post_json("/v1/score", &body).await.1["pick"].clone());
         }
@@ -164,7 +164,7 @@ async fn feedback_is_validated_counted_and_releases_picks() {
     let (_, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["a", "b", "c"], "policy": "max"}),
+            &json!({"key": "k", "explain": true, "candidates": ["a", "b", "c"], "policy": "max"}),
         )
         .await;
     let id = b["decision_id"].as_str().expect("id").to_owned();
@@ -278,7 +278,7 @@ async fn penalty_state_is_visible_in_workers_and_adjustments() {
     let (_, b) = app
         .post_json(
             "/v1/score",
-            &json!({"key": "k", "candidates": ["w", "ok"], "policy": "none"}),
+            &json!({"key": "k", "explain": true, "candidates": ["w", "ok"], "policy": "none"}),
         )
         .await;
     let adj = &b["scores"][0]["adjustments"];
@@ -328,7 +328,7 @@ async fn workers_show_the_selection_weight_a_decision_uses() {
         StatusCode::OK
     );
     let (s, r) = app
-        .post_json("/v1/score", &json!({"key": "k", "candidates": ["a", "b"]}))
+        .post_json("/v1/score", &json!({"key": "k", "explain": true, "candidates": ["a", "b"]}))
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");
     let (_, w) = app.get("/v1/workers").await;

@@ -31,17 +31,29 @@ impl Engine {
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
         let resp = self.score(req, context, now_mono_ms, decision_id, rng)?;
+        self.log_scored(req, context, &resp, now_wall_ms);
+        Ok(resp)
+    }
+
+    /// Queues `resp`'s decision (and its shadow's) for the decision log when
+    /// a log is configured and the decision is sampled.
+    pub fn log_scored(
+        &self,
+        req: &ScoreRequest,
+        context: &RequestContext,
+        resp: &ScoreResponse,
+        now_wall_ms: u64,
+    ) {
         if let Some(log) = &self.log
             && log.sampled(&resp.decision_id)
         {
-            let rec = self.decision_record(req, context, &resp, now_wall_ms);
+            let rec = self.decision_record(req, context, resp, now_wall_ms);
             let shadow = resp.shadow.as_ref().map(|sh| shadow_record(&rec, sh));
             log.log_decision(rec);
             if let Some(sh) = shadow {
                 log.log_decision(sh);
             }
         }
-        Ok(resp)
     }
 
     /// The decision-log record of a scored request: one row per candidate.

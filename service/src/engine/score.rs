@@ -22,7 +22,7 @@ use rand::RngCore;
 use super::Engine;
 use super::cost_stage::Scored;
 use super::freshness::Priors;
-use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
+use crate::api::{Explain, MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
 use crate::dynamics::{
     EvidenceSnapshot, FreshnessConfig, PenaltyState, PickRecord, freshness_factor,
 };
@@ -551,7 +551,7 @@ impl Engine {
             decision = std::mem::take(&mut out.decision);
         }
 
-        let scores = scored
+        let scores: Vec<WorkerScore> = scored
             .into_iter()
             .enumerate()
             .map(|(i, s)| {
@@ -569,7 +569,7 @@ impl Engine {
                     weight: if in_set[i] { s.ramp } else { 0.0 },
                     probability: probability[i],
                     adjustments: s.e.adjustments,
-                    features: req.explain.then(|| obs.to_vec()),
+                    features: (req.explain == Explain::Full).then(|| obs.to_vec()),
                     observation: obs,
                     model_action: model_a[i],
                     rule_action: rule_r[i],
@@ -580,6 +580,7 @@ impl Engine {
             .collect();
         Ok(ScoreResponse {
             decision_id,
+            probability: pick.and_then(|p| scores[p].probability),
             scores,
             ranking,
             policy: policy.as_str(),

@@ -18,6 +18,11 @@ use axum::response::{IntoResponse, Response};
 
 use super::body::BodyPolicy;
 
+/// When [`read_body_first`] started reading a request's body: the start of
+/// the `read_parse` stage of a score call.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadStart(pub std::time::Instant);
+
 /// Middleware (for `axum::middleware::from_fn`): buffers the request body
 /// within the [`BodyPolicy`] extension's limits (the defaults when absent),
 /// then runs the rest of the stack on the buffered copy.
@@ -25,9 +30,11 @@ use super::body::BodyPolicy;
 /// Answers without calling `next` when the body cannot be read whole: see
 /// [`BodyPolicy::read`].
 pub async fn read_body_first(req: Request, next: Next) -> Response {
-    let (parts, bytes) = BodyPolicy::read_request(req).await;
+    let start = ReadStart(std::time::Instant::now());
+    let (mut parts, bytes) = BodyPolicy::read_request(req).await;
     match bytes {
         Ok(bytes) => {
+            parts.extensions.insert(start);
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }

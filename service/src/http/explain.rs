@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use super::openapi::ErrorBody;
 use super::{ApiError, AppState};
-use crate::api::{ScoreRequest, ScoreResponse, WorkerScore};
+use crate::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
 use crate::scoring::{RequestContext, RequestType};
 
 /// Query string of `GET /v1/debug/score`.
@@ -131,7 +131,7 @@ pub(super) async fn debug_score(
     };
     let mut req = ScoreRequest::new(key, candidates);
     req.policy = Some("none".to_owned());
-    req.explain = json;
+    req.explain = if json { Explain::Full } else { Explain::Itemised };
     req.context = Some(ctx.clone());
     let resp = st
         .engine

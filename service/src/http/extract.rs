@@ -99,3 +99,42 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         },
     )
 }
+
+/// The raw body of a JSON request, checked and read as [`ApiJson`] does,
+/// for handlers that choose the body's type from its shape.
+#[derive(Debug, Clone)]
+pub struct JsonBytes(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        if !is_json(&req) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected `content-type: application/json` (or `application/*+json`)",
+            ));
+        }
+        let (_, bytes) = BodyPolicy::read_request(req).await;
+        Ok(Self(bytes?))
+    }
+}
+
+/// Deserialize an already parsed JSON value into `T` under the same rules
+/// as [`parse`]: a mismatch is 422 `invalid_body` naming the field's path.
+pub fn parse_value<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize::<_, T>(Strict(v)).map_err(|err| {
+        let path = err.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!("{at}{}", err.into_inner()),
+        )
+    })
+}

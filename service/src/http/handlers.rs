@@ -7,13 +7,21 @@ use axum::response::IntoResponse;
 use serde::Serialize;
 use serde_json::json;
 
+use std::time::Instant;
+
+use axum::Extension;
+
+use super::answer;
+use super::body_first::ReadStart;
+use super::dispatch::Run;
+use super::metrics::ScoreStage;
 use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, ApiJson, AppState};
 use rand::SeedableRng;
 
 use crate::api::{ScoreRequest, ScoreResponse};
 use crate::dynamics::PenaltyView;
-use crate::engine::{CounterSnapshot, Feedback, FeedbackOutcome};
+use crate::engine::CounterSnapshot;
 use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
 use crate::scoring::{RequestContext, RequestType};
 use crate::state::{HistoryStats, Smoothed};
@@ -132,7 +140,12 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     Ok(ctx)
 }
 
-/// `POST /v1/score`: score the candidates, explain each score and pick one.
+/// `POST /v1/score`: score the candidates and pick one; explain each score
+/// when `explain` asks.
+///
+/// A call computes inline or on the blocking pool as
+/// `server.score_dispatch` says (see `http::dispatch`); each stage is timed
+/// in `scorer_score_stage_seconds`.
 #[utoipa::path(post, path = "/v1/score", tag = "scoring", request_body = ScoreRequest,
     params(
         ("X-Request-Type" = Option<String>, Header, description = "`GET`, `PUT`, `DELETE` or `MGET`, when `context.request_type` is absent"),
@@ -147,64 +160,54 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     ))]
 pub(super) async fn score(
     State(st): State<AppState>,
+    read_start: Option<Extension<ReadStart>>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<ScoreRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let entered = Instant::now();
+    if let Some(Extension(ReadStart(t))) = read_start {
+        st.metrics
+            .observe_stage(ScoreStage::ReadParse, (entered - t).as_secs_f64());
+    }
     let ctx = merged_context(req.context.clone(), &headers)?;
     let id = uuid::Uuid::now_v7().to_string();
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
-    // Scoring and serialising are CPU work of tens to hundreds of µs: they
-    // run on the blocking pool, so the runtime's workers keep reading
-    // requests and the concurrency limit around this route counts every
-    // request admitted and not yet answered. (Run inline, a request would
-    // hold its permit only while a worker polls it, at most one per worker,
-    // and an overload would queue unseen in front of the limit.)
-    let engine = st.engine.clone();
-    let metrics = st.metrics.clone();
-    let work = move || -> Result<Vec<u8>, ApiError> {
-        let start = std::time::Instant::now();
+    let place = st.in_progress.enter();
+    let run = Run::choose(st.engine.config().server.score_dispatch, place.ahead);
+    st.metrics.dispatched(run.as_str());
+    let (engine, metrics) = (st.engine.clone(), st.metrics.clone());
+    let work = move || -> Result<(Vec<u8>, Instant), ApiError> {
+        let start = Instant::now();
+        metrics.observe_stage(ScoreStage::Queue, (start - entered).as_secs_f64());
         let resp = match req.seed {
             Some(seed) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                engine.score_and_log(&req, &ctx, mono, wall, id, &mut rng)
+                engine.score(&req, &ctx, mono, id, &mut rng)
             }
-            None => engine.score_and_log(&req, &ctx, mono, wall, id, &mut rand::rng()),
+            None => engine.score(&req, &ctx, mono, id, &mut rand::rng()),
         }?;
-        metrics.observe_score(start.elapsed().as_secs_f64());
-        serde_json::to_vec(&resp).map_err(|e| ApiError::internal(e.to_string()))
+        let scored = Instant::now();
+        metrics.observe_score((scored - start).as_secs_f64());
+        metrics.observe_stage(ScoreStage::Engine, (scored - start).as_secs_f64());
+        engine.log_scored(&req, &ctx, &resp, wall);
+        let logged = Instant::now();
+        metrics.observe_stage(ScoreStage::Log, (logged - scored).as_secs_f64());
+        let body = answer::render(&resp, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
+        let done = Instant::now();
+        metrics.observe_stage(ScoreStage::Serialise, (done - logged).as_secs_f64());
+        Ok((body, done))
     };
-    let body = tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    let (body, done) = match run {
+        Run::Inline => work()?,
+        Run::BlockInPlace => tokio::task::block_in_place(work)?,
+        Run::Pool => tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))??,
+    };
+    drop(place);
+    st.metrics
+        .observe_stage(ScoreStage::Return, done.elapsed().as_secs_f64());
     Ok(([(header::CONTENT_TYPE, "application/json")], body))
-}
-
-/// `POST /v1/feedback`: the outcome of a picked request; releases the
-/// worker's in-flight pick and goes to the `outcomes` log.
-#[utoipa::path(post, path = "/v1/feedback", tag = "scoring", request_body = Feedback,
-    responses(
-        (status = 200, description = "Recorded", body = FeedbackOutcome),
-        JsonBodyErrors,
-        (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
-    ))]
-pub(super) async fn feedback(
-    State(st): State<AppState>,
-    ApiJson(f): ApiJson<Feedback>,
-) -> Result<Json<FeedbackOutcome>, ApiError> {
-    if !is_decision_id(&f.decision_id) {
-        return Err(ApiError::unprocessable(format!(
-            "`decision_id`: must be the `decision_id` of a `POST /v1/score` answer, a hyphenated UUID such as 019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70 (36 characters), got {} characters",
-            f.decision_id.chars().count()
-        )));
-    }
-    let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
-    Ok(Json(st.engine.feedback_and_log(&f, mono, wall)?))
-}
-
-/// Whether `id` is a decision id as the score endpoint issues them: a
-/// hyphenated UUID (any version, so ids from before an upgrade still match).
-fn is_decision_id(id: &str) -> bool {
-    id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
 }
 
 /// `GET /v1/log/stats`: decision-log counters (all zero without a log).

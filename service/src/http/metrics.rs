@@ -46,6 +46,16 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DispatchLabels {
+    dispatch: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WorkerLabels {
     worker: String,
 }
@@ -74,12 +84,54 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1e-5, 2.0, 20))
 }
 
+fn stage_histogram() -> Histogram {
+    // 1 µs .. ~0.5 s in ×2 steps.
+    Histogram::new(exponential_buckets(1e-6, 2.0, 20))
+}
+
+/// The stages of a `POST /v1/score` call that `scorer_score_stage_seconds`
+/// times, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreStage {
+    /// From the middleware that buffers the body to the handler: reading
+    /// the body, the concurrency limit and the JSON parse.
+    ReadParse,
+    /// From the handler to the start of scoring: the wait for a blocking-pool
+    /// thread (about 0 inline).
+    Queue,
+    /// Scoring: rules, dynamics, cost, features, model, pick.
+    Engine,
+    /// Building the decision-log record and queueing it.
+    Log,
+    /// Rendering the answer's JSON at its `explain` level.
+    Serialise,
+    /// From the end of serialisation back to the runtime worker: the
+    /// blocking pool's hand-off back (about 0 inline).
+    Return,
+}
+
+impl ScoreStage {
+    /// Label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadParse => "read_parse",
+            Self::Queue => "queue",
+            Self::Engine => "engine",
+            Self::Log => "log",
+            Self::Serialise => "serialise",
+            Self::Return => "return",
+        }
+    }
+}
+
 /// Process-lifetime HTTP metrics, shared by the middleware and the scrape.
 #[derive(Clone)]
 pub struct HttpMetrics {
     requests: Family<RequestLabels, Counter>,
     duration: HistFamily<RouteLabels>,
     score_duration: Histogram,
+    score_stages: HistFamily<StageLabels>,
+    score_dispatch: Family<DispatchLabels, Counter>,
     snapshots_accepted: Counter,
     telemetry_rejected: Family<ReasonLabels, Counter>,
 }
@@ -109,6 +161,8 @@ impl Default for HttpMetrics {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             score_duration: latency_histogram(),
+            score_stages: Family::new_with_constructor(stage_histogram),
+            score_dispatch: Family::default(),
             snapshots_accepted: Counter::default(),
             telemetry_rejected,
         }
@@ -125,6 +179,22 @@ impl HttpMetrics {
     /// Records one in-process scoring call, seconds.
     pub fn observe_score(&self, seconds: f64) {
         self.score_duration.observe(seconds);
+    }
+
+    /// Records one stage of a score call, seconds.
+    pub fn observe_stage(&self, stage: ScoreStage, seconds: f64) {
+        self.score_stages
+            .get_or_create(&StageLabels {
+                stage: stage.as_str(),
+            })
+            .observe(seconds);
+    }
+
+    /// Counts a score call by where it computed.
+    pub(super) fn dispatched(&self, how: &'static str) {
+        self.score_dispatch
+            .get_or_create(&DispatchLabels { dispatch: how })
+            .inc();
     }
 
     /// Counts accepted telemetry snapshots.
@@ -192,6 +262,16 @@ fn registry(st: &AppState) -> Registry {
         "scorer_score_duration_seconds",
         "In-process scoring time of POST /v1/score (rules, dynamics, features, model, pick)",
         m.score_duration.clone(),
+    );
+    r.register(
+        "scorer_score_stage_seconds",
+        "Time of each stage of POST /v1/score: read_parse, queue, engine, log, serialise, return",
+        m.score_stages.clone(),
+    );
+    r.register(
+        "scorer_score_dispatch",
+        "Score calls by where they computed: inline, pool, block_in_place",
+        m.score_dispatch.clone(),
     );
     r.register(
         "scorer_telemetry_snapshots_accepted",

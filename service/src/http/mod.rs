@@ -4,11 +4,14 @@
 //! Tests call `app(state).oneshot(request)` with no socket.
 
 mod admin;
+mod answer;
 mod body;
 mod body_first;
+mod dispatch;
 mod error;
 mod explain;
 mod extract;
+mod feedback;
 mod handlers;
 mod idle;
 mod limits;
@@ -28,12 +31,13 @@ use axum::routing::{get, post};
 
 pub use admin::{bearer_token, token_matches};
 pub use body::BodyPolicy;
-pub use body_first::read_body_first;
+pub use body_first::{ReadStart, read_body_first};
+pub use dispatch::InProgress;
 pub use error::ApiError;
 pub use explain::explain_line;
 pub use extract::ApiJson;
 pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
-pub use metrics::HttpMetrics;
+pub use metrics::{HttpMetrics, ScoreStage};
 pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
 pub use reconfigure::reload_on_own_thread;
 pub use serve::{ConnectionLimits, serve};
@@ -54,6 +58,8 @@ pub struct AppState {
     pub config_source: ConfigSource,
     /// Request and scoring metrics behind `GET /metrics`.
     pub metrics: Arc<metrics::HttpMetrics>,
+    /// `POST /v1/score` calls in progress (see `http::dispatch`).
+    pub in_progress: Arc<InProgress>,
 }
 
 /// A function producing the configuration to reload to.
@@ -70,6 +76,7 @@ impl AppState {
             clock,
             config_source: Arc::new(move || Ok((*current.config()).clone())),
             metrics: Arc::default(),
+            in_progress: Arc::default(),
         }
     }
 
@@ -101,7 +108,7 @@ pub fn app(state: AppState) -> Router {
                 // its keep-alive connection survives the 503.
                 .layer(axum::middleware::from_fn(body_first::read_body_first)),
         )
-        .route("/v1/feedback", post(handlers::feedback))
+        .route("/v1/feedback", post(feedback::feedback))
         .route("/v1/stats", get(handlers::stats))
         .route("/v1/log/stats", get(handlers::log_stats))
         .route("/v1/workers", get(handlers::workers))

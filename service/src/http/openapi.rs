@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::{explain, handlers, metrics, model, reconfigure};
+use super::{explain, feedback, handlers, metrics, model, reconfigure};
 use crate::telemetry::validate::FieldError;
 
 /// Every error answer: `{"error": {"code", "message", "details"?}}`.
@@ -82,7 +82,7 @@ impl Modify for BearerAuth {
     paths(
         handlers::telemetry,
         handlers::score,
-        handlers::feedback,
+        feedback::feedback,
         handlers::stats,
         handlers::log_stats,
         handlers::workers,

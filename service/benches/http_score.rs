@@ -1,0 +1,409 @@
+//! Per-call cost of `POST /v1/score` beside the server's HTTP floor
+//! (`GET /healthz`), measured from a separate process against the real
+//! service binary, in the same run.
+//!
+//! The bench starts `target/<profile>/service` with a temporary config (16
+//! workers, default model, decision log on unless `HTTP_SCORE_LOG=off`),
+//! pinned to core 0 with `taskset` when there are two cores or more, and
+//! pins itself (a one-thread client: hyper HTTP/1.1 connections, one
+//! request in flight per connection, closed loop) to core 1. It then runs
+//! alternating rounds of `/healthz` and `/v1/score` at 1 and 8 connections
+//! and prints, per endpoint and concurrency, the median over rounds of the
+//! per-round p50, p99 and requests per second, the ratios the scorer call
+//! is held to, the service's own per-stage breakdown of the score calls
+//! (`scorer_score_stage_seconds` from `/metrics`: mean per call), the
+//! client's CPU use (a client near 100% of its core caps the figures) and
+//! the service's RSS.
+//!
+//! `cargo bench -p service --bench http_score` (env: `HTTP_SCORE_SECS`
+//! per round, default 2; `HTTP_SCORE_ROUNDS`, default 3; `HTTP_SCORE_LOG`
+//! `on`/`off`; `HTTP_SCORE_EXPLAIN` the request's `explain` value as JSON,
+//! default absent; `HTTP_SCORE_PIN=0` to leave both processes unpinned;
+//! `HTTP_SCORE_WORKERS` workers reporting, default 16, each request naming
+//! the next 16 of them).
+
+#![allow(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use cpu_time::ProcessTime;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+
+/// Candidates per score request.
+const CANDIDATES: usize = 16;
+const CONCURRENCIES: [usize; 2] = [1, 8];
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Service {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn can_pin() -> bool {
+    env_or("HTTP_SCORE_PIN", 1) == 1
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+        && Command::new("taskset")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+fn start_service(log: bool, pin: bool) -> Service {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n\n\
+         [scoring]\nwarmup_ms = 0\n\n\
+         [telemetry]\ndead_after_ms = 3600000\nforget_after_ms = 3600000\n\n\
+         [freshness]\nfresh_ms = 3599999\n\n\
+         [log]\nenabled = {log}\ndir = \"{}\"\n",
+        dir.path().join("decisions").display()
+    );
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, config).expect("config");
+    let bin = env!("CARGO_BIN_EXE_service");
+    let mut cmd = if pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    // The model directory is relative to the repository root.
+    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let child = cmd.spawn().expect("start the service binary");
+    Service {
+        child,
+        port,
+        _dir: dir,
+    }
+}
+
+async fn connect(port: u16) -> SendRequest<Full<Bytes>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(s) => {
+                s.set_nodelay(true).expect("nodelay");
+                let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+                    .await
+                    .expect("handshake");
+                tokio::spawn(conn);
+                return send;
+            }
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("service did not listen within 60 s: {e}"),
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Call {
+    Healthz,
+    /// Bodies used in turn (each names another 16 of the workers).
+    Score(std::sync::Arc<Vec<Bytes>>, std::sync::Arc<std::sync::atomic::AtomicUsize>),
+    Telemetry(Bytes),
+    Metrics,
+}
+
+impl Call {
+    fn request(&self) -> hyper::Request<Full<Bytes>> {
+        let b = hyper::Request::builder().header("host", "127.0.0.1");
+        let (b, body) = match self {
+            Self::Healthz => (b.method("GET").uri("/healthz"), Bytes::new()),
+            Self::Metrics => (b.method("GET").uri("/metrics"), Bytes::new()),
+            Self::Score(bodies, next) => (
+                b.method("POST")
+                    .uri("/v1/score")
+                    .header("content-type", "application/json"),
+                bodies[next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % bodies.len()]
+                    .clone(),
+            ),
+            Self::Telemetry(body) => (
+                b.method("POST")
+                    .uri("/v1/telemetry")
+                    .header("content-type", "application/json"),
+                body.clone(),
+            ),
+        };
+        b.body(Full::new(body)).expect("request")
+    }
+}
+
+async fn call(send: &mut SendRequest<Full<Bytes>>, c: &Call) -> Bytes {
+    send.ready().await.expect("connection ready");
+    let resp = send.send_request(c.request()).await.expect("send");
+    let status = resp.status();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert!(
+        status.is_success(),
+        "status {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    body
+}
+
+/// One round's figures.
+struct Round {
+    p50_us: f64,
+    p99_us: f64,
+    rps: f64,
+    client_cpu: f64,
+}
+
+async fn round(port: u16, conns: usize, c: &Call, secs: f64) -> Round {
+    let mut senders = Vec::new();
+    for _ in 0..conns {
+        senders.push(connect(port).await);
+    }
+    let start = Instant::now();
+    let cpu = ProcessTime::now();
+    let stop = start + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for mut s in senders {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(65_536);
+            while Instant::now() < stop {
+                let t = Instant::now();
+                call(&mut s, &c).await;
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("client task"));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    let q = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
+    Round {
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        rps: all.len() as f64 / wall,
+        client_cpu: cpu.elapsed().as_secs_f64() / wall,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `(sum, count)` of every `scorer_score_stage_seconds` series, by stage.
+fn stages(metrics: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for line in metrics.lines() {
+        let (kind, rest) = if let Some(r) = line.strip_prefix("scorer_score_stage_seconds_sum{") {
+            (0, r)
+        } else if let Some(r) = line.strip_prefix("scorer_score_stage_seconds_count{") {
+            (1, r)
+        } else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once("} ") else {
+            continue;
+        };
+        let stage = labels
+            .split(',')
+            .find_map(|l| l.strip_prefix("stage=\""))
+            .map(|s| s.trim_end_matches('"').to_owned())
+            .unwrap_or_default();
+        let v: f64 = value.trim().parse().unwrap_or(0.0);
+        let e = out.entry(stage).or_default();
+        if kind == 0 {
+            e.0 += v;
+        } else {
+            e.1 += v;
+        }
+    }
+    out
+}
+
+async fn scrape(port: u16) -> String {
+    let mut s = connect(port).await;
+    String::from_utf8_lossy(&call(&mut s, &Call::Metrics).await).into_owned()
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn main() {
+    // `cargo test --all-targets` runs benches once in test mode: keep that quick.
+    let quick =
+        std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
+    let log = std::env::var("HTTP_SCORE_LOG").map_or(true, |v| v != "off");
+    let pin = !quick && can_pin();
+    let svc = start_service(log, pin);
+    if pin {
+        let _ = Command::new("taskset")
+            .args(["-a", "-p", "-c", "1", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(&svc, log, pin, quick));
+}
+
+async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
+    let port = svc.port;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let workers: usize = env_or("HTTP_SCORE_WORKERS", CANDIDATES).max(CANDIDATES);
+    let snaps: Vec<_> = (0..workers)
+        .map(|i| json!({"worker_id": format!("w{i}"), "timestamp_ms": now_ms,
+                        "cpu_usage": 0.1 + 0.05 * (i % 16) as f64, "queue_depth": i % 16,
+                        "rtt_ms_avg": 2.0, "rtt_ms_p99": 5.0 + (i % 16) as f64, "error_rate": 0.0}))
+        .collect();
+    let mut s = connect(port).await;
+    call(
+        &mut s,
+        &Call::Telemetry(json!({ "snapshots": snaps }).to_string().into()),
+    )
+    .await;
+    let explain: Option<serde_json::Value> = std::env::var("HTTP_SCORE_EXPLAIN")
+        .ok()
+        .map(|e| serde_json::from_str(&e).expect("HTTP_SCORE_EXPLAIN is JSON"));
+    let bodies: Vec<Bytes> = (0..workers / CANDIDATES)
+        .map(|b| {
+            let mut req = json!({"key": format!("user:{b}:profile"),
+                "candidates": (0..CANDIDATES).map(|i| format!("w{}", b * CANDIDATES + i)).collect::<Vec<_>>(),
+                "context": {"request_type": "GET"}});
+            if let Some(e) = &explain {
+                req["explain"] = e.clone();
+            }
+            Bytes::from(req.to_string())
+        })
+        .collect();
+    let score = Call::Score(std::sync::Arc::new(bodies), std::sync::Arc::default());
+    let answer = call(&mut s, &score).await;
+    if quick {
+        round(port, 2, &score, 0.2).await;
+        println!(
+            "http_score: smoke run ok, answer {} bytes (run with `cargo bench` for figures)",
+            answer.len()
+        );
+        return;
+    }
+    let secs: f64 = env_or("HTTP_SCORE_SECS", 2.0);
+    let rounds: usize = env_or("HTTP_SCORE_ROUNDS", 3).max(1);
+    // Warm-up: the model, allocator arenas and the log's first row group.
+    round(port, 8, &score, secs).await;
+    round(port, 8, &Call::Healthz, secs / 2.0).await;
+    println!(
+        "service pid {} ({}), log {}, {workers} workers, {CANDIDATES} candidates, answer {} bytes, {rounds} alternating rounds of {secs} s",
+        svc.child.id(),
+        if pin {
+            "service on core 0, client on core 1"
+        } else {
+            "unpinned"
+        },
+        if log { "on" } else { "off" },
+        answer.len()
+    );
+    println!(
+        "| endpoint | connections | p50 µs | p99 µs | req/s | client CPU | score / healthz p50, p99, req/s |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let mut stage_rows = Vec::new();
+    for conns in CONCURRENCIES {
+        let (mut h, mut sc) = (Vec::new(), Vec::new());
+        let before = stages(&scrape(port).await);
+        for _ in 0..rounds {
+            h.push(round(port, conns, &Call::Healthz, secs).await);
+            sc.push(round(port, conns, &score, secs).await);
+        }
+        let after = stages(&scrape(port).await);
+        let m = |v: &[Round], f: fn(&Round) -> f64| median(v.iter().map(f).collect());
+        let (hp50, hp99, hrps) = (
+            m(&h, |r| r.p50_us),
+            m(&h, |r| r.p99_us),
+            m(&h, |r| r.rps),
+        );
+        let (sp50, sp99, srps) = (
+            m(&sc, |r| r.p50_us),
+            m(&sc, |r| r.p99_us),
+            m(&sc, |r| r.rps),
+        );
+        println!(
+            "| GET /healthz | {conns} | {hp50:.0} | {hp99:.0} | {hrps:.0} | {:.0}% | |",
+            m(&h, |r| r.client_cpu) * 100.0
+        );
+        println!(
+            "| POST /v1/score | {conns} | {sp50:.0} | {sp99:.0} | {srps:.0} | {:.0}% | {:.2}×, {:.2}×, {:.2}× |",
+            m(&sc, |r| r.client_cpu) * 100.0,
+            sp50 / hp50,
+            sp99 / hp99,
+            srps / hrps
+        );
+        let row: Vec<String> = after
+            .iter()
+            .filter_map(|(stage, (sum, n))| {
+                let (s0, n0) = before.get(stage).copied().unwrap_or_default();
+                let calls = n - n0;
+                (calls > 0.0).then(|| format!("{stage} {:.1}", (sum - s0) / calls * 1e6))
+            })
+            .collect();
+        stage_rows.push((conns, row));
+    }
+    for (conns, row) in stage_rows {
+        if row.is_empty() {
+            println!("stages at {conns} connections: no scorer_score_stage_seconds in /metrics");
+        } else {
+            println!(
+                "stages at {conns} connections, mean µs per call: {}",
+                row.join(", ")
+            );
+        }
+    }
+    println!("service RSS {:.1} MiB", rss_mib(svc.child.id()));
+}

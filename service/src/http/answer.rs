@@ -1,0 +1,68 @@
+//! The body of a `POST /v1/score` answer at the request's `explain` level.
+//!
+//! A router needs the pick, its probability, the decision id and each
+//! candidate's id, eligibility and final score: the compact answer, the
+//! default, is that (about 1 KB for 16 candidates). The itemised
+//! explanation (every adjustment with its sentence) is ~15× larger and costs
+//! more to render than to score, so it is sent only when asked for.
+
+use serde::Serialize;
+use serde::ser::{SerializeSeq, SerializeStruct};
+
+use crate::api::{Explain, ScoreResponse, WorkerScore};
+
+/// `resp` serialised as JSON at `level`.
+pub(super) fn render(resp: &ScoreResponse, level: Explain) -> serde_json::Result<Vec<u8>> {
+    match level {
+        Explain::None => serde_json::to_vec(&Compact(resp)),
+        Explain::Itemised | Explain::Full => serde_json::to_vec(resp),
+    }
+}
+
+struct Compact<'a>(&'a ScoreResponse);
+
+impl Serialize for Compact<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let mut m = s.serialize_struct("ScoreResponse", 6)?;
+        m.serialize_field("decision_id", &r.decision_id)?;
+        if let Some(pick) = &r.pick {
+            m.serialize_field("pick", pick)?;
+        }
+        if let Some(p) = r.probability {
+            m.serialize_field("probability", &p)?;
+        }
+        m.serialize_field("policy", r.policy)?;
+        m.serialize_field("panic", &r.panic)?;
+        m.serialize_field("scores", &Candidates(&r.scores))?;
+        m.end()
+    }
+}
+
+struct Candidates<'a>(&'a [WorkerScore]);
+
+impl Serialize for Candidates<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for w in self.0 {
+            seq.serialize_element(&Candidate(w))?;
+        }
+        seq.end()
+    }
+}
+
+struct Candidate<'a>(&'a WorkerScore);
+
+impl Serialize for Candidate<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let w = self.0;
+        let mut m = s.serialize_struct("WorkerScore", 4)?;
+        m.serialize_field("worker_id", &w.worker_id)?;
+        m.serialize_field("eligible", &w.eligible)?;
+        if let Some(reason) = w.reason {
+            m.serialize_field("reason", reason)?;
+        }
+        m.serialize_field("final_score", &crate::fmt::points(w.final_score))?;
+        m.end()
+    }
+}

@@ -1,0 +1,164 @@
+//! `POST /v1/feedback`: one outcome, or a batch of them.
+//!
+//! A router may send each outcome as it lands, or buffer them and send
+//! `{"outcomes": [...]}` every few milliseconds: one request per batch
+//! instead of one per routed request. Each item of a batch is checked and
+//! applied on its own: an invalid item is answered with its error in
+//! `results` at its index and changes nothing, the valid ones are applied
+//! in order. The batch is refused whole only when its envelope is wrong
+//! (not `{"outcomes": [...]}`, or more than `server.max_batch` items).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::extract::{JsonBytes, parse, parse_value};
+use super::openapi::{ErrorBody, JsonBodyErrors};
+use super::{ApiError, AppState};
+use crate::engine::{Feedback, FeedbackOutcome};
+
+/// Body of `POST /v1/feedback`: one outcome or a batch.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum FeedbackBody {
+    /// One outcome.
+    One(Feedback),
+    /// Several outcomes.
+    Batch(FeedbackBatch),
+}
+
+/// A batch of outcomes.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FeedbackBatch {
+    /// The outcomes, 0..=`server.max_batch` of them, applied in order.
+    outcomes: Vec<serde_json::Value>,
+}
+
+/// Answer of `POST /v1/feedback`: one outcome's, or a batch's.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum FeedbackAnswer {
+    /// What the outcome did.
+    One(FeedbackOutcome),
+    /// What each outcome of the batch did.
+    Batch(BatchOutcome),
+}
+
+/// What a batch did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct BatchOutcome {
+    /// Items recorded.
+    accepted: usize,
+    /// Items refused (each with its error in `results`).
+    rejected: usize,
+    /// One entry per item, in order: its outcome or its error.
+    results: Vec<ItemResult>,
+}
+
+/// One batch item's result.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub(super) enum ItemResult {
+    /// Recorded.
+    Recorded(FeedbackOutcome),
+    /// Refused; nothing was recorded for it.
+    Refused {
+        /// The error, as a single call would have been answered.
+        #[schema(value_type = super::openapi::ErrorDetail)]
+        error: ItemError,
+    },
+}
+
+/// A refused item's error.
+#[derive(Debug, Serialize)]
+pub(super) struct ItemError {
+    code: &'static str,
+    message: String,
+}
+
+/// Whether the body is a batch: a JSON object with an `outcomes` key.
+fn is_batch(bytes: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        outcomes: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(bytes).is_ok_and(|p| p.outcomes.is_some())
+}
+
+/// `POST /v1/feedback`: the outcome of a picked request (or a batch of
+/// them); releases the worker's in-flight pick and goes to the `outcomes`
+/// log.
+#[utoipa::path(post, path = "/v1/feedback", tag = "scoring", request_body = FeedbackBody,
+    responses(
+        (status = 200, description = "Recorded (one outcome), or the batch's per-item results", body = FeedbackAnswer),
+        JsonBodyErrors,
+        (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
+    ))]
+pub(super) async fn feedback(
+    State(st): State<AppState>,
+    JsonBytes(bytes): JsonBytes,
+) -> Result<Response, ApiError> {
+    if !is_batch(&bytes) {
+        let f: Feedback = parse(&bytes)?;
+        return Ok(Json(record(&st, &f)?).into_response());
+    }
+    let batch: FeedbackBatch = parse(&bytes)?;
+    let max = st.engine.config().server.max_batch;
+    if batch.outcomes.len() > max {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!(
+                "`outcomes`: at most server.max_batch = {max} items, got {}",
+                batch.outcomes.len()
+            ),
+        ));
+    }
+    let results: Vec<ItemResult> = batch
+        .outcomes
+        .into_iter()
+        .map(
+            |v| match parse_value::<Feedback>(v).and_then(|f| record(&st, &f)) {
+                Ok(out) => ItemResult::Recorded(out),
+                Err(e) => ItemResult::Refused {
+                    error: ItemError {
+                        code: e.code,
+                        message: e.message,
+                    },
+                },
+            },
+        )
+        .collect();
+    let accepted = results
+        .iter()
+        .filter(|r| matches!(r, ItemResult::Recorded(_)))
+        .count();
+    Ok(Json(BatchOutcome {
+        accepted,
+        rejected: results.len() - accepted,
+        results,
+    })
+    .into_response())
+}
+
+fn record(st: &AppState, f: &Feedback) -> Result<FeedbackOutcome, ApiError> {
+    if !is_decision_id(&f.decision_id) {
+        return Err(ApiError::unprocessable(format!(
+            "`decision_id`: must be the `decision_id` of a `POST /v1/score` answer, a hyphenated UUID such as 019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70 (36 characters), got {} characters",
+            f.decision_id.chars().count()
+        )));
+    }
+    let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
+    Ok(st.engine.feedback_and_log(f, mono, wall)?)
+}
+
+/// Whether `id` is a decision id as the score endpoint issues them: a
+/// hyphenated UUID (any version, so ids from before an upgrade still match).
+fn is_decision_id(id: &str) -> bool {
+    id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
+}
