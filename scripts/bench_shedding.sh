@@ -20,7 +20,9 @@
 # Installs oha (cargo install, into target/tools) when missing. Loopback
 # only; each service is stopped by pid. README "Performance" quotes it.
 #
-# Usage: scripts/bench_shedding.sh   (env: LIMIT=32 SECS=10)
+# Usage: scripts/bench_shedding.sh   (env: LIMIT=32 SECS=10; SERVICE_BIN=path
+# to measure another service binary instead of building this tree's; RATE=req/s
+# to offer instead of twice the measured capacity)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIMIT="${LIMIT:-32}"
@@ -34,7 +36,8 @@ if [ -z "$oha_bin" ]; then
     cargo install oha --locked --root target/tools
   fi
 fi
-cargo build --release -p service --bin service
+bin="${SERVICE_BIN:-target/release/service}"
+[ -n "${SERVICE_BIN:-}" ] || cargo build --release -p service --bin service
 
 pin_service=(); pin_load=()
 if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
@@ -72,7 +75,7 @@ forget_after_ms = 3600000
 [log]
 dir = "${tmp}/$2/decisions"
 TOML
-  "${pin_service[@]}" target/release/service --config "$tmp/$2/config.toml" >"$tmp/$2/service.log" 2>&1 &
+  "${pin_service[@]}" "$bin" --config "$tmp/$2/config.toml" >"$tmp/$2/service.log" 2>&1 &
   pid=$!
   python3 scripts/seed_workers.py "$base" 0 16
 }
@@ -113,7 +116,7 @@ n = db.execute("select count(*) from oha where status = 200").fetchone()[0]
 print(int(n / float(sys.argv[2])))
 PY
 )"
-rate=$((cap * 2))
+rate="${RATE:-$((cap * 2))}"
 echo "capacity ${cap} req/s; offering ${rate} req/s, $((LIMIT * 4)) connections, 2 × $((SECS * 2)) s"
 overload shed "$rate"
 stop_service
@@ -157,7 +160,7 @@ def kib(path):
 
 cap_ok, _, _ = records(f"{tmp}/shed/capacity.db")
 print(f"capacity {cap} req/s (max_concurrent_scores = {limit}): accepted p50 {pct(cap_ok, .5):.2f} ms, p99 {pct(cap_ok, .99):.2f} ms")
-print(f"offered {rate} req/s (2x), open loop, two rounds each")
+print(f"offered {rate} req/s ({rate / cap:.2f}x capacity), open loop, two rounds each")
 for name, label in (("shed", f"limit {limit}"), ("noshed", "no limit")):
     for rnd in (1, 2):
         ok, shed, n = records(f"{tmp}/{name}/round{rnd}.db")

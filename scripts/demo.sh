@@ -80,7 +80,7 @@ score() {
     local out code
     out="$(curl -s -m 5 -w '\n%{http_code}' -X POST "$SERVICE_URL/v1/score" \
         -H 'content-type: application/json' \
-        -d '{"key":"user:1:profile","candidates":["w1","w2","w3"],"policy":"none"}')" || return 1
+        -d '{"key":"user:1:profile","candidates":["w1","w2","w3"],"policy":"none","explain":true}')" || return 1
     code="${out##*$'\n'}"
     printf '%s\n' "${out%$'\n'*}"
     [[ "$code" == 200 ]]

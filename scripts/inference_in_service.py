@@ -22,7 +22,7 @@ def telem():
 t=threading.Thread(target=telem,daemon=True); t.start()
 time.sleep(1)
 c=http.client.HTTPConnection("127.0.0.1",PORT)
-body=json.dumps({"key":"order:42","candidates":workers,"context":{"timeout_ms":30}})
+body=json.dumps({"key":"order:42","candidates":workers,"context":{"timeout_ms":30},"explain":True})
 def phase(n,gap):
     xs=[]
     for i in range(n):

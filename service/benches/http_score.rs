@@ -18,9 +18,12 @@
 //! `cargo bench -p service --bench http_score` (env: `HTTP_SCORE_SECS`
 //! per round, default 2; `HTTP_SCORE_ROUNDS`, default 3; `HTTP_SCORE_LOG`
 //! `on`/`off`; `HTTP_SCORE_EXPLAIN` the request's `explain` value as JSON,
-//! default absent; `HTTP_SCORE_PIN=0` to leave both processes unpinned;
+//! default absent; `HTTP_SCORE_PIN` `both` (default), `client` or `none`;
+//! `HTTP_SCORE_SERVICE_BIN` another service binary to start;
 //! `HTTP_SCORE_WORKERS` workers reporting, default 16, each request naming
-//! the next 16 of them).
+//! the next 16 of them; `HTTP_SCORE_FEEDBACK=0` to send no feedback: by
+//! default the client sends each answer's outcome in a batch every 5 ms, as
+//! a router should).
 
 #![allow(missing_docs)]
 
@@ -66,8 +69,14 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// `HTTP_SCORE_PIN`: `both` (default: service on core 0, client on core 1),
+/// `client` (client on core 1, service free on every core) or `none`.
+fn pin_mode() -> String {
+    std::env::var("HTTP_SCORE_PIN").unwrap_or_else(|_| "both".to_owned())
+}
+
 fn can_pin() -> bool {
-    env_or("HTTP_SCORE_PIN", 1) == 1
+    pin_mode() != "none"
         && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
         && Command::new("taskset")
             .arg("-V")
@@ -89,7 +98,9 @@ fn start_service(log: bool, pin: bool) -> Service {
     );
     let path = dir.path().join("config.toml");
     std::fs::write(&path, config).expect("config");
-    let bin = env!("CARGO_BIN_EXE_service");
+    let bin = std::env::var("HTTP_SCORE_SERVICE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_service").to_owned());
+    let bin = bin.as_str();
     let mut cmd = if pin {
         let mut c = Command::new("taskset");
         c.args(["-c", "0", bin]);
@@ -136,9 +147,14 @@ async fn connect(port: u16) -> SendRequest<Full<Bytes>> {
 enum Call {
     Healthz,
     /// Bodies used in turn (each names another 16 of the workers).
-    Score(std::sync::Arc<Vec<Bytes>>, std::sync::Arc<std::sync::atomic::AtomicUsize>),
+    Score(
+        std::sync::Arc<Vec<Bytes>>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ),
     Telemetry(Bytes),
+    Feedback(Bytes),
     Metrics,
+    LogStats,
 }
 
 impl Call {
@@ -147,6 +163,7 @@ impl Call {
         let (b, body) = match self {
             Self::Healthz => (b.method("GET").uri("/healthz"), Bytes::new()),
             Self::Metrics => (b.method("GET").uri("/metrics"), Bytes::new()),
+            Self::LogStats => (b.method("GET").uri("/v1/log/stats"), Bytes::new()),
             Self::Score(bodies, next) => (
                 b.method("POST")
                     .uri("/v1/score")
@@ -157,6 +174,12 @@ impl Call {
             Self::Telemetry(body) => (
                 b.method("POST")
                     .uri("/v1/telemetry")
+                    .header("content-type", "application/json"),
+                body.clone(),
+            ),
+            Self::Feedback(body) => (
+                b.method("POST")
+                    .uri("/v1/feedback")
                     .header("content-type", "application/json"),
                 body.clone(),
             ),
@@ -186,6 +209,45 @@ struct Round {
     client_cpu: f64,
 }
 
+/// Outcomes waiting for the next batch, as JSON items.
+type Outbox = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// The feedback item for a score answer: its decision and pick, with the
+/// call's latency standing in for the request's.
+fn outcome(answer: &[u8], latency_ms: f64) -> Option<String> {
+    let text = std::str::from_utf8(answer).ok()?;
+    let field = |name: &str| {
+        let start = text.find(&format!("\"{name}\":\""))? + name.len() + 4;
+        let len = text[start..].find('"')?;
+        Some(&text[start..start + len])
+    };
+    Some(format!(
+        r#"{{"decision_id":"{}","worker_id":"{}","latency_ms":{latency_ms:.3},"success":true}}"#,
+        field("decision_id")?,
+        field("pick")?
+    ))
+}
+
+/// Sends what `outbox` holds as one `{"outcomes": [...]}` batch every
+/// [`FEEDBACK_FLUSH`], as a router should, until `stop`.
+async fn flush_feedback(port: u16, outbox: Outbox, stop: Instant) {
+    let mut s = connect(port).await;
+    loop {
+        tokio::time::sleep(FEEDBACK_FLUSH).await;
+        let items = std::mem::take(&mut *outbox.lock().expect("outbox"));
+        if !items.is_empty() {
+            let body = format!(r#"{{"outcomes":[{}]}}"#, items.join(","));
+            call(&mut s, &Call::Feedback(Bytes::from(body))).await;
+        }
+        if Instant::now() >= stop {
+            return;
+        }
+    }
+}
+
+/// How often the client sends its buffered outcomes.
+const FEEDBACK_FLUSH: Duration = Duration::from_millis(5);
+
 async fn round(port: u16, conns: usize, c: &Call, secs: f64) -> Round {
     let mut senders = Vec::new();
     for _ in 0..conns {
@@ -194,15 +256,22 @@ async fn round(port: u16, conns: usize, c: &Call, secs: f64) -> Round {
     let start = Instant::now();
     let cpu = ProcessTime::now();
     let stop = start + Duration::from_secs_f64(secs);
+    let feedback = matches!(c, Call::Score(..)) && env_or("HTTP_SCORE_FEEDBACK", 1) == 1;
+    let outbox = Outbox::default();
+    let flusher = feedback.then(|| tokio::spawn(flush_feedback(port, outbox.clone(), stop)));
     let mut tasks = Vec::new();
     for mut s in senders {
-        let c = c.clone();
+        let (c, outbox) = (c.clone(), outbox.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(65_536);
             while Instant::now() < stop {
                 let t = Instant::now();
-                call(&mut s, &c).await;
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
+                let answer = call(&mut s, &c).await;
+                let us = t.elapsed().as_secs_f64() * 1e6;
+                lat.push(us);
+                if feedback && let Some(item) = outcome(&answer, us / 1e3) {
+                    outbox.lock().expect("outbox").push(item);
+                }
             }
             lat
         }));
@@ -212,6 +281,9 @@ async fn round(port: u16, conns: usize, c: &Call, secs: f64) -> Round {
         all.extend(t.await.expect("client task"));
     }
     let wall = start.elapsed().as_secs_f64();
+    if let Some(f) = flusher {
+        f.await.expect("feedback flusher");
+    }
     all.sort_by(f64::total_cmp);
     let q = |p: f64| all[((all.len() - 1) as f64 * p).round() as usize];
     Round {
@@ -227,34 +299,80 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// `(sum, count)` of every `scorer_score_stage_seconds` series, by stage.
-fn stages(metrics: &str) -> BTreeMap<String, (f64, f64)> {
-    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+/// One stage's histogram: sum (s), count and cumulative bucket counts.
+#[derive(Default, Clone)]
+struct Stage {
+    sum: f64,
+    count: f64,
+    buckets: Vec<(f64, f64)>,
+}
+
+/// Every `scorer_score_stage_seconds` series by stage, and the whole
+/// in-service time of accepted score calls as stage `total`
+/// (`http_request_duration_seconds{route="/v1/score",status="200"}`).
+fn stages(metrics: &str) -> BTreeMap<String, Stage> {
+    let mut out: BTreeMap<String, Stage> = BTreeMap::new();
+    let label = |labels: &str, name: &str| {
+        labels
+            .split(',')
+            .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+            .map(|s| s.trim_end_matches('"').to_owned())
+    };
     for line in metrics.lines() {
-        let (kind, rest) = if let Some(r) = line.strip_prefix("scorer_score_stage_seconds_sum{") {
-            (0, r)
-        } else if let Some(r) = line.strip_prefix("scorer_score_stage_seconds_count{") {
-            (1, r)
+        let (series, rest) = if let Some(r) = line.strip_prefix("scorer_score_stage_seconds_") {
+            (None, r)
+        } else if let Some(r) = line.strip_prefix("http_request_duration_seconds_") {
+            (Some("total"), r)
         } else {
+            continue;
+        };
+        let Some((kind, rest)) = rest.split_once('{') else {
             continue;
         };
         let Some((labels, value)) = rest.split_once("} ") else {
             continue;
         };
-        let stage = labels
-            .split(',')
-            .find_map(|l| l.strip_prefix("stage=\""))
-            .map(|s| s.trim_end_matches('"').to_owned())
-            .unwrap_or_default();
+        if series.is_some()
+            && !(labels.contains("route=\"/v1/score\"") && labels.contains("status=\"200\""))
+        {
+            continue;
+        }
+        let Some(stage) = series.map(str::to_owned).or_else(|| label(labels, "stage")) else {
+            continue;
+        };
         let v: f64 = value.trim().parse().unwrap_or(0.0);
         let e = out.entry(stage).or_default();
-        if kind == 0 {
-            e.0 += v;
-        } else {
-            e.1 += v;
+        match kind {
+            "sum" => e.sum += v,
+            "count" => e.count += v,
+            "bucket" => {
+                let le = label(labels, "le")
+                    .map_or(f64::INFINITY, |l| l.parse().unwrap_or(f64::INFINITY));
+                e.buckets.push((le, v));
+            }
+            _ => {}
         }
     }
     out
+}
+
+/// Mean and p99 (a bucket's upper bound) of `after − before`, µs.
+fn stage_delta(before: Option<&Stage>, after: &Stage) -> Option<(f64, f64)> {
+    let b = before.cloned().unwrap_or_default();
+    let calls = after.count - b.count;
+    if calls <= 0.0 {
+        return None;
+    }
+    let mean = (after.sum - b.sum) / calls * 1e6;
+    let p99 = after
+        .buckets
+        .iter()
+        .find(|(le, n)| {
+            let n0 = b.buckets.iter().find(|(l, _)| l == le).map_or(0.0, |x| x.1);
+            n - n0 >= 0.99 * calls
+        })
+        .map_or(f64::INFINITY, |(le, _)| le * 1e6);
+    Some((mean, p99))
 }
 
 async fn scrape(port: u16) -> String {
@@ -279,7 +397,7 @@ fn main() {
         std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
     let log = std::env::var("HTTP_SCORE_LOG").map_or(true, |v| v != "off");
     let pin = !quick && can_pin();
-    let svc = start_service(log, pin);
+    let svc = start_service(log, pin && pin_mode() == "both");
     if pin {
         let _ = Command::new("taskset")
             .args(["-a", "-p", "-c", "1", &std::process::id().to_string()])
@@ -300,9 +418,11 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
         .map_or(0, |d| d.as_millis() as u64);
     let workers: usize = env_or("HTTP_SCORE_WORKERS", CANDIDATES).max(CANDIDATES);
     let snaps: Vec<_> = (0..workers)
-        .map(|i| json!({"worker_id": format!("w{i}"), "timestamp_ms": now_ms,
+        .map(|i| {
+            json!({"worker_id": format!("w{i}"), "timestamp_ms": now_ms,
                         "cpu_usage": 0.1 + 0.05 * (i % 16) as f64, "queue_depth": i % 16,
-                        "rtt_ms_avg": 2.0, "rtt_ms_p99": 5.0 + (i % 16) as f64, "error_rate": 0.0}))
+                        "rtt_ms_avg": 2.0, "rtt_ms_p99": 5.0 + (i % 16) as f64, "error_rate": 0.0})
+        })
         .collect();
     let mut s = connect(port).await;
     call(
@@ -342,10 +462,10 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
     println!(
         "service pid {} ({}), log {}, {workers} workers, {CANDIDATES} candidates, answer {} bytes, {rounds} alternating rounds of {secs} s",
         svc.child.id(),
-        if pin {
-            "service on core 0, client on core 1"
-        } else {
-            "unpinned"
+        match (pin, pin_mode().as_str()) {
+            (true, "both") => "service on core 0, client on core 1",
+            (true, _) => "client on core 1, service on any core",
+            _ => "unpinned",
         },
         if log { "on" } else { "off" },
         answer.len()
@@ -364,11 +484,7 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
         }
         let after = stages(&scrape(port).await);
         let m = |v: &[Round], f: fn(&Round) -> f64| median(v.iter().map(f).collect());
-        let (hp50, hp99, hrps) = (
-            m(&h, |r| r.p50_us),
-            m(&h, |r| r.p99_us),
-            m(&h, |r| r.rps),
-        );
+        let (hp50, hp99, hrps) = (m(&h, |r| r.p50_us), m(&h, |r| r.p99_us), m(&h, |r| r.rps));
         let (sp50, sp99, srps) = (
             m(&sc, |r| r.p50_us),
             m(&sc, |r| r.p99_us),
@@ -385,12 +501,20 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
             sp99 / hp99,
             srps / hrps
         );
-        let row: Vec<String> = after
+        let order = [
+            "read_parse",
+            "queue",
+            "engine",
+            "log",
+            "serialise",
+            "return",
+            "total",
+        ];
+        let row: Vec<String> = order
             .iter()
-            .filter_map(|(stage, (sum, n))| {
-                let (s0, n0) = before.get(stage).copied().unwrap_or_default();
-                let calls = n - n0;
-                (calls > 0.0).then(|| format!("{stage} {:.1}", (sum - s0) / calls * 1e6))
+            .filter_map(|stage| {
+                let (mean, p99) = stage_delta(before.get(*stage), after.get(*stage)?)?;
+                Some(format!("{stage} {mean:.1} (p99 ≤ {p99:.0})"))
             })
             .collect();
         stage_rows.push((conns, row));
@@ -400,10 +524,19 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
             println!("stages at {conns} connections: no scorer_score_stage_seconds in /metrics");
         } else {
             println!(
-                "stages at {conns} connections, mean µs per call: {}",
+                "in service at {conns} connections, mean µs per call (p99 ≤ bucket bound): {}",
                 row.join(", ")
             );
         }
     }
-    println!("service RSS {:.1} MiB", rss_mib(svc.child.id()));
+    let mut s = connect(port).await;
+    let log_stats = call(&mut s, &Call::LogStats).await;
+    let stats: serde_json::Value = serde_json::from_slice(&log_stats).unwrap_or_default();
+    println!(
+        "service RSS {:.1} MiB; decision log: {} decisions and {} outcomes logged, {} records dropped",
+        rss_mib(svc.child.id()),
+        stats["stats"]["decisions_logged"],
+        stats["stats"]["outcomes_logged"],
+        stats["stats"]["dropped"]
+    );
 }

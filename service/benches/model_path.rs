@@ -26,7 +26,8 @@
 //! tens of µs lands in a fraction `p50 / interval` of the calls, and once
 //! that fraction passes 1% it sets the p99. Each line prints that fraction.
 //!
-//! The bench binary uses the service's allocator (mimalloc).
+//! The bench binary uses the service's allocator (the system's; mimalloc
+//! with `--features mimalloc`).
 //!
 //! `cargo bench -p service --bench model_path`
 
@@ -49,7 +50,9 @@ use service::model::{FlatEnsemble, ModelHub, load_model_dir, run};
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
-/// The allocator the service binary uses (`service/src/main.rs`).
+/// The allocator the service binary uses (`service/src/main.rs`): mimalloc
+/// with the `mimalloc` feature, the system's without.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

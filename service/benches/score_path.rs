@@ -14,7 +14,9 @@ use service::config::Config;
 use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
-/// The allocator the service binary uses (`service/src/main.rs`).
+/// The allocator the service binary uses (`service/src/main.rs`): mimalloc
+/// with the `mimalloc` feature, the system's without.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -223,7 +223,10 @@ async fn a_blocked_writer_drops_and_counts_but_never_blocks_scoring() {
     let hold = log.hold_writer();
     for _ in 0..50 {
         let (s, _) = t
-            .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["a","b"]}"#)
+            .post(
+                "/v1/score",
+                r#"{"key":"k","explain":true,"candidates":["a","b"]}"#,
+            )
             .await;
         assert_eq!(s, StatusCode::OK);
     }
@@ -251,7 +254,10 @@ async fn sampling_keeps_decisions_and_their_outcomes_together() {
     let mut kept = 0;
     for _ in 0..200 {
         let (_, r) = t
-            .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["a"]}"#)
+            .post(
+                "/v1/score",
+                r#"{"key":"k","explain":true,"candidates":["a"]}"#,
+            )
             .await;
         let fb = json!({"decision_id": r["decision_id"], "worker_id": "a", "latency_ms": 1.0, "success": true});
         t.post_json("/v1/feedback", &fb).await;

@@ -56,7 +56,10 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     .await;
     app.clock.advance(10_000);
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     assert_eq!(
         score_of(&b, "w1")["eligible"],
@@ -65,7 +68,10 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     );
     app.clock.advance(1);
     let (s, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","ghost"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1","ghost"]}"#,
+        )
         .await;
     assert_eq!(
         s,
@@ -76,7 +82,10 @@ async fn worker_dies_after_dead_after_ms_on_the_server_clock() {
     app.post_json("/v1/telemetry", &json!({"snapshots": [snap("w2", WALL)]}))
         .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#,
+        )
         .await;
     assert_eq!(b["pick"], "w2");
     let w1 = score_of(&b, "w1");
@@ -99,8 +108,10 @@ async fn request_type_header_weighs_disk_for_writes() {
         if let Some(v) = h {
             r = r.header("X-Request-Type", v);
         }
-        r.body(Body::from(r#"{"key":"k","explain":true,"candidates":["w1"]}"#))
-            .expect("request")
+        r.body(Body::from(
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        ))
+        .expect("request")
     };
     let (_, read) = app.send(send(None)).await;
     let (_, write) = app.send(send(Some("PUT"))).await;
@@ -131,7 +142,10 @@ async fn warmup_counts_from_first_registration_not_last_heartbeat() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     let w1 = score_of(&b, "w1");
     assert_eq!(w1["rule_score"], 95.0, "half the warm-up left: 5 points");
@@ -143,7 +157,10 @@ async fn warmup_counts_from_first_registration_not_last_heartbeat() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     assert_eq!(score_of(&b, "w1")["rule_score"], 100.0);
     let (_, w) = app.get("/v1/workers").await;
@@ -165,7 +182,10 @@ async fn optional_signals_deduct_only_when_reported() {
     )
     .await;
     let (_, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1","w2"]}"#,
+        )
         .await;
     // The rule stage's lines (the cost stage follows with the queue).
     let codes: Vec<&str> = score_of(&b, "w1")["adjustments"]

@@ -102,7 +102,10 @@ async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
     let app = app_with(config(&corrupt));
     report(&app, &[("w1", 5.0)]).await;
     let (s, b) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     assert_eq!(s, 200);
     assert_eq!(b["model"]["fallback_reason"], "model_error");

@@ -385,7 +385,10 @@ async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
             .and_then(|v| v.parse::<f64>().ok())
     };
     let (s, scored) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
     // CPU 90%: −8; 1.5 s into the 30 s warm-up: −10 × (1 − 1.5/30) = −9.5.
@@ -412,7 +415,10 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     let (s, scored) = app
-        .post("/v1/score", r#"{"key":"k","explain":true,"candidates":["w1"]}"#)
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1"]}"#,
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
     let text = metrics_text(&app).await;

@@ -27,10 +27,7 @@ async fn app_with_two_workers() -> common::TestApp {
     slower["queue_depth"] = json!(20);
     slower["rtt_ms_p99"] = json!(40.0);
     let (s, b) = app
-        .post_json(
-            "/v1/telemetry",
-            &json!({"snapshots": [snap("w1"), slower]}),
-        )
+        .post_json("/v1/telemetry", &json!({"snapshots": [snap("w1"), slower]}))
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     app
@@ -48,7 +45,14 @@ async fn the_default_answer_is_compact() {
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(
         keys(&b),
-        ["decision_id", "panic", "pick", "policy", "probability", "scores"],
+        [
+            "decision_id",
+            "panic",
+            "pick",
+            "policy",
+            "probability",
+            "scores"
+        ],
         "{b}"
     );
     assert_eq!(b["probability"], 1.0, "max picks with certainty: {b}");
@@ -63,7 +67,12 @@ async fn the_default_answer_is_compact() {
     let best = scores
         .iter()
         .filter(|s| s["eligible"] == true)
-        .max_by(|a, b| a["final_score"].as_f64().partial_cmp(&b["final_score"].as_f64()).expect("finite"))
+        .max_by(|a, b| {
+            a["final_score"]
+                .as_f64()
+                .partial_cmp(&b["final_score"].as_f64())
+                .expect("finite")
+        })
         .expect("an eligible candidate");
     assert_eq!(best["worker_id"], pick, "{b}");
 
@@ -103,7 +112,11 @@ async fn itemised_and_full_answers_carry_the_explanation() {
             &json!({"key": "user:1", "candidates": ["w1", "w2"], "explain": "full"}),
         )
         .await;
-    assert_eq!(b["scores"][0]["features"].as_array().map(Vec::len), Some(42), "{b}");
+    assert_eq!(
+        b["scores"][0]["features"].as_array().map(Vec::len),
+        Some(42),
+        "{b}"
+    );
     assert!(b["scores"][0]["adjustments"].is_array(), "{b}");
 }
 
@@ -120,7 +133,9 @@ async fn an_unknown_explain_level_is_refused() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{level}: {b}");
         assert_eq!(b["error"]["code"], "invalid_body", "{b}");
         assert!(
-            b["error"]["message"].as_str().is_some_and(|m| m.contains("explain")),
+            b["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("explain")),
             "{b}"
         );
     }
@@ -128,7 +143,10 @@ async fn an_unknown_explain_level_is_refused() {
 
 async fn pick(app: &common::TestApp) -> (String, String) {
     let (s, b) = app
-        .post_json("/v1/score", &json!({"key": "k", "candidates": ["w1", "w2"]}))
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "candidates": ["w1", "w2"]}),
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     (
@@ -170,11 +188,25 @@ async fn a_mixed_batch_applies_only_its_valid_items() {
         json!({"known_decision": true, "worker_was_picked": true, "released": true})
     );
     assert_eq!(results[1]["error"]["code"], "invalid_request", "{r}");
-    assert!(results[1]["error"]["message"].as_str().is_some_and(|m| m.contains("latency_ms")));
+    assert!(
+        results[1]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("latency_ms"))
+    );
     assert_eq!(results[2]["error"]["code"], "invalid_body", "{r}");
-    assert!(results[2]["error"]["message"].as_str().is_some_and(|m| m.starts_with("latency_ms")), "{r}");
+    assert!(
+        results[2]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("latency_ms")),
+        "{r}"
+    );
     assert_eq!(results[3]["error"]["code"], "invalid_request", "{r}");
-    assert!(results[4]["error"]["message"].as_str().is_some_and(|m| m.contains("extra")), "{r}");
+    assert!(
+        results[4]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("extra")),
+        "{r}"
+    );
     // Only the first item released its pick; b is still outstanding and
     // counted as feedback nowhere.
     assert_eq!(outstanding(&app).await, 1);
@@ -204,9 +236,17 @@ async fn a_batch_with_a_bad_envelope_is_refused_whole() {
         .post_json("/v1/feedback", &json!({"outcomes": [item, item, item]}))
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
-    assert!(b["error"]["message"].as_str().is_some_and(|m| m.contains("max_batch")), "{b}");
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_batch")),
+        "{b}"
+    );
     let (s, b) = app
-        .post_json("/v1/feedback", &json!({"outcomes": [item], "decision_id": "x"}))
+        .post_json(
+            "/v1/feedback",
+            &json!({"outcomes": [item], "decision_id": "x"}),
+        )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     let (s, b) = app
@@ -215,7 +255,9 @@ async fn a_batch_with_a_bad_envelope_is_refused_whole() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     let (_, stats) = app.get("/v1/stats").await;
     assert_eq!(stats["feedback"], 0, "nothing recorded: {stats}");
-    let (s, b) = app.post_json("/v1/feedback", &json!({"outcomes": []})).await;
+    let (s, b) = app
+        .post_json("/v1/feedback", &json!({"outcomes": []}))
+        .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b, json!({"accepted": 0, "rejected": 0, "results": []}));
 }
@@ -223,7 +265,11 @@ async fn a_batch_with_a_bad_envelope_is_refused_whole() {
 fn dispatch_count(metrics: &str, how: &str) -> u64 {
     metrics
         .lines()
-        .find_map(|l| l.strip_prefix(&format!("scorer_score_dispatch_total{{dispatch=\"{how}\"}} ")))
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "scorer_score_dispatch_total{{dispatch=\"{how}\"}} "
+            ))
+        })
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
@@ -263,9 +309,18 @@ async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
     assert_eq!(dispatch_count(&m, "inline"), 2, "{m}");
     assert_eq!(dispatch_count(&m, "pool"), 1, "{m}");
     assert_eq!(app.state.in_progress.get(), 0);
-    for stage in ["read_parse", "queue", "engine", "log", "serialise", "return"] {
+    for stage in [
+        "read_parse",
+        "queue",
+        "engine",
+        "log",
+        "serialise",
+        "return",
+    ] {
         assert!(
-            m.contains(&format!("scorer_score_stage_seconds_count{{stage=\"{stage}\"}} 3")),
+            m.contains(&format!(
+                "scorer_score_stage_seconds_count{{stage=\"{stage}\"}} 3"
+            )),
             "{stage}: {m}"
         );
     }

@@ -97,8 +97,7 @@ async fn softmax_temperatures_behave_as_specified() {
 async fn every_policy_answers_with_a_pick_and_propensities() {
     let app = three_workers().await;
     for policy in ["max", "softmax", "p2c", "swrr", "hash", "prequal"] {
-        let body =
-            json!({"key": "user:9", "explain": true, "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
+        let body = json!({"key": "user:9", "explain": true, "candidates": ["a", "b", "c"], "policy": policy, "seed": 1});
         let (s, b) = app.post_json("/v1/score", &body).await;
         assert_eq!(s, StatusCode::OK, "{policy}: {b}");
         assert_eq!(b["policy"], policy);
@@ -328,7 +327,10 @@ async fn workers_show_the_selection_weight_a_decision_uses() {
         StatusCode::OK
     );
     let (s, r) = app
-        .post_json("/v1/score", &json!({"key": "k", "explain": true, "candidates": ["a", "b"]}))
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "explain": true, "candidates": ["a", "b"]}),
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");
     let (_, w) = app.get("/v1/workers").await;

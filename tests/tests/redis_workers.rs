@@ -168,7 +168,8 @@ async fn score(http: &reqwest::Client, base: &str) -> (u16, Value) {
         .json(&json!({
             "key": "user:1:profile",
             "candidates": ["w1", "w2", "w3"],
-            "policy": "none"
+            "policy": "none",
+            "explain": true
         }))
         .send()
         .await

@@ -93,6 +93,13 @@ pub const BYTE_STREAM_SPLIT_COLUMNS: [&str; 4] =
 /// Parquet leaf path of the `features` values (`features.list.item`).
 pub const FEATURES_LEAF_PATH: [&str; 3] = ["features", "list", FEATURE_ITEM_NAME];
 
+/// Largest data page, bytes, before it is encoded and compressed. A column
+/// writer buffers its current page uncompressed; with parquet's 1 MiB
+/// default, the ~24 columns of an open row group held up to ~24 MiB per
+/// file (measured: RSS 93 MiB with the log on, 45 MiB off, `http_score`
+/// bench with 1 000 workers).
+pub const PAGE_BYTES: usize = 64 * 1024;
+
 /// Parquet writer settings for log files: zstd [`ZSTD_LEVEL`]; row groups of at
 /// most `cfg.row_group_rows` rows; dictionary encoding only for
 /// [`DICTIONARY_COLUMNS`]; [`DELTA_BINARY_PACKED_COLUMNS`] and
@@ -116,6 +123,7 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
     );
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
+        .set_data_page_size_limit(PAGE_BYTES)
         .set_max_row_group_row_count(Some(cfg.row_group_rows.max(1)))
         .set_dictionary_enabled(false)
         .set_column_encoding(features.clone(), Encoding::BYTE_STREAM_SPLIT)
@@ -385,6 +393,13 @@ mod tests {
 
     // 2024-03-05T10:00:00Z
     const T0: u64 = 1_709_632_800_000;
+
+    #[test]
+    fn data_pages_are_cut_small_so_open_row_groups_stay_small() {
+        let props = writer_properties(&LogConfig::default());
+        assert_eq!(props.data_page_size_limit(), PAGE_BYTES);
+        const { assert!(PAGE_BYTES <= 64 * 1024, "parquet's default is 1 MiB") };
+    }
 
     #[test]
     fn empty_never_rolls() {

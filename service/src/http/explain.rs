@@ -131,7 +131,11 @@ pub(super) async fn debug_score(
     };
     let mut req = ScoreRequest::new(key, candidates);
     req.policy = Some("none".to_owned());
-    req.explain = if json { Explain::Full } else { Explain::Itemised };
+    req.explain = if json {
+        Explain::Full
+    } else {
+        Explain::Itemised
+    };
     req.context = Some(ctx.clone());
     let resp = st
         .engine

@@ -173,9 +173,13 @@ pub(super) async fn score(
     let id = uuid::Uuid::now_v7().to_string();
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
     let place = st.in_progress.enter();
-    let run = Run::choose(st.engine.config().server.score_dispatch, place.ahead);
+    let run = Run::choose(st.engine.config().server.score_dispatch, &place);
     st.metrics.dispatched(run.as_str());
-    let (engine, metrics) = (st.engine.clone(), st.metrics.clone());
+    let (engine, metrics, busy) = (
+        st.engine.clone(),
+        st.metrics.clone(),
+        st.in_progress.clone(),
+    );
     let work = move || -> Result<(Vec<u8>, Instant), ApiError> {
         let start = Instant::now();
         metrics.observe_stage(ScoreStage::Queue, (start - entered).as_secs_f64());
@@ -192,9 +196,11 @@ pub(super) async fn score(
         engine.log_scored(&req, &ctx, &resp, wall);
         let logged = Instant::now();
         metrics.observe_stage(ScoreStage::Log, (logged - scored).as_secs_f64());
-        let body = answer::render(&resp, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
+        let body =
+            answer::render(&resp, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
         let done = Instant::now();
         metrics.observe_stage(ScoreStage::Serialise, (done - logged).as_secs_f64());
+        busy.record_busy(done - start);
         Ok((body, done))
     };
     let (body, done) = match run {
