@@ -22,7 +22,8 @@ pub struct ScoreRequest {
     /// Candidate worker ids, 1..=`server.max_candidates` after collapsing duplicates.
     #[schema(min_items = 1)]
     pub candidates: Vec<String>,
-    /// How much the answer explains: `"none"` or `false` (the default: the
+    /// How much the answer explains (levels ASCII case-insensitive; `null`
+    /// is absent): `"none"` or `false` (the default: the
     /// pick, its probability and each candidate's id, eligibility and final
     /// score), `"itemised"` or `true` (every field below, with each score's
     /// itemised adjustments), `"full"` (itemised plus each candidate's
@@ -103,12 +104,15 @@ impl<'de> Deserialize<'de> for Explain {
                 Ok(if v { Explain::Itemised } else { Explain::None })
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Explain, E> {
-                match v {
+                match v.to_ascii_lowercase().as_str() {
                     "none" => Ok(Explain::None),
                     "itemised" => Ok(Explain::Itemised),
                     "full" => Ok(Explain::Full),
-                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
                 }
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Explain, E> {
+                Ok(Explain::None)
             }
         }
         d.deserialize_any(Level)
@@ -119,6 +123,7 @@ fn explain_schema() -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
     OneOfBuilder::new()
         .item(ObjectBuilder::new().schema_type(Type::Boolean))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
         .item(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -165,7 +170,7 @@ pub struct WorkerScore {
     #[schema(required = false)]
     pub adjustments: Vec<Adjustment>,
     /// The observation vector (42 values in `GET /v1/features` order),
-    /// present when `explain` was set.
+    /// present when `explain` is `"full"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<f32>>,
     /// The observation vector, always kept for logging.

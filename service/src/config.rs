@@ -22,7 +22,7 @@ mod server;
 pub use server::{
     DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_LISTEN, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES,
-    DEFAULT_MAX_CONNECTIONS, ScoreDispatch, ServerConfig,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FEEDBACK_BATCH, ScoreDispatch, ServerConfig,
 };
 
 /// Default tolerated reporter clock lead over the server clock, ms.
@@ -402,6 +402,15 @@ impl Config {
         }
         if let Err((key, reason)) = self.server.validate() {
             return bad(key, reason);
+        }
+        if self.log.enabled && self.server.max_feedback_batch > self.log.channel_capacity {
+            return bad(
+                "server.max_feedback_batch",
+                format!(
+                    "must be at most log.channel_capacity ({}) so that one batch cannot overflow the decision log, got {}",
+                    self.log.channel_capacity, self.server.max_feedback_batch
+                ),
+            );
         }
         if self.telemetry.max_workers == 0 {
             return bad("telemetry.max_workers", "must be at least 1".to_owned());

@@ -8,6 +8,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Default maximum snapshots in one telemetry batch.
 pub const DEFAULT_MAX_BATCH: usize = 10_000;
+/// Default maximum outcomes in one feedback batch: below the decision log's
+/// default channel capacity, so one batch cannot overflow it.
+pub const DEFAULT_MAX_FEEDBACK_BATCH: usize = 1_000;
 /// Default maximum candidates in one score request.
 pub const DEFAULT_MAX_CANDIDATES: usize = 1024;
 /// Default time a client has to send a request's line and headers, ms.
@@ -48,6 +51,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Largest telemetry batch, snapshots. Default 10_000.
     pub max_batch: usize,
+    /// Largest feedback batch, outcomes; at most `log.channel_capacity`.
+    /// Default 1000.
+    pub max_feedback_batch: usize,
     /// Most candidates in one score request. Default 1024.
     pub max_candidates: usize,
     /// `POST /v1/score` requests served at once; beyond it requests get 503
@@ -80,6 +86,7 @@ impl Default for ServerConfig {
             listen: DEFAULT_LISTEN.to_owned(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_batch: DEFAULT_MAX_BATCH,
+            max_feedback_batch: DEFAULT_MAX_FEEDBACK_BATCH,
             max_candidates: DEFAULT_MAX_CANDIDATES,
             max_concurrent_scores: 256,
             request_timeout_ms: 2_000,
@@ -110,6 +117,7 @@ impl ServerConfig {
         for (key, v) in [
             ("server.max_body_bytes", self.max_body_bytes),
             ("server.max_batch", self.max_batch),
+            ("server.max_feedback_batch", self.max_feedback_batch),
             ("server.max_candidates", self.max_candidates),
             ("server.max_concurrent_scores", self.max_concurrent_scores),
             ("server.max_connections", self.max_connections),

@@ -37,6 +37,8 @@ fn logged_app(root: &Path, tweak: impl FnOnce(&mut LogConfig)) -> common::TestAp
     let mut cfg: Config = no_warmup();
     cfg.log.dir = root.join("decisions");
     tweak(&mut cfg.log);
+    // A feedback batch may not exceed the channel (config validation).
+    cfg.server.max_feedback_batch = cfg.server.max_feedback_batch.min(cfg.log.channel_capacity);
     let clock = Arc::new(ManualClock::new(1_000, WALL));
     let log = DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log starts");
     let state = AppState::new(Engine::new(cfg).with_log(Arc::new(log)), clock.clone());

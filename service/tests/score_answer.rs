@@ -123,7 +123,7 @@ async fn itemised_and_full_answers_carry_the_explanation() {
 #[tokio::test]
 async fn an_unknown_explain_level_is_refused() {
     let app = app_with_two_workers().await;
-    for level in [json!("verbose"), json!(1), json!(null)] {
+    for level in [json!("verbose"), json!(1), json!([])] {
         let (s, b) = app
             .post_json(
                 "/v1/score",
@@ -228,7 +228,7 @@ async fn a_mixed_batch_applies_only_its_valid_items() {
 #[tokio::test]
 async fn a_batch_with_a_bad_envelope_is_refused_whole() {
     let mut cfg = no_warmup();
-    cfg.server.max_batch = 2;
+    cfg.server.max_feedback_batch = 2;
     let app = test_app(cfg);
     let item = json!({"decision_id": "019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70", "worker_id": "w1",
                       "latency_ms": 1.0, "success": true});
@@ -239,7 +239,7 @@ async fn a_batch_with_a_bad_envelope_is_refused_whole() {
     assert!(
         b["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("max_batch")),
+            .is_some_and(|m| m.contains("max_feedback_batch")),
         "{b}"
     );
     let (s, b) = app
@@ -324,4 +324,94 @@ async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
             "{stage}: {m}"
         );
     }
+}
+
+#[tokio::test]
+async fn explain_levels_ignore_case_and_null_is_absent() {
+    let app = app_with_two_workers().await;
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "user:1", "candidates": ["w1"], "explain": "FULL"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        b["scores"][0]["features"].as_array().map(Vec::len),
+        Some(42)
+    );
+    let (s, b) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "user:1", "candidates": ["w1"], "explain": null}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(
+        b.get("ranking").is_none(),
+        "null is the compact default: {b}"
+    );
+}
+
+#[tokio::test]
+async fn each_batch_item_is_parsed_as_a_single_outcome_would_be() {
+    let app = app_with_two_workers().await;
+    let (a, pick_a) = pick(&app).await;
+    let (b, pick_b) = pick(&app).await;
+    let other = if pick_b == "w1" { "w2" } else { "w1" };
+    // Raw text: a duplicate key and an out-of-range number are that item's
+    // error, as they would be alone; an upper-case id is the same decision.
+    let body = format!(
+        r#"{{"outcomes": [
+            {{"decision_id": "{b}", "worker_id": "{other}", "worker_id": "{pick_b}", "latency_ms": 1, "success": true}},
+            {{"decision_id": "{b}", "worker_id": "{pick_b}", "latency_ms": 1e400, "success": true}},
+            {{"decision_id": "{}", "worker_id": "{pick_a}", "latency_ms": 2, "success": true}}
+        ]}}"#,
+        a.to_ascii_uppercase()
+    );
+    let (s, r) = app.post("/v1/feedback", &body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["accepted"], 1, "{r}");
+    let results = r["results"].as_array().expect("results");
+    assert!(
+        results[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("duplicate field")),
+        "{r}"
+    );
+    assert_eq!(results[1]["error"]["code"], "invalid_body", "{r}");
+    assert_eq!(results[2]["released"], true, "{r}");
+    assert_eq!(outstanding(&app).await, 1, "only a's pick was released");
+
+    // A wrong envelope names what is wrong with it.
+    let (s, e) = app.post("/v1/feedback", r#"{"outcomes": null}"#).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sequence")),
+        "{e}"
+    );
+    let (s, e) = app
+        .post("/v1/feedback", r#"{"outcomes": [], "outcomes": []}"#)
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("duplicate field")),
+        "{e}"
+    );
+    let (s, e) = app.post("/v1/feedback", r#"{"outcomes": [}"#).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+}
+
+#[test]
+fn a_feedback_batch_may_not_exceed_the_log_channel() {
+    let mut cfg = service::config::Config::default();
+    cfg.server.max_feedback_batch = cfg.log.channel_capacity + 1;
+    let err = cfg.validate().expect_err("refused").to_string();
+    assert!(err.contains("server.max_feedback_batch"), "{err}");
+    cfg.log.enabled = false;
+    assert!(cfg.validate().is_ok());
 }

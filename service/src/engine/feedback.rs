@@ -49,7 +49,9 @@ pub struct FeedbackOutcome {
     /// The decision id was remembered.
     pub known_decision: bool,
     /// `false` when the decision is remembered but its pick was another
-    /// worker than `worker_id`: nothing was released or learnt.
+    /// worker than `worker_id`: nothing was released or learnt. Meaningful
+    /// only with `known_decision`: for a decision the service does not
+    /// remember it cannot tell, and answers `true`.
     pub worker_was_picked: bool,
     /// The pick was released from the worker's outstanding count and its
     /// outcome learnt.

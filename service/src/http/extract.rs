@@ -120,21 +120,3 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
         Ok(Self(bytes?))
     }
 }
-
-/// Deserialize an already parsed JSON value into `T` under the same rules
-/// as [`parse`]: a mismatch is 422 `invalid_body` naming the field's path.
-pub fn parse_value<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize::<_, T>(Strict(v)).map_err(|err| {
-        let path = err.path().to_string();
-        let at = if path == "." {
-            String::new()
-        } else {
-            format!("{path}: ")
-        };
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_body",
-            format!("{at}{}", err.into_inner()),
-        )
-    })
-}

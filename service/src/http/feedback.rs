@@ -5,8 +5,11 @@
 //! instead of one per routed request. Each item of a batch is checked and
 //! applied on its own: an invalid item is answered with its error in
 //! `results` at its index and changes nothing, the valid ones are applied
-//! in order. The batch is refused whole only when its envelope is wrong
-//! (not `{"outcomes": [...]}`, or more than `server.max_batch` items).
+//! in order. Each item is parsed from its own text exactly as a single
+//! outcome would be (a duplicate key, an out-of-range number or an unknown
+//! field is that item's error). The batch is refused whole only when its
+//! envelope is wrong: not JSON, not `{"outcomes": [...]}`, or more than
+//! `server.max_feedback_batch` items.
 
 use axum::Json;
 use axum::extract::State;
@@ -14,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::extract::{JsonBytes, parse, parse_value};
+use super::extract::{JsonBytes, parse};
 use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, AppState};
 use crate::engine::{Feedback, FeedbackOutcome};
@@ -34,8 +37,10 @@ pub(super) enum FeedbackBody {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FeedbackBatch {
-    /// The outcomes, 0..=`server.max_batch` of them, applied in order.
-    outcomes: Vec<serde_json::Value>,
+    /// The outcomes, 0..=`server.max_feedback_batch` of them, applied in
+    /// order; each is parsed on its own.
+    #[schema(value_type = Vec<Feedback>)]
+    outcomes: Vec<Box<serde_json::value::RawValue>>,
 }
 
 /// Answer of `POST /v1/feedback`: one outcome's, or a batch's.
@@ -81,13 +86,16 @@ pub(super) struct ItemError {
     message: String,
 }
 
-/// Whether the body is a batch: a JSON object with an `outcomes` key.
+/// Whether the body is a batch: a JSON object with an `outcomes` key
+/// (whatever its value, and however often it appears).
 fn is_batch(bytes: &[u8]) -> bool {
-    #[derive(Deserialize)]
-    struct Probe {
-        outcomes: Option<serde::de::IgnoredAny>,
-    }
-    serde_json::from_slice::<Probe>(bytes).is_ok_and(|p| p.outcomes.is_some())
+    let object = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{');
+    object
+        && serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(bytes)
+            .is_ok_and(|keys| keys.contains_key("outcomes"))
 }
 
 /// `POST /v1/feedback`: the outcome of a picked request (or a batch of
@@ -107,14 +115,15 @@ pub(super) async fn feedback(
         let f: Feedback = parse(&bytes)?;
         return Ok(Json(record(&st, &f)?).into_response());
     }
-    let batch: FeedbackBatch = parse(&bytes)?;
-    let max = st.engine.config().server.max_batch;
+    let batch: FeedbackBatch =
+        serde_json::from_slice(&bytes).map_err(|e| envelope_error(&bytes, &e))?;
+    let max = st.engine.config().server.max_feedback_batch;
     if batch.outcomes.len() > max {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_body",
             format!(
-                "`outcomes`: at most server.max_batch = {max} items, got {}",
+                "`outcomes`: at most server.max_feedback_batch = {max} items, got {}",
                 batch.outcomes.len()
             ),
         ));
@@ -123,7 +132,7 @@ pub(super) async fn feedback(
         .outcomes
         .into_iter()
         .map(
-            |v| match parse_value::<Feedback>(v).and_then(|f| record(&st, &f)) {
+            |raw| match parse::<Feedback>(raw.get().as_bytes()).and_then(|f| record(&st, &f)) {
                 Ok(out) => ItemResult::Recorded(out),
                 Err(e) => ItemResult::Refused {
                     error: ItemError {
@@ -146,14 +155,37 @@ pub(super) async fn feedback(
     .into_response())
 }
 
+/// A batch envelope that could not be read: 400 when the body is not JSON,
+/// 422 naming the problem when it is JSON of the wrong shape.
+fn envelope_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!("batch: {e}"),
+        )
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
+    }
+}
+
 fn record(st: &AppState, f: &Feedback) -> Result<FeedbackOutcome, ApiError> {
     if !is_decision_id(&f.decision_id) {
+        let shown: String = f.decision_id.chars().take(64).collect();
         return Err(ApiError::unprocessable(format!(
-            "`decision_id`: must be the `decision_id` of a `POST /v1/score` answer, a hyphenated UUID such as 019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70 (36 characters), got {} characters",
+            "`decision_id`: must be the `decision_id` of a `POST /v1/score` answer, a hyphenated UUID such as 019ad1c4-5e2a-7c3d-9f10-2b3c4d5e6f70 (36 characters), got `{shown}` ({} characters)",
             f.decision_id.chars().count()
         )));
     }
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
+    // Decision ids are issued in lower case; a UUID is the same id in either.
+    if f.decision_id.bytes().any(|b| b.is_ascii_uppercase()) {
+        let lower = Feedback {
+            decision_id: f.decision_id.to_ascii_lowercase(),
+            ..f.clone()
+        };
+        return Ok(st.engine.feedback_and_log(&lower, mono, wall)?);
+    }
     Ok(st.engine.feedback_and_log(f, mono, wall)?)
 }
 

@@ -151,7 +151,7 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
         ("X-Request-Type" = Option<String>, Header, description = "`GET`, `PUT`, `DELETE` or `MGET`, when `context.request_type` is absent"),
         ("X-Client-Region" = Option<String>, Header, description = "Client region (at most 64 bytes), when `context.client_region` is absent"),
         ("X-Timeout-Ms" = Option<u64>, Header, format = "uint64", description = "Client deadline, ms, when `context.timeout_ms` is absent"),
-        ("X-Batch-Size" = Option<u32>, Header, format = "uint32", description = "Keys in the request (>= 1), when `context.batch_size` is absent"),
+        ("X-Batch-Size" = Option<u32>, Header, format = "uint32", minimum = 1, description = "Keys in the request (>= 1), when `context.batch_size` is absent"),
     ),
     responses(
         (status = 200, description = "Scores, ranking, pick and its probability", body = ScoreResponse),

@@ -157,12 +157,16 @@ impl Default for HttpMetrics {
                 reason: code.to_owned(),
             }));
         }
+        let score_dispatch: Family<DispatchLabels, Counter> = Family::default();
+        for dispatch in ["inline", "pool", "block_in_place"] {
+            drop(score_dispatch.get_or_create(&DispatchLabels { dispatch }));
+        }
         Self {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             score_duration: latency_histogram(),
             score_stages: Family::new_with_constructor(stage_histogram),
-            score_dispatch: Family::default(),
+            score_dispatch,
             snapshots_accepted: Counter::default(),
             telemetry_rejected,
         }
