@@ -38,8 +38,10 @@ pub(super) enum FeedbackBody {
 #[serde(deny_unknown_fields)]
 pub(super) struct FeedbackBatch {
     /// The outcomes, 0..=`server.max_feedback_batch` of them, applied in
-    /// order; each is parsed on its own.
-    #[schema(value_type = Vec<Feedback>)]
+    /// order. Each should be shaped as a single outcome (`Feedback`) and is
+    /// parsed on its own: one that is not is refused in `results` at its
+    /// index, so the schema admits any value as an item.
+    #[schema(value_type = Vec<serde_json::Value>)]
     outcomes: Vec<Box<serde_json::value::RawValue>>,
 }
 
