@@ -501,17 +501,10 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
             sp99 / hp99,
             srps / hrps
         );
-        let order = [
-            "read_parse",
-            "queue",
-            "engine",
-            "log",
-            "serialise",
-            "return",
-            "total",
-        ];
+        let order = service::http::ScoreStage::ALL.map(service::http::ScoreStage::as_str);
         let row: Vec<String> = order
             .iter()
+            .chain(&["total"])
             .filter_map(|stage| {
                 let (mean, p99) = stage_delta(before.get(*stage), after.get(*stage)?)?;
                 Some(format!("{stage} {mean:.1} (p99 ≤ {p99:.0})"))

@@ -309,14 +309,7 @@ async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
     assert_eq!(dispatch_count(&m, "inline"), 2, "{m}");
     assert_eq!(dispatch_count(&m, "pool"), 1, "{m}");
     assert_eq!(app.state.in_progress.get(), 0);
-    for stage in [
-        "read_parse",
-        "queue",
-        "engine",
-        "log",
-        "serialise",
-        "return",
-    ] {
+    for stage in service::http::ScoreStage::ALL.map(service::http::ScoreStage::as_str) {
         assert!(
             m.contains(&format!(
                 "scorer_score_stage_seconds_count{{stage=\"{stage}\"}} 3"

@@ -46,14 +46,11 @@ pub const WRITER_POLL_MS: u64 = 10;
 /// least this often (ms) even when no row group has filled. Appended rows
 /// are not durable before the file closes either way (see the module docs).
 pub const WRITER_FLUSH_MS: u64 = 1_000;
-/// Pending decision (or outcome) rows at which the writer appends them to the
-/// open file, when smaller than `row_group_rows`; the writer yields the CPU
-/// after each append. 512 rows (32 decisions of 16 candidates) are about a
-/// millisecond of encoding, so on a core shared with the request threads a
-/// score call waits at most that long behind the writer. With 4 096 rows
-/// (8 ms) the `http_score` bench's p99 at 8 connections was 6.2 ms against
-/// 3.4–4.0 ms; with 128 rows the per-append cost made the writer fall
-/// behind the traffic and its backlog tripled the resident memory.
+/// Pending decision (or outcome) rows at which the writer appends them
+/// (when below `row_group_rows`), yielding the CPU after each append: 512
+/// rows are ~1 ms of encoding, all a score call on a shared core waits
+/// behind it. 4 096 rows gave a p99 of 6.2 ms at 8 connections
+/// (`http_score` bench) against 3.4–4.0; at 128 the writer fell behind.
 pub const WRITER_APPEND_ROWS: u64 = 512;
 /// Messages drained in one go before the writer re-checks rolls.
 pub const DRAIN_BATCH: usize = 4_096;
@@ -62,9 +59,8 @@ pub const HOLD_ACK_TIMEOUT_MS: u64 = 5_000;
 /// Name of the writer thread.
 pub const WRITER_THREAD_NAME: &str = "decision-log-writer";
 
-/// A queued message. A record is boxed so that a channel slot is a pointer:
-/// the bounded channel allocates every slot up front, and an inline
-/// `DecisionRecord` made the default 65 536 slots ~19 MB before any traffic.
+/// A queued message; a decision is boxed because the bounded channel
+/// allocates every slot up front (inline, 65 536 slots were ~19 MB).
 enum Msg {
     Decision(Box<DecisionRecord>),
     Outcome(OutcomeRecord),
@@ -588,15 +584,14 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
+    use super::{DecisionRecord, Msg, OutcomeRecord};
+    use std::mem::size_of;
+
     #[test]
     fn a_channel_slot_is_a_pointer_not_a_record() {
-        // The bounded channel allocates every slot at start.
-        let (slot, record) = (
-            std::mem::size_of::<super::Msg>(),
-            std::mem::size_of::<super::DecisionRecord>(),
-        );
+        let (slot, record) = (size_of::<Msg>(), size_of::<DecisionRecord>());
         assert!(
-            slot <= std::mem::size_of::<super::OutcomeRecord>() + 8,
+            slot <= size_of::<OutcomeRecord>() + 8,
             "{slot} bytes per slot"
         );
         assert!(record > 2 * slot, "{record} bytes per record");

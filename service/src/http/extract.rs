@@ -47,16 +47,9 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        if !is_json(&req) {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "expected `content-type: application/json` (or `application/*+json`)",
-            ));
-        }
-        let (_, bytes) = BodyPolicy::read_request(req).await;
-        parse(&bytes?).map(Self)
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let JsonBytes(bytes) = JsonBytes::from_request(req, state).await?;
+        parse(&bytes).map(Self)
     }
 }
 
@@ -100,8 +93,9 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     )
 }
 
-/// The raw body of a JSON request, checked and read as [`ApiJson`] does,
-/// for handlers that choose the body's type from its shape.
+/// The raw body of a JSON request, its content type checked and read within
+/// the [`BodyPolicy`]: what [`ApiJson`] parses, and what handlers that
+/// choose the body's type from its shape read.
 #[derive(Debug, Clone)]
 pub struct JsonBytes(pub axum::body::Bytes);
 

@@ -111,6 +111,16 @@ pub enum ScoreStage {
 }
 
 impl ScoreStage {
+    /// Every stage, in order.
+    pub const ALL: [Self; 6] = [
+        Self::ReadParse,
+        Self::Queue,
+        Self::Engine,
+        Self::Log,
+        Self::Serialise,
+        Self::Return,
+    ];
+
     /// Label value.
     pub const fn as_str(self) -> &'static str {
         match self {
