@@ -18,7 +18,7 @@
 #    /metrics: an upper bucket bound, buckets ×2 apart), and RSS.
 #
 # Installs oha (cargo install, into target/tools) when missing. Loopback
-# only; each service is stopped by pid. README "Performance" quotes it.
+# only; each service is stopped by pid. docs/performance.md quotes it.
 #
 # Usage: scripts/bench_shedding.sh   (env: LIMIT=32 SECS=10; SERVICE_BIN=path
 # to measure another service binary instead of building this tree's; RATE=req/s

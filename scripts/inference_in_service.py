@@ -1,4 +1,4 @@
-"""Model inference latency inside the running service (README, Performance).
+"""Model inference latency inside the running service (docs/performance.md).
 
 Usage: python3 scripts/inference_in_service.py PORT  (service already running
 on 127.0.0.1:PORT). Keeps 16 workers fresh with telemetry every 0.5 s, then

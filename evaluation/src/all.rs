@@ -361,7 +361,7 @@ pub fn evaluation_markdown(
 const ANALYSIS: &str = r#"## How the service arms route (diagnosis)
 
 The service arms score every candidate by an expected-latency cost built
-from the service's own evidence (README, "Routing cost"): the worker's
+from the service's own evidence (docs/scoring.md, "Routing cost"): the worker's
 exact outstanding picks, a peak-EWMA of its service time measured from
 outcomes (latency less the wait behind the previous request), the unseen
 backlog its last report shows beyond those picks, the time its request in

@@ -19,7 +19,7 @@
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.
 //!
-//! The `evaluate` binary runs them; see the repository README, "Evaluation".
+//! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
 pub mod all;
 pub mod baselines;

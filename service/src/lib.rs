@@ -4,7 +4,8 @@
 //! [`state`] (per-worker smoothed state), [`key`] (key fingerprint),
 //! [`scoring`] (explained rule scores), [`features`] (the 42-feature
 //! observation vector), [`engine`] (the operations), [`http`] (axum routes).
-//! See the repository README for the HTTP contract and configuration.
+//! See `docs/api.md` for the HTTP contract and `docs/configuration.md` for
+//! the configuration.
 
 pub mod api;
 pub mod clock;

@@ -18,7 +18,7 @@ use tracing_subscriber::EnvFilter;
 /// service; but mimalloc keeps freed pages, which with the decision log on
 /// costs ~30 MiB of resident memory (89–94 MiB against 57–59 MiB with 1 000
 /// workers, `http_score` bench). The default build keeps the system
-/// allocator and its bounded memory (README, Performance; the `model_path`
+/// allocator and its bounded memory (docs/performance.md; the `model_path`
 /// and `score_path` benches follow the same feature).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]

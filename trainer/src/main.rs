@@ -1,4 +1,4 @@
-//! `trainer`: see `trainer --help` and the README's "Retraining" section.
+//! `trainer`: see `trainer --help` and `docs/retraining.md`.
 
 use std::process::ExitCode;
 

@@ -24,8 +24,8 @@
 //!   (tower, Finagle) on a service time that excludes the wait, i.e. the
 //!   expected completion time on a one-at-a-time worker. The default `b = 3`
 //!   is C3's: it makes a queue cost more than a noisy speed estimate saves,
-//!   which measured better in every simulator scenario (the README gives
-//!   the figures).
+//!   which measured better in every simulator scenario (`docs/scoring.md`,
+//!   "Routing cost", gives the figures).
 //! * `failures`: with failure rate `p` a request takes `1 / (1 − p)`
 //!   attempts, `p / (1 − p)` of them failed, each costing the penalty
 //!   latency (the request's timeout), so a worker that fails fast is never
@@ -68,7 +68,8 @@ pub const DEFAULT_MAX_FAILURE_RATE: f64 = 0.95;
 #[serde(deny_unknown_fields, default)]
 pub struct CostConfig {
     /// `b`, the power of the queue term, within 0.5..=4. Default 3 (C3's
-    /// choice; measured best of 1, 2 and 3 in the simulator, see the README).
+    /// choice; measured best of 1, 2 and 3 in the simulator, see
+    /// `docs/scoring.md`).
     pub exponent: f64,
     /// Time constant of a snapshot's influence, ms, `>= 1`: at age `t` its
     /// deductions and factors count `exp(−t / snapshot_trust_ms)`. Default 1 000.
