@@ -162,7 +162,10 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
             _ => (None, None),
         };
         let log = match &opts.log_dir {
-            Some(dir) if is_service_arm(name) => Some(start_log(&dir.join(&sc.name).join(name))?),
+            Some(dir) if is_service_arm(name) => Some(start_log(
+                &dir.join(&sc.name).join(name),
+                &opts.service_config.log,
+            )?),
             _ => None,
         };
         let Some(mut router) = policies::build_arm(
@@ -214,7 +217,7 @@ fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, St
     let logs = work.join("logs");
     let seed = opts.seed.wrapping_add(model_arms::RETRAIN_SEED_OFFSET);
     let run = || -> Result<(), String> {
-        let log = start_log(&logs)?;
+        let log = start_log(&logs, &opts.service_config.log)?;
         let mut router = policies::build_arm(
             model_arms::RETRAIN_LOGGING_ARM,
             sc.workers.len(),
@@ -237,14 +240,17 @@ fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, St
     model_arms::train_on_logs(&logs, &work, keep, seed)
 }
 
-/// A decision log under `root` (`decisions/`, `outcomes/`).
-fn start_log(root: &Path) -> Result<Arc<DecisionLog>, String> {
+/// A decision log under `root` (`decisions/`, `outcomes/`), sampled as the
+/// service arms' configuration says (`service`'s `[log]` rates).
+fn start_log(root: &Path, service: &LogConfig) -> Result<Arc<DecisionLog>, String> {
     let cfg = LogConfig {
         dir: root.join("decisions"),
         outcomes_dir: Some(root.join("outcomes")),
         // The simulator produces decisions far faster than real time: a
         // deep channel keeps the writer from dropping them.
         channel_capacity: 1 << 20,
+        sample_rate: service.sample_rate,
+        candidate_features_rate: service.candidate_features_rate,
         ..LogConfig::default()
     };
     DecisionLog::start(cfg, Arc::new(SystemClock::new()))

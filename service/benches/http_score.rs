@@ -17,7 +17,8 @@
 //!
 //! `cargo bench -p service --bench http_score` (env: `HTTP_SCORE_SECS`
 //! per round, default 2; `HTTP_SCORE_ROUNDS`, default 3; `HTTP_SCORE_LOG`
-//! `on`/`off`; `HTTP_SCORE_EXPLAIN` the request's `explain` value as JSON,
+//! `on`/`off`, or `both`: the decision log's cost instead, a service with
+//! the log on against one with it off in alternating rounds (5 by default); `HTTP_SCORE_EXPLAIN` the request's `explain` value as JSON,
 //! default absent; `HTTP_SCORE_PIN` `both` (default), `client` or `none`;
 //! `HTTP_SCORE_SERVICE_BIN` another service binary to start;
 //! `HTTP_SCORE_WORKERS` workers reporting, default 16, each request naming
@@ -395,15 +396,22 @@ fn main() {
     // `cargo test --all-targets` runs benches once in test mode: keep that quick.
     let quick =
         std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
-    let log = std::env::var("HTTP_SCORE_LOG").map_or(true, |v| v != "off");
+    let log_mode = std::env::var("HTTP_SCORE_LOG").unwrap_or_default();
+    let log = log_mode != "off";
     let pin = !quick && can_pin();
-    let svc = start_service(log, pin && pin_mode() == "both");
-    if pin {
-        let _ = Command::new("taskset")
-            .args(["-a", "-p", "-c", "1", &std::process::id().to_string()])
-            .stdout(Stdio::null())
-            .status();
+    if log_mode == "both" && !quick {
+        let on = start_service(true, pin && pin_mode() == "both");
+        let off = start_service(false, pin && pin_mode() == "both");
+        pin_self(pin);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(log_overhead(&on, &off));
+        return;
     }
+    let svc = start_service(log, pin && pin_mode() == "both");
+    pin_self(pin);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -411,8 +419,9 @@ fn main() {
     rt.block_on(run(&svc, log, pin, quick));
 }
 
-async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
-    let port = svc.port;
+/// Reports the workers to the service on `port` and returns the score
+/// call (16 candidates a request) and the size of its answer, bytes.
+async fn setup(port: u16) -> (Call, usize) {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -446,11 +455,72 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
         .collect();
     let score = Call::Score(std::sync::Arc::new(bodies), std::sync::Arc::default());
     let answer = call(&mut s, &score).await;
+    (score, answer.len())
+}
+
+fn pin_self(pin: bool) {
+    if pin {
+        let _ = Command::new("taskset")
+            .args(["-a", "-p", "-c", "1", &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// `HTTP_SCORE_LOG=both`: the same calls to a service with the decision
+/// log on and one with it off (both on core 0 when pinned; only one is
+/// loaded at a time), in alternating rounds; prints the median req/s and
+/// p99 of each and the throughput ratio on / off. The writer thread's work
+/// shares the service's core, so it is charged to the logging rounds.
+async fn log_overhead(on: &Service, off: &Service) {
+    let (score_on, _) = setup(on.port).await;
+    let (score_off, _) = setup(off.port).await;
+    let secs: f64 = env_or("HTTP_SCORE_SECS", 2.0);
+    let rounds: usize = env_or("HTTP_SCORE_ROUNDS", 5).max(1);
+    round(on.port, 8, &score_on, secs).await;
+    round(off.port, 8, &score_off, secs).await;
+    println!(
+        "decision log on (pid {}) vs off (pid {}), {rounds} alternating rounds of {secs} s",
+        on.child.id(),
+        off.child.id()
+    );
+    println!("| connections | log off req/s | log on req/s | on / off | p99 off µs | p99 on µs |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for conns in CONCURRENCIES {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            a.push(round(off.port, conns, &score_off, secs).await);
+            b.push(round(on.port, conns, &score_on, secs).await);
+        }
+        let m = |v: &[Round], f: fn(&Round) -> f64| median(v.iter().map(f).collect());
+        let (off_rps, on_rps) = (m(&a, |r| r.rps), m(&b, |r| r.rps));
+        println!(
+            "| {conns} | {off_rps:.0} | {on_rps:.0} | {:.3} | {:.0} | {:.0} |",
+            on_rps / off_rps,
+            m(&a, |r| r.p99_us),
+            m(&b, |r| r.p99_us)
+        );
+    }
+    let mut s = connect(on.port).await;
+    let stats = call(&mut s, &Call::LogStats).await;
+    let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap_or_default();
+    println!(
+        "RSS log on {:.1} MiB, off {:.1} MiB; decision log: {} decisions logged, {} dropped",
+        rss_mib(on.child.id()),
+        rss_mib(off.child.id()),
+        stats["stats"]["decisions_logged"],
+        stats["stats"]["dropped"]
+    );
+}
+
+async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
+    let port = svc.port;
+    let (score, answer_len) = setup(port).await;
+    let workers: usize = env_or("HTTP_SCORE_WORKERS", CANDIDATES).max(CANDIDATES);
     if quick {
         round(port, 2, &score, 0.2).await;
         println!(
-            "http_score: smoke run ok, answer {} bytes (run with `cargo bench` for figures)",
-            answer.len()
+            "http_score: smoke run ok, answer {answer_len} bytes (run with `cargo bench` for figures)"
         );
         return;
     }
@@ -468,7 +538,7 @@ async fn run(svc: &Service, log: bool, pin: bool, quick: bool) {
             _ => "unpinned",
         },
         if log { "on" } else { "off" },
-        answer.len()
+        answer_len
     );
     println!(
         "| endpoint | connections | p50 µs | p99 µs | req/s | client CPU | score / healthz p50, p99, req/s |"

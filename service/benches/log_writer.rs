@@ -1,5 +1,7 @@
 //! Sustained throughput of the writer path: `decisions_batch` + `ArrowWriter`
-//! (zstd, the log's writer properties) for 10k decisions × 16 candidates.
+//! (zstd, the log's writer properties) for 10k decisions × 16 candidates,
+//! one row per decision, in `RecordBatch`es of 32 decisions (what the
+//! service's writer appends at a time: 512 candidates) and of 256.
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -8,16 +10,17 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
+use service::decision_log::batch::decisions_batch_sampled;
 use service::decision_log::rolling::writer_properties;
-use service::decision_log::{
-    CandidateRow, DecisionRecord, LogConfig, decisions_batch, decisions_schema,
-};
+use service::decision_log::{CandidateRow, DecisionRecord, LogConfig, decisions_schema};
 use service::features::FEATURE_COUNT;
 
 const DECISIONS: usize = 10_000;
 const CANDIDATES: usize = 16;
-/// Decisions per `RecordBatch` (≈ one 65,536-row group).
-const CHUNK: usize = 4_096;
+/// Decisions per `RecordBatch`: the writer's append (512 candidates).
+const CHUNK: usize = 32;
+/// A larger append, for comparison.
+const BIG_CHUNK: usize = 256;
 /// When set to N, the bench writes the file N times without criterion and
 /// exits: fixed work to count instructions with `perf stat`.
 const PASSES_ENV: &str = "LOG_WRITER_PASSES";
@@ -68,12 +71,18 @@ fn records() -> Vec<DecisionRecord> {
         .collect()
 }
 
-fn write_file(recs: &[DecisionRecord], props: &WriterProperties, path: &std::path::Path) {
+fn write_file(
+    recs: &[DecisionRecord],
+    props: &WriterProperties,
+    path: &std::path::Path,
+    chunk: usize,
+    features_rate: f64,
+) {
     let file = std::fs::File::create(path).expect("bench temp file");
     let mut w =
         ArrowWriter::try_new(file, decisions_schema(), Some(props.clone())).expect("writer");
-    for chunk in recs.chunks(CHUNK) {
-        let batch = decisions_batch(chunk).expect("batch");
+    for chunk in recs.chunks(chunk) {
+        let batch = decisions_batch_sampled(chunk, features_rate).expect("batch");
         w.write(&batch).expect("write");
     }
     black_box(w.close().expect("close"));
@@ -89,28 +98,33 @@ fn bench(c: &mut Criterion) {
     {
         // Fixed work, for `perf stat -e instructions:u` (noise-free on a shared machine).
         for _ in 0..passes {
-            write_file(&recs, &props, &path);
+            let rate = std::env::var("LOG_WRITER_RATE")
+                .ok()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(1.0);
+            write_file(&recs, &props, &path, CHUNK, rate);
         }
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         println!(
-            "{passes} passes; file size for {} rows: {size} bytes",
-            DECISIONS * CANDIDATES
+            "{passes} passes; file size for {DECISIONS} decisions x {CANDIDATES}: {size} bytes"
         );
-        let _ = std::fs::remove_file(&path);
+        if std::env::var_os("LOG_WRITER_KEEP").is_none() {
+            let _ = std::fs::remove_file(&path);
+        }
         std::process::exit(0);
     }
     let mut g = c.benchmark_group("writer");
     g.sample_size(10);
-    g.throughput(Throughput::Elements((DECISIONS * CANDIDATES) as u64));
-    g.bench_function("decisions_batch+ArrowWriter zstd, 10k x 16", |b| {
-        b.iter(|| write_file(&recs, &props, &path))
-    });
+    g.throughput(Throughput::Elements(DECISIONS as u64));
+    for (chunk, rate) in [(CHUNK, 1.0), (BIG_CHUNK, 1.0), (CHUNK, 0.1), (CHUNK, 0.0)] {
+        let name = format!("appends of {chunk}, every candidate's features on {rate}");
+        g.bench_function(name, |b| {
+            b.iter(|| write_file(&recs, &props, &path, chunk, rate))
+        });
+    }
     g.finish();
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    println!(
-        "file size for {} rows: {size} bytes",
-        DECISIONS * CANDIDATES
-    );
+    println!("file size for {DECISIONS} decisions x {CANDIDATES}: {size} bytes");
     let _ = std::fs::remove_file(&path);
 }
 

@@ -111,8 +111,8 @@ mod tests {
         // Found by a fresh-eyes run: NaN/negative latencies, ±∞ features,
         // NaN rule scores, several picks and copied files all trained.
         use crate::synth::{Synth, SynthConfig, write_file};
+        use service::decision_log::batch::{decisions_batch, outcomes_batch};
         use service::decision_log::naming::final_path;
-        use service::decision_log::schema::{decisions_batch, outcomes_batch};
         let mut synth = Synth::new(SynthConfig::default()).unwrap();
         let (mut ds, mut os) = (Vec::new(), Vec::new());
         while ds.len() < 40 {

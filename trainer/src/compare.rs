@@ -1,7 +1,9 @@
 //! `trainer compare`: offline comparison of two models on logged decisions,
 //! with off-policy estimates of what each would have done.
 //!
-//! For every logged decision with at least one eligible candidate, each
+//! For every logged decision with at least one eligible candidate and
+//! every candidate's feature vector (the service logs them on a
+//! `candidate_features_rate` sample of decisions, the pick's on all), each
 //! model predicts `ln(latency / E)` for the eligible candidates through the
 //! service's ONNX path. The score the service would rank on is rebuilt from
 //! the log: before the model stage it is the routing cost's
@@ -100,8 +102,13 @@ pub struct CompareReport {
     pub a: ModelSide,
     /// Model B.
     pub b: ModelSide,
-    /// Decisions compared (with ≥ 1 eligible candidate).
+    /// Decisions compared (with ≥ 1 eligible candidate and every
+    /// candidate's feature vector logged).
     pub decisions: usize,
+    /// Decisions left out because only their picked candidate's feature
+    /// vector was logged (outside the service's `candidate_features_rate`
+    /// sample): neither model can be scored on their other candidates.
+    pub partial_feature_decisions: usize,
     /// Eligible candidate rows scored.
     pub candidate_rows: usize,
     /// Share of decisions where the top picks agree.
@@ -228,7 +235,12 @@ pub fn compare_predictions(
     let (mut logged, mut logged_n) = ([0.0f64; 2], 0usize);
     let mut obs: Vec<[f32; FEATURE_COUNT]> = Vec::new();
     let mut ra = Vec::new();
+    let mut partial = 0usize;
     for d in &table.decisions {
+        if !d.all_features {
+            partial += 1;
+            continue;
+        }
         let elig: Vec<usize> = d.rows.clone().filter(|&i| table.eligible[i]).collect();
         if elig.is_empty() {
             continue;
@@ -315,6 +327,7 @@ pub fn compare_predictions(
         a: side(0),
         b: side(1),
         decisions,
+        partial_feature_decisions: partial,
         candidate_rows: rows,
         top_pick_agreement: if decisions == 0 {
             0.0
@@ -368,9 +381,15 @@ pub fn run_compare(
     pb_b.finish_and_clear();
     let mut report = compare_predictions(&table, &pa, &pbv, target, &Blend::default(), clip);
     if report.decisions == 0 {
-        return Err(TrainerError::NoData(
-            "no logged decision has an eligible candidate".into(),
-        ));
+        let why = if report.partial_feature_decisions > 0 {
+            format!(
+                "no logged decision has every candidate's feature vector ({} have only the pick's: raise [log] candidate_features_rate)",
+                report.partial_feature_decisions
+            )
+        } else {
+            "no logged decision has an eligible candidate".to_string()
+        };
+        return Err(TrainerError::NoData(why));
     }
     report.a.dir = a.display().to_string();
     report.a.model_version = ma.card.model_version.clone();
@@ -387,13 +406,14 @@ impl CompareReport {
     pub fn table(&self) -> String {
         let o = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
         let mut s = format!(
-            "decisions {}  eligible candidates {}\n\
+            "decisions {}  eligible candidates {}  (left out: {} with only the pick's features)\n\
              top-pick agreement      {:.4}\n\
              mean Spearman (finals)  {} over {} decisions\n\
              mean |action A - B|     {:.4}\n\
              logged policy           mean latency {} ms, slow share {}\n\n",
             self.decisions,
             self.candidate_rows,
+            self.partial_feature_decisions,
             self.top_pick_agreement,
             o(self.mean_spearman),
             self.spearman_decisions,

@@ -53,6 +53,10 @@ pub struct Decision {
     pub key_prefix: String,
     /// Candidate rows of this decision.
     pub rows: Range<usize>,
+    /// Every candidate row carries its logged feature vector. When false
+    /// (a decision outside the service's `candidate_features_rate`
+    /// sample) only the picked row does, and the others hold zeros.
+    pub all_features: bool,
 }
 
 /// Every candidate row of the loaded logs, column by column, with the
@@ -75,7 +79,8 @@ pub struct LogTable {
     pub latency_ms: Vec<Option<f64>>,
     /// Per row: request succeeded.
     pub success: Vec<Option<bool>>,
-    /// Row-major features, `FEATURE_COUNT` per row.
+    /// Row-major features, `FEATURE_COUNT` per row; zeros on a row whose
+    /// vector was not logged (see [`Decision::all_features`]).
     pub features: Vec<f32>,
     /// Decisions files loaded.
     pub decision_files: Vec<PathBuf>,
@@ -241,9 +246,10 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     let shadow = |i: usize| arm.is_valid(i) && arm.value(i) == SHADOW_ARM;
     let row_ok = |i: usize| {
         let start = feats.value_offset_at(i);
-        all[start..start + FEATURE_COUNT]
-            .iter()
-            .all(|x| x.is_finite())
+        (feats.is_null(i) && !picked.value(i)
+            || all[start..start + FEATURE_COUNT]
+                .iter()
+                .all(|x| x.is_finite()))
             && (0.0..=100.0).contains(&rule.value(i))
             && (!prob.is_valid(i) || (0.0..=1.0).contains(&prob.value(i)))
             && (!lat.is_valid(i) || (0.0..=MAX_LATENCY_MS).contains(&lat.value(i)))
@@ -263,14 +269,20 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
         }
         let id = ids.value(i);
         let start = feats.value_offset_at(i);
-        t.features
-            .extend_from_slice(&all[start..start + FEATURE_COUNT]);
+        let has_features = feats.is_valid(i);
+        if has_features {
+            t.features
+                .extend_from_slice(&all[start..start + FEATURE_COUNT]);
+        } else {
+            t.features.extend_from_slice(&[0.0; FEATURE_COUNT]);
+        }
         // Rows of one decision are written together, so consecutive.
         let same = t.decisions.last().is_some_and(|d| d.id == id);
         let row = t.eligible.len();
         if same {
             if let Some(d) = t.decisions.last_mut() {
                 d.rows.end = row + 1;
+                d.all_features &= has_features;
             }
         } else {
             t.decisions.push(Decision {
@@ -278,6 +290,7 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
                 ts_ms: ts.value(i),
                 key_prefix: prefix.value(i).to_string(),
                 rows: row..row + 1,
+                all_features: has_features,
             });
         }
         t.decision_of.push(t.decisions.len() - 1);

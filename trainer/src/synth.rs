@@ -478,7 +478,7 @@ pub fn write_logs(
             }
             in_file += decisions.len();
             report.decisions += decisions.len();
-            report.decision_rows += service::decision_log::schema::decision_rows(&decisions);
+            report.decision_rows += service::decision_log::batch::decision_rows(&decisions);
             report.outcome_rows += outcomes.len();
             dec_batches.push(decisions_batch(&decisions)?);
             out_batches.push(outcomes_batch(&outcomes)?);

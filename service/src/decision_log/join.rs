@@ -1,6 +1,6 @@
 //! Decisions ⋈ outcomes on `(decision_id, worker_id)`, for training.
 //!
-//! A left join: every decision row is kept, in load order, with two nullable
+//! A left join: every candidate row is kept, in load order, with two nullable
 //! columns appended: `latency_ms` (Float64, ms) and `success` (Boolean), null when
 //! no outcome matches (typically non-picked candidates, or outcomes not yet
 //! observed). If several outcomes share a key, the last one in load order wins
@@ -19,15 +19,15 @@ use arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
 
 use super::reader::LoadedLog;
-use super::schema::{decisions_schema, outcomes_schema};
+use super::schema::{candidate_rows_schema, outcomes_schema};
 
-/// Decisions schema plus nullable `latency_ms` (Float64, ms) and `success`
-/// (Boolean); keeps the decisions schema metadata.
+/// Candidate-rows schema plus nullable `latency_ms` (Float64, ms) and `success`
+/// (Boolean); keeps the candidate-rows schema metadata.
 pub fn joined_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
         .get_or_init(|| {
-            let base = decisions_schema();
+            let base = candidate_rows_schema();
             let mut fields: Vec<Arc<Field>> = base.fields().iter().cloned().collect();
             fields.push(Arc::new(Field::new("latency_ms", DataType::Float64, true)));
             fields.push(Arc::new(Field::new("success", DataType::Boolean, true)));
@@ -53,7 +53,7 @@ pub fn join_outcomes(
     decisions: &LoadedLog,
     outcomes: &LoadedLog,
 ) -> Result<RecordBatch, ArrowError> {
-    let d = concat_batches(&decisions_schema(), &decisions.batches)?;
+    let d = concat_batches(&candidate_rows_schema(), &decisions.batches)?;
     let o = concat_batches(&outcomes_schema(), &outcomes.batches)?;
 
     let o_dec = string_column(&o, "decision_id")?;

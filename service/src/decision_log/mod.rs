@@ -6,7 +6,9 @@
 //! | file | concept |
 //! | --- | --- |
 //! | [`record`] | the in-memory records the request path hands over |
-//! | [`schema`] | the Arrow schemas (the one place they live) and record → `RecordBatch` |
+//! | [`schema`] | the Arrow schemas (the one place they live) |
+//! | [`batch`] | records → `RecordBatch` (one row per decision, candidates nested) |
+//! | [`flatten`] | nested decisions → candidate rows, the form readers load |
 //! | [`config`] | [`LogConfig`], its defaults and validation |
 //! | [`sampling`] | deterministic, id-hash based sampling |
 //! | [`naming`] | file and partition names, `dt=YYYY-MM-DD`, sequence numbers |
@@ -24,7 +26,8 @@
 //! which only check sampling and do a non-blocking `try_send` on one bounded channel
 //! (capacity [`LogConfig::channel_capacity`]); a full channel drops the record and
 //! counts it in [`LogStats::dropped`]. One background thread drains the channel,
-//! expands each decision into one row per candidate, builds `RecordBatch`es and
+//! builds `RecordBatch`es of one row per decision (its candidates in a nested
+//! list column) and
 //! appends them to the open file of its kind (decisions or outcomes) with
 //! `ArrowWriter` (zstd). Files roll on rows, bytes, age or UTC day change
 //! ([`rolling::roll_reason`]).
@@ -52,13 +55,16 @@
 //!
 //! ## Training
 //!
-//! [`reader::read_dir`] loads both kinds; [`join::join_outcomes`] attaches
-//! `latency_ms`/`success` to each decision row. `probability` is the propensity of
+//! [`reader::read_dir`] loads both kinds, decisions as one row per
+//! candidate ([`schema::candidate_rows_schema`]); [`join::join_outcomes`] attaches
+//! `latency_ms`/`success` to each candidate row. `probability` is the propensity of
 //! the picked candidate under the logging policy, for off-policy estimators.
 
+pub mod batch;
 pub mod config;
 pub mod dir_lock;
 pub mod error;
+pub mod flatten;
 pub mod join;
 pub mod naming;
 pub mod reader;
@@ -71,12 +77,16 @@ pub mod stats;
 pub mod writer;
 
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod tests;
 
 use arrow::datatypes::SchemaRef;
 
+pub use batch::{decisions_batch, outcomes_batch};
 pub use config::LogConfig;
 pub use error::{LogError, ReadError};
+pub use flatten::candidate_rows;
 pub use join::{join_outcomes, joined_schema};
 pub use reader::{LoadedLog, read_dir, read_file};
 pub use record::{CandidateRow, DecisionRecord, OutcomeRecord};
@@ -84,8 +94,8 @@ pub use recovery::{RecoveryReport, recover_dir};
 pub use rolling::{RollReason, roll_reason};
 pub use sampling::sampled_at;
 pub use schema::{
-    LOG_SCHEMA_VERSION, META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION, decisions_batch,
-    decisions_schema, outcomes_batch, outcomes_schema,
+    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
+    META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
 };
 pub use stats::LogStats;
 pub use writer::{DecisionLog, WriterHold};
@@ -93,7 +103,7 @@ pub use writer::{DecisionLog, WriterHold};
 /// Which of the two logs a file or directory holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LogKind {
-    /// One row per (decision, candidate); [`decisions_schema`].
+    /// One row per decision, candidates nested; [`decisions_schema`].
     Decisions,
     /// One row per observed outcome; [`outcomes_schema`].
     Outcomes,

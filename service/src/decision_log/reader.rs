@@ -4,11 +4,17 @@
 //! requested kind (`<prefix>-….parquet`), in path order, which is chronological
 //! (`dt=` partitions, then the timestamp in the name). In-progress files
 //! (`*.inprogress`), anything under a `quarantine/` directory and files of the
-//! other kind are ignored. Each file's columns must equal the expected schema's
-//! (up to the name of the feature list's item: `element` as pyarrow writes it,
-//! or `item`) and its metadata must carry the current versions ([`META_LOG_SCHEMA_VERSION`]
-//! for both kinds, [`META_FEATURE_SCHEMA_VERSION`] for decisions); a file that
-//! does not is listed in [`LoadedLog::skipped`] with the reason, never mixed in.
+//! other kind are ignored.
+//!
+//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"2"`
+//! ([`LOG_SCHEMA_VERSION`], one decisions row per decision, candidates
+//! nested) or `"1"` ([`LOG_SCHEMA_VERSION_FLAT`], one row per candidate).
+//! Its columns must equal that layout's (up to the names of list items:
+//! `element` as pyarrow writes them, or `item`) and a decisions file must
+//! carry the current [`META_FEATURE_SCHEMA_VERSION`]; a file that does not,
+//! or names another layout, is listed in [`LoadedLog::skipped`] with the
+//! reason, never mixed in. Decisions of either layout are returned as
+//! candidate rows ([`candidate_rows_schema`]), outcomes as they are.
 //! A file that cannot be decoded at all (empty, truncated, not Parquet, corrupt)
 //! is an error naming the file: final files are only ever produced complete, so
 //! such a file signals real damage and is not skipped silently.
@@ -16,15 +22,20 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use arrow::array::{RecordBatch, make_array};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::{ArrayData, RecordBatch, make_array};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::LogKind;
 use super::error::ReadError;
+use super::flatten::{candidate_rows, is_nested};
 use super::naming::{PARQUET_EXT, QUARANTINE_DIR};
-use super::schema::{LOG_SCHEMA_VERSION, META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION};
+use super::schema::{
+    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
+    META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, flat_layout_schema,
+    outcomes_schema,
+};
 use crate::features::FEATURE_SCHEMA_VERSION;
 
 /// Rows per `RecordBatch` when reading.
@@ -33,11 +44,12 @@ pub const READ_BATCH_ROWS: usize = 65_536;
 /// Everything loaded from one or more files of one kind.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedLog {
-    /// Record batches, all with the kind's exact schema, in file then row order.
+    /// Record batches in file then row order: candidate rows
+    /// ([`candidate_rows_schema`]) for decisions, [`outcomes_schema`] for outcomes.
     pub batches: Vec<RecordBatch>,
     /// Files loaded, in load order.
     pub files: Vec<PathBuf>,
-    /// Total rows over `batches`.
+    /// Total rows over `batches` (candidate rows for decisions).
     pub rows: usize,
     /// Files not loaded because of a schema or version mismatch, with the reason.
     pub skipped: Vec<(PathBuf, String)>,
@@ -58,18 +70,55 @@ pub(crate) enum FileContents {
 fn same_shape(a: &DataType, b: &DataType) -> bool {
     match (a, b) {
         (DataType::FixedSizeList(fa, na), DataType::FixedSizeList(fb, nb)) => {
-            na == nb && same_shape(fa.data_type(), fb.data_type())
+            na == nb && same_field(fa, fb, false)
         }
-        (DataType::List(fa), DataType::List(fb)) => same_shape(fa.data_type(), fb.data_type()),
+        (DataType::List(fa), DataType::List(fb)) => same_field(fa, fb, false),
+        (DataType::Struct(fa), DataType::Struct(fb)) => {
+            fa.len() == fb.len()
+                && fa
+                    .iter()
+                    .zip(fb.iter())
+                    .all(|(x, y)| same_field(x, y, true))
+        }
         _ => a == b,
     }
 }
 
-/// Why `schema` is not the expected one for `kind`, if it is not: the first
+/// `same_shape` on the fields' types and equal nullability; names compared
+/// only when `named` (list items may be called anything).
+fn same_field(a: &Field, b: &Field, named: bool) -> bool {
+    (!named || a.name() == b.name())
+        && a.is_nullable() == b.is_nullable()
+        && same_shape(a.data_type(), b.data_type())
+}
+
+/// The layouts a file of `kind` may have: (log schema version, the file's
+/// schema, the schema its batches are read as).
+fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
+    match kind {
+        LogKind::Decisions => vec![
+            (LOG_SCHEMA_VERSION, decisions_schema(), decisions_schema()),
+            (
+                LOG_SCHEMA_VERSION_FLAT,
+                flat_layout_schema(),
+                candidate_rows_schema(),
+            ),
+        ],
+        LogKind::Outcomes => vec![
+            (LOG_SCHEMA_VERSION, outcomes_schema(), outcomes_schema()),
+            (
+                LOG_SCHEMA_VERSION_FLAT,
+                outcomes_schema(),
+                outcomes_schema(),
+            ),
+        ],
+    }
+}
+
+/// Why `schema`'s columns are not `expected`'s, if they are not: the first
 /// column that is missing, extra, renamed, or of another type or
 /// nullability, with what was expected.
-pub fn schema_mismatch(kind: LogKind, schema: &SchemaRef) -> Option<String> {
-    let expected = kind.schema();
+fn columns_mismatch(schema: &SchemaRef, expected: &SchemaRef) -> Option<String> {
     let (got, want) = (schema.fields(), expected.fields());
     for i in 0..got.len().max(want.len()) {
         let problem = match (got.get(i), want.get(i)) {
@@ -101,24 +150,91 @@ pub fn schema_mismatch(kind: LogKind, schema: &SchemaRef) -> Option<String> {
             (None, Some(w)) => format!("column `{}` ({}) is missing", w.name(), w.data_type()),
             (None, None) => continue,
         };
-        return Some(format!(
-            "columns differ from the {} schema: {problem}",
+        return Some(problem);
+    }
+    None
+}
+
+/// The schema a file of `kind` with `schema` is read as: the layout its
+/// [`META_LOG_SCHEMA_VERSION`] names, if this reader knows that layout and
+/// the columns match it; otherwise why not (the version or first column at
+/// fault, with what was expected).
+pub fn layout_of(kind: LogKind, schema: &SchemaRef) -> Result<SchemaRef, String> {
+    let meta = schema.metadata();
+    let known = layouts(kind);
+    let versions = known
+        .iter()
+        .map(|(v, _, _)| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let Some(version) = meta.get(META_LOG_SCHEMA_VERSION) else {
+        return Err(format!(
+            "{META_LOG_SCHEMA_VERSION} metadata missing, expected {versions}"
+        ));
+    };
+    let Some((_, expected, read_as)) = known.into_iter().find(|(v, _, _)| v == version) else {
+        return Err(format!(
+            "{META_LOG_SCHEMA_VERSION} is {version:?} (a log layout this reader does not know), expected {versions}"
+        ));
+    };
+    if let Some(problem) = columns_mismatch(schema, &expected) {
+        return Err(format!(
+            "columns differ from the {} schema of log layout {version}: {problem}",
             kind.prefix()
         ));
     }
-    let meta = schema.metadata();
-    let mut wanted = vec![(META_LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION)];
     if kind == LogKind::Decisions {
-        wanted.push((META_FEATURE_SCHEMA_VERSION, FEATURE_SCHEMA_VERSION));
-    }
-    for (key, want) in wanted {
-        match meta.get(key) {
+        let want = FEATURE_SCHEMA_VERSION;
+        match meta.get(META_FEATURE_SCHEMA_VERSION) {
             Some(v) if v == want => {}
-            Some(v) => return Some(format!("{key} is {v:?}, expected {want:?}")),
-            None => return Some(format!("{key} metadata missing, expected {want:?}")),
+            Some(v) => {
+                return Err(format!(
+                    "{META_FEATURE_SCHEMA_VERSION} is {v:?}, expected {want:?}"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "{META_FEATURE_SCHEMA_VERSION} metadata missing, expected {want:?}"
+                ));
+            }
         }
     }
-    None
+    Ok(read_as)
+}
+
+/// Why `schema` is not one this reader loads for `kind`, if it is not (see
+/// [`layout_of`]).
+pub fn schema_mismatch(kind: LogKind, schema: &SchemaRef) -> Option<String> {
+    layout_of(kind, schema).err()
+}
+
+/// `data` relabelled as `to`, which it matches up to nested item names
+/// ([`same_shape`]): same buffers, children relabelled in turn.
+fn relabel(data: ArrayData, to: &DataType) -> Result<ArrayData, ArrowError> {
+    if data.data_type() == to {
+        return Ok(data);
+    }
+    let child_types: Vec<DataType> = match to {
+        DataType::List(f) | DataType::FixedSizeList(f, _) => vec![f.data_type().clone()],
+        DataType::Struct(fs) => fs.iter().map(|f| f.data_type().clone()).collect(),
+        _ => Vec::new(),
+    };
+    let children = data
+        .child_data()
+        .iter()
+        .zip(child_types.iter().chain(std::iter::repeat(&DataType::Null)))
+        .map(|(c, t)| {
+            if *t == DataType::Null {
+                Ok(c.clone())
+            } else {
+                relabel(c.clone(), t)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    data.into_builder()
+        .data_type(to.clone())
+        .child_data(children)
+        .build()
 }
 
 /// `batch` under `schema`, whose columns it matches up to nested item names
@@ -132,12 +248,7 @@ fn restamp(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, Arrow
             if c.data_type() == f.data_type() {
                 Ok(c.clone())
             } else {
-                let data = c
-                    .to_data()
-                    .into_builder()
-                    .data_type(f.data_type().clone())
-                    .build()?;
-                Ok(make_array(data))
+                Ok(make_array(relabel(c.to_data(), f.data_type())?))
             }
         })
         .collect::<Result<Vec<_>, ArrowError>>()?;
@@ -148,12 +259,10 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     let file = crate::regular_file::open_regular(path).map_err(|e| e.to_string())?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
     let expected = match kind {
-        Some(kind) => {
-            if let Some(reason) = schema_mismatch(kind, builder.schema()) {
-                return Ok(FileContents::Mismatch(reason));
-            }
-            Some(kind.schema())
-        }
+        Some(kind) => match layout_of(kind, builder.schema()) {
+            Ok(schema) => Some(schema),
+            Err(reason) => return Ok(FileContents::Mismatch(reason)),
+        },
         None => None,
     };
     let reader = builder
@@ -164,7 +273,14 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     for batch in reader {
         let batch = batch.map_err(|e| e.to_string())?;
         let batch = match &expected {
-            Some(schema) => restamp(schema, &batch).map_err(|e| e.to_string())?,
+            Some(schema) => {
+                let batch = restamp(schema, &batch).map_err(|e| e.to_string())?;
+                if is_nested(&batch) {
+                    candidate_rows(&batch).map_err(|e| e.to_string())?
+                } else {
+                    batch
+                }
+            }
             None => batch,
         };
         batches.push(batch);

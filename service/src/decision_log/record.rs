@@ -1,7 +1,7 @@
 //! The records the request path hands to the log.
 //!
-//! A [`DecisionRecord`] becomes one Parquet row per [`CandidateRow`]; the
-//! decision-level fields are repeated on every row (see [`super::schema`]).
+//! A [`DecisionRecord`] becomes one Parquet row, its [`CandidateRow`]s the
+//! items of its nested `candidates` column (see [`super::schema`]).
 
 use crate::features::FEATURE_COUNT;
 
@@ -34,7 +34,7 @@ pub struct DecisionRecord {
     pub arm: Option<String>,
     /// Hash of the active configuration.
     pub config_hash: String,
-    /// Every candidate considered, in scoring order; may be empty (no rows written).
+    /// Every candidate considered, in scoring order; may be empty (an empty `candidates` list).
     pub candidates: Vec<CandidateRow>,
 }
 

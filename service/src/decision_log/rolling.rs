@@ -22,7 +22,9 @@ use super::LogKind;
 use super::config::LogConfig;
 use super::error::LogError;
 use super::naming::{day_of, final_path, inprogress_path, max_seq};
-use super::schema::{FEATURE_ITEM_NAME, decisions_schema, outcomes_schema};
+use super::schema::{
+    CANDIDATES_COLUMN, FEATURE_ITEM_NAME, candidate_fields, decisions_schema, outcomes_schema,
+};
 
 /// Zstd level used for every log file (the Parquet default, fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -70,28 +72,54 @@ pub fn roll_reason(
     }
 }
 
-/// Columns written with dictionary encoding: strings that change from row to
-/// row within a decision but take few values (readers can load them as
-/// categoricals). Every other column is written without a dictionary: the
-/// strings repeated on each candidate row of a decision (`decision_id`,
-/// `key_prefix`, `policy`, `config_hash`, …) cost less as PLAIN bytes that
-/// zstd folds into one match per run than as a per-row dictionary lookup
-/// (measured with callgrind on `benches/log_writer.rs`: 1 159 M vs 1 237 M
-/// instructions for 160 000 rows, same file size), and ids, scores and
-/// features rarely repeat.
-pub const DICTIONARY_COLUMNS: [&str; 2] = ["worker_id", "penalty_state"];
+/// Columns written with dictionary encoding: strings that take few values
+/// (readers can load them as categoricals). A name is a top-level column of
+/// the decisions or outcomes file, or a field of a `candidates` item
+/// ([`leaf_path`]). Every other string is written PLAIN: ids and keys rarely
+/// repeat, and the per-decision labels (`policy`, `config_hash`, …) cost
+/// less as PLAIN bytes that zstd folds into one match per run than as a
+/// dictionary lookup.
+pub const DICTIONARY_COLUMNS: [&str; 3] = ["pick", "worker_id", "penalty_state"];
 
-/// Integer columns repeated per decision or slowly changing, written
+/// Integer columns slowly changing from row to row, written
 /// DELTA_BINARY_PACKED (a run of equal values costs a few bits per row).
 pub const DELTA_BINARY_PACKED_COLUMNS: [&str; 4] =
     ["ts_ms", "shard_id", "timeout_ms", "batch_size"];
 
 /// Float columns written BYTE_STREAM_SPLIT (smaller after zstd than PLAIN).
-pub const BYTE_STREAM_SPLIT_COLUMNS: [&str; 4] =
-    ["rule_score", "model_action", "final_score", "probability"];
+pub const BYTE_STREAM_SPLIT_COLUMNS: [&str; 5] = [
+    "pick_probability",
+    "rule_score",
+    "model_action",
+    "final_score",
+    "probability",
+];
 
-/// Parquet leaf path of the `features` values (`features.list.item`).
-pub const FEATURES_LEAF_PATH: [&str; 3] = ["features", "list", FEATURE_ITEM_NAME];
+/// Parquet leaf path of the `features` values inside a `candidates` item
+/// (`candidates.list.item.features.list.item`).
+pub const FEATURES_LEAF_PATH: [&str; 6] = [
+    CANDIDATES_COLUMN,
+    "list",
+    FEATURE_ITEM_NAME,
+    "features",
+    "list",
+    FEATURE_ITEM_NAME,
+];
+
+/// The Parquet leaf path of column `name`: a field of a `candidates` item
+/// (`candidates.list.item.<name>`), else the top-level column `name`.
+pub fn leaf_path(name: &str) -> ColumnPath {
+    if candidate_fields().find(name).is_some() {
+        ColumnPath::from(
+            [CANDIDATES_COLUMN, "list", FEATURE_ITEM_NAME, name]
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        ColumnPath::from(name)
+    }
+}
 
 /// Largest data page, bytes, before it is encoded and compressed. A column
 /// writer buffers its current page uncompressed; with parquet's 1 MiB
@@ -129,7 +157,7 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
         .set_column_encoding(features.clone(), Encoding::BYTE_STREAM_SPLIT)
         .set_column_statistics_enabled(features, EnabledStatistics::None);
     for column in DICTIONARY_COLUMNS {
-        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), true);
+        builder = builder.set_column_dictionary_enabled(leaf_path(column), true);
     }
     let encoded = [
         (
@@ -140,19 +168,19 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
     ];
     for (columns, encoding) in encoded {
         for column in columns {
-            builder = builder.set_column_encoding(ColumnPath::from(*column), encoding);
+            builder = builder.set_column_encoding(leaf_path(column), encoding);
         }
     }
     let schemas = [decisions_schema(), outcomes_schema()];
+    let candidate = candidate_fields();
     let strings = schemas
         .iter()
         .flat_map(|s| s.fields().iter())
+        .chain(candidate.iter())
         .filter(|f| *f.data_type() == DataType::Utf8);
     for field in strings {
-        builder = builder.set_column_statistics_enabled(
-            ColumnPath::from(field.name().as_str()),
-            EnabledStatistics::None,
-        );
+        builder =
+            builder.set_column_statistics_enabled(leaf_path(field.name()), EnabledStatistics::None);
     }
     builder.build()
 }

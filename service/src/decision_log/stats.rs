@@ -7,8 +7,8 @@ use serde::Serialize;
 /// A snapshot of the log's counters (all monotone except `open_rows`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LogStats {
-    /// Rows (decision-candidate rows plus outcome rows) in files closed and renamed
-    /// to their final names by this process.
+    /// Rows (one per decision, its candidates nested, plus one per outcome)
+    /// in files closed and renamed to their final names by this process.
     pub written_rows: u64,
     /// Records refused because the channel was full (not counting sampled-out
     /// records, records offered while disabled or after shutdown).

@@ -43,9 +43,11 @@ impl Drop for TempDir {
     }
 }
 
+/// Every candidate's features kept, so that round trips compare whole records.
 fn cfg(root: &Path) -> LogConfig {
     LogConfig {
         dir: root.join("decisions"),
+        candidate_features_rate: 1.0,
         ..LogConfig::default()
     }
 }
@@ -187,7 +189,7 @@ fn flatten(recs: &[DecisionRecord]) -> Vec<Flat> {
 }
 
 fn unflatten(batches: &[RecordBatch]) -> Vec<Flat> {
-    let b = concat_batches(&decisions_schema(), batches).unwrap();
+    let b = concat_batches(&candidate_rows_schema(), batches).unwrap();
     let s = |n: &str| -> StringArray { b.column_by_name(n).unwrap().as_string::<i32>().clone() };
     let opt_s = |a: &StringArray, i: usize| a.is_valid(i).then(|| a.value(i).to_string());
     let (did, kp, rt, cr, wid, pol, ps, fr, mv, arm, ch, fsv) = (
@@ -303,7 +305,8 @@ fn round_trip_is_exact_and_joins_outcomes() {
     assert_eq!(st.decisions_logged, 50);
     assert_eq!(st.outcomes_logged, 51);
     assert_eq!(st.dropped, 0);
-    assert_eq!(st.written_rows, 200 + 51);
+    // One file row per decision (candidates nested), one per outcome.
+    assert_eq!(st.written_rows, 50 + 51);
     assert_eq!(st.files, 2);
     assert_eq!(st.open_rows, 0);
     assert_eq!(st.write_errors, 0);
@@ -371,16 +374,17 @@ fn rolls_by_rows_with_names_and_partitions() {
     log.shutdown().unwrap();
     let dir = tmp.path().join("decisions");
     let names = names_under(&dir);
-    let want: Vec<String> = (1..=5)
+    // max_rows counts decisions: 10, 10 and 5 of them, 2 candidate rows each.
+    let want: Vec<String> = (1..=3)
         .map(|s| format!("dt=2024-03-05/decisions-20240305T100000000Z-{s:06}.parquet"))
         .collect();
     assert_eq!(names, want);
-    for name in &names {
+    for (name, rows) in names.iter().zip([20, 20, 10]) {
         let f = read_file(&dir.join(name), LogKind::Decisions).unwrap();
-        assert_eq!(f.rows, 10, "{name}");
+        assert_eq!(f.rows, rows, "{name}");
     }
-    assert_eq!(log.stats().files, 5);
-    assert_eq!(log.stats().written_rows, 50);
+    assert_eq!(log.stats().files, 3);
+    assert_eq!(log.stats().written_rows, 25);
 }
 
 #[test]
@@ -389,13 +393,13 @@ fn rolls_by_age_without_traffic() {
     let c = clock();
     let log = start(cfg(tmp.path()), &c);
     assert!(log.log_decision(decision(1, 3)));
-    wait_until("first file open", || log.stats().open_rows == 3);
+    wait_until("first file open", || log.stats().open_rows == 1);
     assert_eq!(log.stats().files, 0);
     c.advance(60_000);
     wait_until("age roll", || log.stats().files == 1);
     assert_eq!(log.stats().open_rows, 0);
     assert!(log.log_decision(decision(2, 3)));
-    wait_until("second file open", || log.stats().open_rows == 3);
+    wait_until("second file open", || log.stats().open_rows == 1);
     log.shutdown().unwrap();
     let names = names_under(&tmp.path().join("decisions"));
     assert_eq!(
@@ -686,7 +690,7 @@ fn backpressure_drops_without_blocking() {
         .flat_map(|i| std::iter::repeat_n(format!("d-{i:05}"), 3))
         .collect();
     assert_eq!(ids, want);
-    assert_eq!(log.stats().written_rows, 12);
+    assert_eq!(log.stats().written_rows, 4);
 }
 
 #[test]
@@ -705,7 +709,7 @@ fn shutdown_drains_everything_accepted_and_is_idempotent() {
     assert!(!log.log_decision(decision(1, 2)));
     let st = log.stats();
     assert_eq!(st.dropped, 0);
-    assert_eq!(st.written_rows, 2_000 * 2 + 2_000);
+    assert_eq!(st.written_rows, 2_000 + 2_000);
     let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
     let o = read_dir(&tmp.path().join("outcomes"), LogKind::Outcomes).unwrap();
     assert_eq!((d.rows, o.rows), (4_000, 2_000));
@@ -821,6 +825,12 @@ fn files_use_the_documented_encodings_and_statistics() {
             .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY))
     };
     let encoded = |name: &str, e: Encoding| column(name).encodings().any(|x| x == e);
+    let path = |name: &str| rolling::leaf_path(name).string();
+    let column = |name: &str| column(&path(name));
+    let dictionary = |name: &str| dictionary(&path(name));
+    let encoded = |name: &str, e: Encoding| encoded(&path(name), e);
+    assert_eq!(path("worker_id"), "candidates.list.item.worker_id");
+    assert_eq!(path("pick"), "pick");
     for name in rolling::DICTIONARY_COLUMNS {
         assert!(dictionary(name), "{name} should be dictionary-encoded");
     }
@@ -837,7 +847,14 @@ fn files_use_the_documented_encodings_and_statistics() {
     for name in rolling::BYTE_STREAM_SPLIT_COLUMNS {
         assert!(encoded(name, Encoding::BYTE_STREAM_SPLIT), "{name}");
     }
-    assert!(encoded("features.list.item", Encoding::BYTE_STREAM_SPLIT));
+    let features = rolling::FEATURES_LEAF_PATH.join(".");
+    assert_eq!(features, "candidates.list.item.features.list.item");
+    assert!(
+        rg.columns()
+            .iter()
+            .find(|c| c.column_path().string() == features)
+            .is_some_and(|c| c.encodings().any(|e| e == Encoding::BYTE_STREAM_SPLIT))
+    );
     // Numeric and timestamp columns keep min/max for pruning.
     let ts = column("ts_ms").statistics().expect("ts_ms statistics");
     assert_eq!(ts.min_bytes_opt(), Some(&(T0 as i64).to_le_bytes()[..]));

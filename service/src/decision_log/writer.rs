@@ -4,7 +4,7 @@
 //! bounded channel shared by decisions and outcomes; it never waits on I/O or on
 //! the writer. One thread drains the channel, buffers records until
 //! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
-//! rows are pending, traffic pauses for a poll interval, or
+//! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
 //! [`WRITER_FLUSH_MS`] passed, converts them to one `RecordBatch` and appends
 //! it to the open file of its kind (the Parquet writer still cuts row groups
 //! of `row_group_rows`). Two failure modes bound that threshold. Appending
@@ -15,8 +15,8 @@
 //! encode in bursts of ~0.1 s of one core, during which requests on a 2-core
 //! machine queue behind it. After each append
 //! and at least every [`WRITER_TICK_MS`] it asks [`roll_reason`](super::rolling::roll_reason) whether
-//! to roll. A decision's candidate rows are never split across files, so a file
-//! may exceed `max_rows` by at most (candidates of one decision − 1) rows.
+//! to roll. A decisions file counts one row per decision (its candidates are
+//! nested in it), so `max_rows` and `row_group_rows` count decisions there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::LogKind;
+use super::batch::{decisions_batch_sampled, outcomes_batch};
 use super::config::LogConfig;
 use super::dir_lock::{DirLock, lock_dir};
 use super::error::LogError;
@@ -32,7 +33,6 @@ use super::record::{DecisionRecord, OutcomeRecord};
 use super::recovery::recover_dir;
 use super::rolling::{ClosedFile, RollReason, RollingFile};
 use super::sampling::sampled_at;
-use super::schema::{decisions_batch, outcomes_batch};
 use super::stats::{Counters, LogStats};
 use crate::clock::Clock;
 
@@ -46,9 +46,9 @@ pub const WRITER_POLL_MS: u64 = 10;
 /// least this often (ms) even when no row group has filled. Appended rows
 /// are not durable before the file closes either way (see the module docs).
 pub const WRITER_FLUSH_MS: u64 = 1_000;
-/// Pending decision (or outcome) rows at which the writer appends them
+/// Pending candidates (or outcome rows) at which the writer appends them
 /// (when below `row_group_rows`), yielding the CPU after each append: 512
-/// rows are ~1 ms of encoding, all a score call on a shared core waits
+/// candidate rows were ~1 ms of encoding, all a score call on a shared core waits
 /// behind it. 4 096 rows gave a p99 of 6.2 ms at 8 connections
 /// (`http_score` bench) against 3.4–4.0; at 128 the writer fell behind.
 pub const WRITER_APPEND_ROWS: u64 = 512;
@@ -437,7 +437,9 @@ impl Worker {
                     .saturating_add(len_u64(rec.candidates.len()));
                 self.pending_decisions.push(*rec);
                 let limit = self.flush_threshold(LogKind::Decisions);
-                if self.pending_decision_rows >= limit {
+                if self.pending_decision_rows >= WRITER_APPEND_ROWS
+                    || len_u64(self.pending_decisions.len()) >= limit
+                {
                     self.flush(LogKind::Decisions);
                 }
             }
@@ -452,8 +454,10 @@ impl Worker {
         }
     }
 
-    /// Pending rows at which to write: [`WRITER_APPEND_ROWS`], a row group,
-    /// or what the file can take, whichever is least.
+    /// Pending file rows (decisions or outcomes) at which to write:
+    /// [`WRITER_APPEND_ROWS`], a row group, or what the file can take,
+    /// whichever is least. Decisions are also written once their candidates
+    /// reach [`WRITER_APPEND_ROWS`].
     fn flush_threshold(&self, kind: LogKind) -> u64 {
         let file = match kind {
             LogKind::Decisions => &self.decisions,
@@ -496,7 +500,11 @@ impl Worker {
                     return;
                 }
                 self.pending_decision_rows = 0;
-                decisions_batch(&std::mem::take(&mut self.pending_decisions))
+                let all_features_below = self.cfg.sample_rate * self.cfg.candidate_features_rate;
+                decisions_batch_sampled(
+                    &std::mem::take(&mut self.pending_decisions),
+                    all_features_below,
+                )
             }
             LogKind::Outcomes => {
                 if self.pending_outcomes.is_empty() {

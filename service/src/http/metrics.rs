@@ -400,7 +400,7 @@ fn registry(st: &AppState) -> Registry {
         counter(
             &mut r,
             "scorer_log_rows_written",
-            "Decision-log rows in closed files",
+            "Decision-log rows in closed files (one per decision or outcome)",
             l.written_rows,
         );
         counter(
