@@ -26,7 +26,7 @@ OUTCOME_COLUMNS = ["decision_id", "worker_id", "ts_ms", "latency_ms", "success"]
 
 
 def load(path):
-    # `dt=YYYY-MM-DD/` directories are hive partitions; in-progress files are not *.parquet.
+    # `dt=YYYY-MM-DD/` directories are hive partitions; in-progress files are hidden (`.name`).
     return ds.dataset(path, format="parquet", partitioning="hive").to_table()
 
 

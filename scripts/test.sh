@@ -45,8 +45,10 @@ libclang_present || { echo "error: libclang-dev installed but no libclang.so fou
 cmake_at_least 3.28 || pip_install 'cmake>=3.28'
 cmake_at_least 3.28 || { echo "error: cmake >= 3.28 not on PATH after installing it" >&2; exit 1; }
 
-# pyarrow reads the decision log in the interop test, as data scientists would.
+# pyarrow and DuckDB read the decision log in the interop tests, as data
+# scientists would.
 python_module_present pyarrow || pip_install pyarrow
+python_module_present duckdb || pip_install duckdb
 
 # A fresh debug build of the workspace takes ~6 GB (measured 5.7 GB): say so
 # up front rather than fail half-way with "No space left on device".

@@ -102,7 +102,11 @@ fn bench(c: &mut Criterion) {
                 .ok()
                 .and_then(|v| v.parse::<f64>().ok())
                 .unwrap_or(1.0);
-            write_file(&recs, &props, &path, CHUNK, rate);
+            let chunk = std::env::var("LOG_WRITER_CHUNK")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(CHUNK);
+            write_file(&recs, &props, &path, chunk, rate);
         }
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         println!(

@@ -281,3 +281,77 @@ async fn sampling_keeps_decisions_and_their_outcomes_together() {
         "about half of 200 sampled: {kept}"
     );
 }
+
+/// Runs `code` with python3, `args` as `sys.argv[1:]`; panics with its
+/// output when it fails.
+fn python(code: &str, args: &[&Path]) -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", code])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python failed (scripts/test.sh installs pyarrow and duckdb): {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test]
+async fn dataset_readers_read_a_live_directory_without_the_open_file() {
+    let dir = TempDir::new("live");
+    let t = logged_app(&dir.0, |c| c.max_rows = 10);
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.5)]});
+    assert_eq!(t.post_json("/v1/telemetry", &batch).await.0, StatusCode::OK);
+    for i in 0..25 {
+        let body = json!({"key": format!("user:{i}"), "candidates": ["a", "b"]});
+        assert_eq!(t.post_json("/v1/score", &body).await.0, StatusCode::OK);
+    }
+    let log = t.state.engine.decision_log().expect("log").clone();
+    // Two files of 10 decisions rolled, the last 5 in the open file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(log.stats().written_rows == 20 && log.stats().open_rows == 5) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writer never settled: {:?}",
+            log.stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let decisions = dir.0.join("decisions");
+    let hidden = python(
+        "import sys, pathlib\n\
+         print(sorted(p.name.startswith('.') for p in pathlib.Path(sys.argv[1]).rglob('*.inprogress')))",
+        &[&decisions],
+    );
+    assert_eq!(hidden, "[True]", "one open file, hidden");
+    let pyarrow = python(
+        "import sys, pyarrow.dataset as ds\n\
+         print(ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table().num_rows)",
+        &[&decisions],
+    );
+    assert_eq!(
+        pyarrow, "20",
+        "pyarrow's dataset reads the two rolled files"
+    );
+    let glob = decisions.join("*").join("*.parquet");
+    let duckdb = python(
+        "import sys, duckdb\n\
+         print(duckdb.sql(f\"SELECT count(*), count(DISTINCT c.worker_id) FROM \
+         (SELECT UNNEST(candidates) AS c FROM read_parquet('{sys.argv[1]}'))\").fetchall()[0])",
+        &[&glob],
+    );
+    assert_eq!(
+        duckdb, "(40, 2)",
+        "DuckDB unnests the rolled files' candidates"
+    );
+    log.shutdown().expect("close");
+    let all = python(
+        "import sys, pyarrow.dataset as ds\n\
+         print(ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table().num_rows)",
+        &[&decisions],
+    );
+    assert_eq!(all, "25", "the open file, closed, joins them");
+}

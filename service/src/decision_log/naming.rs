@@ -4,7 +4,12 @@
 //! and timestamp are the UTC wall clock when the file was opened and `seq` is a
 //! zero-padded (at least [`SEQ_DIGITS`] digits) per-log counter that starts past the
 //! highest sequence already present under the root, so names never collide across
-//! restarts. A file being written carries the extra suffix [`INPROGRESS_SUFFIX`].
+//! restarts. A file being written is hidden: [`INPROGRESS_PREFIX`] before its
+//! final name and [`INPROGRESS_SUFFIX`] after it (`.decisions-….parquet.inprogress`),
+//! as Flink names in-progress part files, so that dataset readers which list a
+//! live directory (pyarrow's and Spark's skip names starting with `.` or `_`;
+//! DuckDB's and polars' `*.parquet` globs do not match the suffix) never open a
+//! file without a footer.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +19,8 @@ use super::LogKind;
 pub const PARQUET_EXT: &str = ".parquet";
 /// Suffix appended to the final name while a file is being written.
 pub const INPROGRESS_SUFFIX: &str = ".inprogress";
+/// Prefix put before the final name while a file is being written (hidden).
+pub const INPROGRESS_PREFIX: &str = ".";
 /// Directory (directly under a log root) where unreadable leftovers are moved.
 pub const QUARANTINE_DIR: &str = "quarantine";
 /// Prefix of a date partition directory.
@@ -89,22 +96,31 @@ pub fn final_path(root: &Path, kind: LogKind, opened_at_ms: u64, seq: u64) -> Pa
         .join(file_name(kind, opened_at_ms, seq))
 }
 
-/// The in-progress path of a final path (`<final>.inprogress`).
+/// The in-progress path of a final path: `<dir>/.<name>.inprogress`.
 pub fn inprogress_path(final_path: &Path) -> PathBuf {
-    let mut s = final_path.as_os_str().to_owned();
-    s.push(INPROGRESS_SUFFIX);
-    PathBuf::from(s)
+    let mut name = std::ffi::OsString::from(INPROGRESS_PREFIX);
+    name.push(final_path.file_name().unwrap_or_default());
+    name.push(INPROGRESS_SUFFIX);
+    final_path.with_file_name(name)
 }
 
-/// The final path of an in-progress path, or `None` if it lacks the suffix.
+/// The final path of an in-progress path (`.<name>.inprogress`, or
+/// `<name>.inprogress` as earlier versions named them), or `None` if it
+/// lacks the suffix.
 pub fn strip_inprogress(path: &Path) -> Option<PathBuf> {
-    let s = path.to_str()?;
-    s.strip_suffix(INPROGRESS_SUFFIX).map(PathBuf::from)
+    let name = path
+        .file_name()?
+        .to_str()?
+        .strip_suffix(INPROGRESS_SUFFIX)?;
+    let name = name.strip_prefix(INPROGRESS_PREFIX).unwrap_or(name);
+    (!name.is_empty()).then(|| path.with_file_name(name))
 }
 
 /// Sequence number of a log file name of `kind` (final or in-progress), if it is one.
 pub fn parse_seq(kind: LogKind, name: &str) -> Option<u64> {
-    let name = name.strip_suffix(INPROGRESS_SUFFIX).unwrap_or(name);
+    let name = name
+        .strip_suffix(INPROGRESS_SUFFIX)
+        .map_or(name, |n| n.strip_prefix(INPROGRESS_PREFIX).unwrap_or(n));
     let stem = name.strip_suffix(PARQUET_EXT)?;
     let rest = stem.strip_prefix(kind.prefix())?.strip_prefix('-')?;
     let (_ts, seq) = rest.rsplit_once('-')?;
@@ -159,8 +175,18 @@ mod tests {
             PathBuf::from("/r/dt=2024-03-05/decisions-20240305T101112345Z-000007.parquet")
         );
         let ip = inprogress_path(&p);
-        assert!(ip.to_string_lossy().ends_with(".parquet.inprogress"));
-        assert_eq!(strip_inprogress(&ip), Some(p));
+        assert_eq!(
+            ip,
+            PathBuf::from(
+                "/r/dt=2024-03-05/.decisions-20240305T101112345Z-000007.parquet.inprogress"
+            ),
+            "hidden from dataset readers while written"
+        );
+        assert_eq!(strip_inprogress(&ip), Some(p.clone()));
+        // Leftovers named by earlier versions (no leading dot) still recover.
+        let old = PathBuf::from(format!("{}{INPROGRESS_SUFFIX}", p.display()));
+        assert_eq!(strip_inprogress(&old), Some(p));
+        assert_eq!(strip_inprogress(Path::new("/r/.inprogress")), None);
         assert_eq!(
             file_name(LogKind::Outcomes, ms, 1_234_567),
             "outcomes-20240305T101112345Z-1234567.parquet"
@@ -174,6 +200,10 @@ mod tests {
         assert_eq!(parse_seq(LogKind::Outcomes, n), None);
         assert_eq!(
             parse_seq(LogKind::Decisions, &format!("{n}{INPROGRESS_SUFFIX}")),
+            Some(42)
+        );
+        assert_eq!(
+            parse_seq(LogKind::Decisions, &format!(".{n}{INPROGRESS_SUFFIX}")),
             Some(42)
         );
         assert_eq!(parse_seq(LogKind::Decisions, "decisions-x-.parquet"), None);

@@ -75,7 +75,7 @@ pub fn roll_reason(
 /// Columns written with dictionary encoding: strings that take few values
 /// (readers can load them as categoricals). A name is a top-level column of
 /// the decisions or outcomes file, or a field of a `candidates` item
-/// ([`leaf_path`]). Every other string is written PLAIN: ids and keys rarely
+/// ([`leaf_paths`]). Every other string is written PLAIN: ids and keys rarely
 /// repeat, and the per-decision labels (`policy`, `config_hash`, …) cost
 /// less as PLAIN bytes that zstd folds into one match per run than as a
 /// dictionary lookup.
@@ -106,19 +106,20 @@ pub const FEATURES_LEAF_PATH: [&str; 6] = [
     FEATURE_ITEM_NAME,
 ];
 
-/// The Parquet leaf path of column `name`: a field of a `candidates` item
-/// (`candidates.list.item.<name>`), else the top-level column `name`.
-pub fn leaf_path(name: &str) -> ColumnPath {
+/// The Parquet leaf paths of column `name`: the top-level column `name`
+/// (of the decisions or the outcomes file), and when `name` is a field of a
+/// `candidates` item, `candidates.list.item.<name>` too (`worker_id` is both).
+pub fn leaf_paths(name: &str) -> Vec<ColumnPath> {
+    let mut paths = vec![ColumnPath::from(name)];
     if candidate_fields().find(name).is_some() {
-        ColumnPath::from(
+        paths.push(ColumnPath::from(
             [CANDIDATES_COLUMN, "list", FEATURE_ITEM_NAME, name]
                 .iter()
                 .map(|s| (*s).to_string())
                 .collect::<Vec<_>>(),
-        )
-    } else {
-        ColumnPath::from(name)
+        ));
     }
+    paths
 }
 
 /// Largest data page, bytes, before it is encoded and compressed. A column
@@ -156,8 +157,8 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
         .set_dictionary_enabled(false)
         .set_column_encoding(features.clone(), Encoding::BYTE_STREAM_SPLIT)
         .set_column_statistics_enabled(features, EnabledStatistics::None);
-    for column in DICTIONARY_COLUMNS {
-        builder = builder.set_column_dictionary_enabled(leaf_path(column), true);
+    for path in DICTIONARY_COLUMNS.iter().flat_map(|c| leaf_paths(c)) {
+        builder = builder.set_column_dictionary_enabled(path, true);
     }
     let encoded = [
         (
@@ -167,20 +168,24 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
         (&BYTE_STREAM_SPLIT_COLUMNS[..], Encoding::BYTE_STREAM_SPLIT),
     ];
     for (columns, encoding) in encoded {
-        for column in columns {
-            builder = builder.set_column_encoding(leaf_path(column), encoding);
+        for path in columns.iter().flat_map(|c| leaf_paths(c)) {
+            builder = builder.set_column_encoding(path, encoding);
         }
     }
     let schemas = [decisions_schema(), outcomes_schema()];
-    let candidate = candidate_fields();
     let strings = schemas
         .iter()
         .flat_map(|s| s.fields().iter())
-        .chain(candidate.iter())
         .filter(|f| *f.data_type() == DataType::Utf8);
-    for field in strings {
-        builder =
-            builder.set_column_statistics_enabled(leaf_path(field.name()), EnabledStatistics::None);
+    for path in strings.flat_map(|f| leaf_paths(f.name())) {
+        builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
+    }
+    // A page of candidates mixes many decisions: min/max of their scores
+    // prune nothing a decision-level column would not.
+    for field in candidate_fields().iter() {
+        if let Some(path) = leaf_paths(field.name()).into_iter().nth(1) {
+            builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
+        }
     }
     builder.build()
 }

@@ -825,7 +825,12 @@ fn files_use_the_documented_encodings_and_statistics() {
             .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY))
     };
     let encoded = |name: &str, e: Encoding| column(name).encodings().any(|x| x == e);
-    let path = |name: &str| rolling::leaf_path(name).string();
+    let path = |name: &str| {
+        rolling::leaf_paths(name)
+            .last()
+            .map(|p| p.string())
+            .unwrap_or_default()
+    };
     let column = |name: &str| column(&path(name));
     let dictionary = |name: &str| dictionary(&path(name));
     let encoded = |name: &str, e: Encoding| encoded(&path(name), e);
