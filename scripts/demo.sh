@@ -8,10 +8,14 @@
 # run if one of its ports is already taken, so it is safe to run twice.
 #
 # Ports: redis 16379-16381, service 18080. Needs: cargo, redis-server,
-# redis-cli, curl, python3.
+# redis-cli, curl, python3. Uses target/release/service and agent as they
+# are when they are newer than every source file, and builds them otherwise.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# shellcheck source=scripts/lib/probes.sh
+. scripts/lib/probes.sh
 
 REDIS_PORTS=(16379 16380 16381)
 SERVICE_ADDR=127.0.0.1:18080
@@ -132,8 +136,12 @@ done
 
 WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/scorer-demo.XXXXXX")"
 
-log "building (release)"
-cargo build --release -p service -p agent
+if binaries_fresh . target/release/service target/release/agent; then
+    log "using target/release/service and agent (newer than every source file)"
+else
+    log "building (release)"
+    cargo build --release -p service -p agent
+fi
 
 for port in "${REDIS_PORTS[@]}"; do
     mkdir -p "$WORKDIR/redis-$port"

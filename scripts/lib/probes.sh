@@ -57,3 +57,19 @@ chromium_present() {
 python_module_present() {
   command -v python3 >/dev/null 2>&1 && python3 -c "import $1" >/dev/null 2>&1
 }
+
+# binaries_fresh ROOT BIN...: 0 when every BIN exists and is executable and
+# no Rust source or Cargo manifest/lock under ROOT (target/ and .git/ aside)
+# is newer than the oldest BIN: a build would change nothing.
+binaries_fresh() {
+  local root=$1 b oldest
+  shift
+  [ $# -gt 0 ] || return 1
+  for b in "$@"; do
+    [ -f "$b" ] && [ -x "$b" ] || return 1
+  done
+  oldest=$(ls -t -- "$@" | tail -n1)
+  [ -z "$(find "$root" \( -path "$root/target" -o -path "$root/.git" \) -prune -o \
+    -type f \( -name '*.rs' -o -name 'Cargo.toml' -o -name 'Cargo.lock' \) \
+    -newer "$oldest" -print -quit)" ]
+}
