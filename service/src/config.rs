@@ -371,7 +371,7 @@ impl Config {
         let cfg: Config = fig
             .merge(env)
             .extract()
-            .map_err(|e| ConfigError::Load(e.to_string()))?;
+            .map_err(|e| ConfigError::Load(crate::config_error::describe(e)))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -384,7 +384,7 @@ impl Config {
         let cfg: Config = Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::string(toml))
             .extract()
-            .map_err(|e| ConfigError::Load(e.to_string()))?;
+            .map_err(|e| ConfigError::Load(crate::config_error::describe(e)))?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -51,6 +51,46 @@ fn unknown_keys_are_named() {
 }
 
 #[test]
+fn an_unknown_key_is_named_by_its_dotted_path_and_source() {
+    let e = Config::from_toml_str(
+        "[model]
+typo_key = 1
+",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with(
+            "unknown key `model.typo_key` in TOML source string; expected one of: dir, enabled,"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("``") && !e.contains("default."), "{e}");
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("SCORER_MODEL__TYPO_KEY", "1");
+        let e = Config::load_from(None, env()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("unknown key `model.typo_key` in `SCORER_` environment variable(s)"),
+            "{e}"
+        );
+        jail.create_file(
+            "scorer.toml",
+            "[log]
+max_rows = \"many\"\n",
+        )?;
+        let e = Config::load_from(Some(std::path::Path::new("scorer.toml")), env())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("key `log.max_rows` in TOML file "), "{e}");
+        assert!(
+            e.contains("scorer.toml") && e.contains("invalid type"),
+            "{e}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
 fn out_of_range_values_are_named() {
     for (toml, key) in [
         ("[telemetry]\newma_alpha = 1.5", "telemetry.ewma_alpha"),

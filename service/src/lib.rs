@@ -10,6 +10,7 @@
 pub mod api;
 pub mod clock;
 pub mod config;
+mod config_error;
 pub mod config_reload;
 pub mod decision_log;
 pub mod dynamics;

@@ -85,12 +85,6 @@ async fn serve() -> anyhow::Result<()> {
     if log_cfg.enabled {
         let log =
             DecisionLog::start(log_cfg, clock.clone()).context("cannot start the decision log")?;
-        let s = log.stats();
-        tracing::info!(
-            recovered = s.recovered,
-            quarantined = s.quarantined,
-            "decision log started"
-        );
         engine = engine.with_log(Arc::new(log));
     }
     let config_path = args.config.clone();

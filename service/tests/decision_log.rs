@@ -355,3 +355,28 @@ async fn dataset_readers_read_a_live_directory_without_the_open_file() {
     );
     assert_eq!(all, "25", "the open file, closed, joins them");
 }
+
+#[test]
+fn the_start_log_line_names_both_directories() {
+    let dir = TempDir::new("start-line");
+    let cfg = LogConfig {
+        dir: dir.0.join("decisions"),
+        ..LogConfig::default()
+    };
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let log = common::logs_of(tracing::Level::INFO, || {
+        let log = DecisionLog::start(cfg, clock).expect("log starts");
+        log.shutdown().expect("close");
+    });
+    let line = log
+        .lines()
+        .find(|l| l.contains("decision log started"))
+        .unwrap_or_else(|| panic!("no start line in {log}"));
+    for want in [
+        format!("dir={}", dir.0.join("decisions").display()),
+        format!("outcomes_dir={}", dir.0.join("outcomes").display()),
+        "candidate_features_rate=0.1".to_string(),
+    ] {
+        assert!(line.contains(&want), "{want} in {line}");
+    }
+}

@@ -137,3 +137,35 @@ fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
         );
     }
 }
+
+#[test]
+fn a_refused_reload_says_the_current_model_stays_not_rules_alone() {
+    let fx = fixture("reload-log");
+    let good = config(&fx.dir.join("v1")).model;
+    let clock = std::sync::Arc::new(service::clock::ManualClock::new(0, WALL));
+    let hub = service::model::ModelHub::load(&good, clock);
+    let mut bad = good.clone();
+    bad.dir = fx.dir.join("absent");
+    let log = common::logs_of(tracing::Level::WARN, || {
+        let r = hub.reload(&bad);
+        assert!(!r.applied);
+    });
+    assert!(
+        log.contains("model reload refused; keeping the current models"),
+        "{log}"
+    );
+    assert!(
+        log.contains("absent") && log.contains("role=\"primary\""),
+        "{log}"
+    );
+    assert!(!log.contains("rules alone"), "{log}");
+    // At start-up a refused model does leave the rules alone.
+    let log = common::logs_of(tracing::Level::WARN, || {
+        let clock = std::sync::Arc::new(service::clock::ManualClock::new(0, WALL));
+        let _ = service::model::ModelHub::load(&bad, clock);
+    });
+    assert!(
+        log.contains("model refused; scoring on rules alone"),
+        "{log}"
+    );
+}

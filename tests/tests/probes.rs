@@ -94,7 +94,11 @@ fn checkout(source_s: u64, bins_s: u64) -> (tempfile::TempDir, Vec<PathBuf>) {
         .collect();
     for b in &bins {
         std::fs::write(b, b"").expect("write");
-        Command::new("chmod").arg("+x").arg(b).status().expect("chmod");
+        Command::new("chmod")
+            .arg("+x")
+            .arg(b)
+            .status()
+            .expect("chmod");
         at(b, bins_s);
     }
     (d, bins)

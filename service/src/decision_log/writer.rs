@@ -7,13 +7,10 @@
 //! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
 //! [`WRITER_FLUSH_MS`] passed, converts them to one `RecordBatch` and appends
 //! it to the open file of its kind (the Parquet writer still cuts row groups
-//! of `row_group_rows`). Two failure modes bound that threshold. Appending
-//! after every momentary lull, as a first version did, wrote batches of one
-//! decision at moderate load: the per-batch cost of the Parquet writer then
-//! took a quarter of a 2-core machine at 3 000 decisions/s. Appending only
-//! whole row groups (65 536 rows), as the next version did, made the writer
-//! encode in bursts of ~0.1 s of one core, during which requests on a 2-core
-//! machine queue behind it. After each append
+//! of `row_group_rows`). Appending after every lull wrote one-decision
+//! batches whose fixed cost took a quarter of a 2-core machine at 3 000
+//! decisions/s; appending whole row groups encoded in ~0.1 s bursts that
+//! requests queued behind. After each append
 //! and at least every [`WRITER_TICK_MS`] it asks [`roll_reason`](super::rolling::roll_reason) whether
 //! to roll. A decisions file counts one row per decision (its candidates are
 //! nested in it), so `max_rows` and `row_group_rows` count decisions there.
@@ -162,6 +159,10 @@ impl DecisionLog {
             Counters::add(&c.quarantined, len_u64(report.quarantined.len()));
         }
         let sample_rate = cfg.sample_rate;
+        let st = shared.counters.snapshot();
+        tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
+            sample_rate, candidate_features_rate = cfg.candidate_features_rate,
+            recovered = st.recovered, quarantined = st.quarantined, "decision log started");
         let decisions = RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg);
         let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg);
         let (tx, rx) = std::sync::mpsc::sync_channel(cfg.channel_capacity);
@@ -591,17 +592,5 @@ impl Worker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{DecisionRecord, Msg, OutcomeRecord};
-    use std::mem::size_of;
-
-    #[test]
-    fn a_channel_slot_is_a_pointer_not_a_record() {
-        let (slot, record) = (size_of::<Msg>(), size_of::<DecisionRecord>());
-        assert!(
-            slot <= size_of::<OutcomeRecord>() + 8,
-            "{slot} bytes per slot"
-        );
-        assert!(record > 2 * slot, "{record} bytes per record");
-    }
-}
+#[path = "writer_tests.rs"]
+mod tests;

@@ -17,6 +17,7 @@ use super::dispatch::Run;
 use super::metrics::ScoreStage;
 use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, ApiJson, AppState};
+use crate::state::IngestError;
 use rand::SeedableRng;
 
 use crate::api::{ScoreRequest, ScoreResponse};
@@ -52,7 +53,10 @@ pub(super) async fn telemetry(
     body: Result<ApiJson<TelemetryBatch>, ApiError>,
 ) -> Result<Json<Accepted>, ApiError> {
     // Every refusal counts, the body's too (415, 413, 400, 422 `invalid_body`).
-    let ApiJson(batch) = body.inspect_err(|e| st.metrics.telemetry_rejected(e.code))?;
+    let ApiJson(batch) = body.inspect_err(|e| {
+        st.metrics.telemetry_rejected(e.code);
+        warn_rejected(&st, None, e);
+    })?;
     let out = st
         .engine
         .ingest(
@@ -61,18 +65,40 @@ pub(super) async fn telemetry(
             st.clock.wall_ms(),
         )
         .map_err(|e| {
+            let worker = match &e {
+                IngestError::Invalid(d) => d.first().map(|d| d.worker_id.clone()),
+                _ => None,
+            };
             let e = ApiError::from(e);
             st.metrics.telemetry_rejected(e.code);
+            warn_rejected(&st, worker.as_deref(), &e);
             e
         })?;
     st.metrics.snapshots_accepted(out.accepted);
     if out.registered > 0 {
-        tracing::info!(registered = out.registered, "new workers registered");
+        let ids: Vec<&str> = out.new_worker_ids.iter().map(|id| &**id).collect();
+        let unnamed = out.registered - ids.len();
+        tracing::info!(registered = out.registered, workers = %ids.join(","), unnamed, "new workers registered");
     }
     Ok(Json(Accepted {
         accepted: out.accepted,
         warnings: out.warnings,
     }))
+}
+
+/// A rejected telemetry batch at warn level, at most one line per
+/// [`super::warn_limit::DEFAULT_WARN_INTERVAL_MS`]: the first problem and,
+/// when one snapshot is at fault, its worker id.
+fn warn_rejected(st: &AppState, worker: Option<&str>, e: &ApiError) {
+    if let Some(held_back) = st.telemetry_warn.admit(st.clock.monotonic_ms()) {
+        tracing::warn!(
+            worker_id = worker.unwrap_or("-"),
+            code = e.code,
+            problem = %e.message,
+            held_back,
+            "telemetry rejected"
+        );
+    }
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {

@@ -21,6 +21,7 @@ mod openapi;
 mod reconfigure;
 mod serve;
 mod strict;
+pub mod warn_limit;
 
 use std::sync::Arc;
 
@@ -60,6 +61,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::HttpMetrics>,
     /// `POST /v1/score` calls in progress (see `http::dispatch`).
     pub in_progress: Arc<InProgress>,
+    /// Rate limit of the rejected-telemetry warning.
+    pub telemetry_warn: Arc<warn_limit::WarnLimit>,
 }
 
 /// A function producing the configuration to reload to.
@@ -77,6 +80,7 @@ impl AppState {
             config_source: Arc::new(move || Ok((*current.config()).clone())),
             metrics: Arc::default(),
             in_progress: Arc::default(),
+            telemetry_warn: Arc::default(),
         }
     }
 

@@ -46,14 +46,11 @@ impl Slot {
                     "model loaded");
                 Slot::Ready(Arc::new(m))
             }
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "model refused; scoring on rules alone");
-                Slot::Refused {
-                    dir: dir.to_path_buf(),
-                    reason: e.fallback_reason(),
-                    message: e.to_string(),
-                }
-            }
+            Err(e) => Slot::Refused {
+                dir: dir.to_path_buf(),
+                reason: e.fallback_reason(),
+                message: e.to_string(),
+            },
         }
     }
 
@@ -79,6 +76,16 @@ pub struct ModelSet {
     pub shadow: Option<Slot>,
     /// Increments on every applied reload (0 at start-up).
     pub generation: u64,
+}
+
+impl ModelSet {
+    /// Each configured slot with its role: `primary`, `ab`, `shadow`.
+    fn slots(&self) -> Vec<(&'static str, &Slot)> {
+        let mut out = vec![("primary", &self.primary)];
+        out.extend(self.ab.iter().map(|s| ("ab", s)));
+        out.extend(self.shadow.iter().map(|s| ("shadow", s)));
+        out
+    }
 }
 
 /// Result of a reload.
@@ -120,6 +127,22 @@ impl ModelHub {
     /// `clock` times inferences (`monotonic_ns`) and stamps loads (`wall_ms`).
     pub fn load(cfg: &ModelConfig, clock: Arc<dyn Clock>) -> Self {
         let set = Self::build(cfg, clock.as_ref(), 0);
+        for (role, slot) in set.slots() {
+            if let Slot::Refused {
+                dir,
+                reason,
+                message,
+            } = slot
+                && *reason != FallbackReason::Disabled
+            {
+                let consequence = match role {
+                    "primary" => "scoring on rules alone",
+                    "ab" => "arm B's keys score on rules alone",
+                    _ => "no shadow scores are computed",
+                };
+                tracing::warn!(dir = %dir.display(), role, error = %message, "model refused; {consequence}");
+            }
+        }
         Self::with_set(set, clock)
     }
 
@@ -178,17 +201,16 @@ impl ModelHub {
         let current = self.set.load().generation;
         let next_gen = current + 1;
         let set = Self::build(cfg, self.clock.as_ref(), next_gen);
-        let refused = [Some(&set.primary), set.ab.as_ref(), set.shadow.as_ref()]
-            .into_iter()
-            .flatten()
-            .find_map(|s| match s {
-                Slot::Refused {
-                    reason, message, ..
-                } if *reason != FallbackReason::Disabled => Some(message.clone()),
-                _ => None,
-            });
-        if let Some(error) = refused {
-            tracing::warn!(%error, "model reload refused; keeping the current models");
+        let refused = set.slots().into_iter().find_map(|(role, s)| match s {
+            Slot::Refused {
+                dir,
+                reason,
+                message,
+            } if *reason != FallbackReason::Disabled => Some((role, dir.clone(), message.clone())),
+            _ => None,
+        });
+        if let Some((role, dir, error)) = refused {
+            tracing::warn!(dir = %dir.display(), role, %error, "model reload refused; keeping the current models");
             return ReloadReport {
                 applied: false,
                 generation: current,

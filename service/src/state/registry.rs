@@ -75,6 +75,9 @@ pub enum IngestError {
     },
 }
 
+/// Most new worker ids an [`IngestOutcome`] names.
+pub const NEW_WORKER_IDS_MAX: usize = 16;
+
 /// What an accepted batch did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IngestOutcome {
@@ -82,6 +85,8 @@ pub struct IngestOutcome {
     pub accepted: usize,
     /// Workers seen for the first time.
     pub registered: usize,
+    /// The first [`NEW_WORKER_IDS_MAX`] of them, in batch order (for the log).
+    pub new_worker_ids: Vec<Arc<str>>,
     /// Values accepted with a change (e.g. clamped CPU).
     pub warnings: Vec<Warning>,
     /// Penalty state changes the batch caused, per worker.
@@ -313,6 +318,7 @@ impl Registry {
 
         // Everything is valid: apply. New workers go into one copy per touched shard.
         let mut new_shards: HashMap<usize, Shard> = HashMap::new();
+        let mut new_worker_ids = Vec::new();
         let mut transitions = Vec::new();
         let mut evaluate = |mut view: WorkerView| {
             let score = (icfg.rule_score)(&view);
@@ -354,10 +360,14 @@ impl Registry {
                     };
                     slot.evidence.on_snapshot(s.queue_depth, now_mono_ms);
                     let i = shard_of(&s.worker_id);
+                    let id: Arc<str> = Arc::from(s.worker_id.as_str());
+                    if new_worker_ids.len() < NEW_WORKER_IDS_MAX {
+                        new_worker_ids.push(id.clone());
+                    }
                     new_shards
                         .entry(i)
                         .or_insert_with(|| (*self.shards[i].load_full()).clone())
-                        .insert(Arc::from(s.worker_id.as_str()), Arc::new(slot));
+                        .insert(id, Arc::new(slot));
                 }
             }
         }
@@ -367,6 +377,7 @@ impl Registry {
         Ok(IngestOutcome {
             accepted: batch.len(),
             registered: new,
+            new_worker_ids,
             warnings,
             transitions,
         })
@@ -457,6 +468,22 @@ mod tests {
             (100, 200, 2)
         );
         assert_eq!(v.history.samples, 2);
+    }
+
+    #[test]
+    fn new_workers_are_named_up_to_the_bound() {
+        let r = Registry::new();
+        ingest(&r, &[snap("old", WALL, 0.1)], 1).unwrap();
+        let batch: Vec<Snapshot> = std::iter::once(snap("old", WALL + 1, 0.1))
+            .chain((0..20).map(|i| snap(&format!("w{i:02}"), WALL, 0.1)))
+            .collect();
+        let out = ingest(&r, &batch, 2).unwrap();
+        assert_eq!(out.registered, 20);
+        let names: Vec<&str> = out.new_worker_ids.iter().map(|id| &**id).collect();
+        let want: Vec<String> = (0..NEW_WORKER_IDS_MAX)
+            .map(|i| format!("w{i:02}"))
+            .collect();
+        assert_eq!(names, want);
     }
 
     #[test]

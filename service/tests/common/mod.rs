@@ -80,3 +80,52 @@ impl TestApp {
         self.post(path, &body.to_string()).await
     }
 }
+
+/// Log lines captured from a [`capture_logs`] subscriber.
+#[derive(Clone, Default)]
+pub struct LogBuf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_or(Ok(0), |mut v| {
+            v.extend_from_slice(b);
+            Ok(b.len())
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogBuf {
+    /// What was written so far.
+    #[allow(dead_code)] // not every test binary reads logs
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().map(|v| v.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// Captures this thread's logs at `level` and above, as the service's fmt
+/// subscriber writes them (no colours), until the guard drops. A
+/// current-thread tokio test runs its handlers on this thread.
+#[allow(dead_code)] // not every test binary reads logs
+pub fn capture_logs(level: tracing::Level) -> (tracing::subscriber::DefaultGuard, LogBuf) {
+    let buf = LogBuf::default();
+    let out = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_writer(move || out.clone())
+        .finish();
+    (tracing::subscriber::set_default(subscriber), buf)
+}
+
+/// What `f` logs at `level` and above (see [`capture_logs`]).
+#[allow(dead_code)] // not every test binary reads logs
+pub fn logs_of(level: tracing::Level, f: impl FnOnce()) -> String {
+    let (guard, buf) = capture_logs(level);
+    f();
+    drop(guard);
+    buf.text()
+}
