@@ -1,5 +1,5 @@
 //! PNG plots with plotters' bitmap backend (no system libraries):
-//! latency CDF per policy, and per-worker share of picks over time.
+//! the latency tail (CCDF) per policy, and per-worker share of picks over time.
 //!
 //! Text needs a font. Nothing is bundled: at the first plot a TrueType font
 //! is looked up at common system paths (DejaVu / Liberation) and registered
@@ -71,7 +71,29 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Latency CDF of each run, log-scale x (ms), written to `path`.
+/// Smallest tail fraction the latency plot shows (p99.99).
+pub const TAIL_MIN: f64 = 1e-4;
+
+/// The latency CCDF of `sorted` (ascending latencies, ms): points
+/// `(latency, fraction of requests slower)` from the median down to
+/// [`TAIL_MIN`], denser in the tail, latencies at least `lo`.
+pub fn ccdf_points(sorted: &[f64], lo: f64) -> Vec<(f64, f64)> {
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    (0..=400)
+        .map(|i| {
+            // Tail fractions from 0.5 down to TAIL_MIN, log-spaced.
+            let tail = 0.5 * (TAIL_MIN / 0.5).powf(f64::from(i) / 400.0);
+            (percentile_sorted(sorted, 1.0 - tail).max(lo), tail)
+        })
+        .collect()
+}
+
+/// Latency CCDF of each run, written to `path`: the fraction of requests
+/// slower than x, both axes log-scaled, so that p99 (10⁻²) and p99.9
+/// (10⁻³) are visible; grey guides at those two; every other policy's line
+/// dashed, so overlapping lines stay distinguishable.
 pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> PlotResult {
     let text = fonts();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
@@ -86,8 +108,8 @@ pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> Pl
         .collect();
     let lo = sorted
         .iter()
-        .filter_map(|(_, v)| v.first())
-        .copied()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(_, v)| percentile_sorted(v, 0.5))
         .fold(f64::INFINITY, f64::min)
         .max(0.01);
     let hi = sorted
@@ -101,16 +123,17 @@ pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> Pl
     if text {
         b.caption(title, ("sans-serif", 18))
             .x_label_area_size(35)
-            .y_label_area_size(45);
+            .y_label_area_size(55);
     }
     let mut chart = b
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0f64)
+        .build_cartesian_2d((lo..hi).log_scale(), (TAIL_MIN..0.5f64).log_scale())
         .map_err(err)?;
     if text {
         chart
             .configure_mesh()
             .x_desc("latency, ms (log)")
-            .y_desc("fraction of requests")
+            .y_desc("fraction of requests slower (log)")
+            .y_label_formatter(&|y| format!("{y:.0e}"))
             .draw()
             .map_err(err)?;
     } else {
@@ -121,31 +144,50 @@ pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> Pl
             .draw()
             .map_err(err)?;
     }
-    for (name, v) in &sorted {
-        if v.is_empty() {
-            continue;
-        }
-        // 400 points per curve, denser in the tail.
-        let pts: Vec<(f64, f64)> = (0..=400)
-            .map(|i| {
-                let q = 1.0 - 10f64.powf(-4.0 * f64::from(i) / 400.0);
-                (percentile_sorted(v, q).max(lo), q)
-            })
-            .collect();
-        let c = colour(name);
+    let guide = RGBColor(90, 90, 90);
+    for (q, label) in [(1e-2, "p99 (10^-2)"), (1e-3, "p99.9 (10^-3)")] {
         let s = chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .draw_series(DashedLineSeries::new(
+                [(lo, q), (hi, q)],
+                2,
+                6,
+                guide.stroke_width(1),
+            ))
             .map_err(err)?;
         if text {
+            s.label(label).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 4, y)], guide.stroke_width(1))
+            });
+        }
+    }
+    for (k, (name, v)) in sorted.iter().enumerate() {
+        let pts = ccdf_points(v, lo);
+        if pts.is_empty() {
+            continue;
+        }
+        let c = colour(name);
+        let style = c.stroke_width(2);
+        let s = if k % 2 == 1 {
+            chart
+                .draw_series(DashedLineSeries::new(pts, 8, 4, style))
+                .map_err(err)?
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts, style))
+                .map_err(err)?
+        };
+        if text {
+            let dashed = k % 2 == 1;
             s.label(name.as_str()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                let end = if dashed { x + 10 } else { x + 20 };
+                PathElement::new(vec![(x, y), (end, y)], c.stroke_width(2))
             });
         }
     }
     if text {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
@@ -154,13 +196,27 @@ pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> Pl
     root.present().map_err(err)
 }
 
+/// The y-axis top of every panel of [`shares_over_time`]: the largest
+/// share any worker reached in any run, + 5% (at least 0.05, at most 1.05),
+/// so that panels compare at a glance.
+pub fn shares_y_max(runs: &[(String, RunRecord)]) -> f64 {
+    runs.iter()
+        .flat_map(|(_, r)| shares(&r.window_picks))
+        .flatten()
+        .fold(0.0, f64::max)
+        .clamp(0.05, 1.0)
+        * 1.05
+}
+
 /// Per-worker share of picks over time, one panel per run: the impaired
-/// worker in red, the others in grey.
+/// worker in red, the others in grey, the fault window (`fault_s`, s)
+/// shaded, one y-scale ([`shares_y_max`]) across panels, axes labelled.
 pub fn shares_over_time(
     path: &Path,
     title: &str,
     runs: &[(String, RunRecord)],
     impaired: Option<usize>,
+    fault_s: Option<(f64, f64)>,
 ) -> PlotResult {
     let text = fonts();
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
@@ -173,32 +229,37 @@ pub fn shares_over_time(
     let cols = 3.min(runs.len().max(1));
     let rows = runs.len().div_ceil(cols).max(1);
     let panels = root.split_evenly((rows, cols));
+    let ymax = shares_y_max(runs);
     for ((name, rec), area) in runs.iter().zip(panels.iter()) {
         let sh = shares(&rec.window_picks);
         let t_end = sh.len() as f64 * rec.window_ms / 1000.0;
-        let ymax = sh
-            .iter()
-            .flatten()
-            .copied()
-            .fold(0.0, f64::max)
-            .clamp(0.05, 1.0)
-            * 1.05;
         let mut b = ChartBuilder::on(area);
         b.margin(6);
         if text {
             b.caption(name.as_str(), ("sans-serif", 13))
-                .x_label_area_size(18)
-                .y_label_area_size(30);
+                .x_label_area_size(28)
+                .y_label_area_size(40);
         }
         let mut chart = b
             .build_cartesian_2d(0.0..t_end.max(1e-3), 0.0..ymax)
             .map_err(err)?;
+        if let Some((from, to)) = fault_s {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(from.max(0.0), 0.0), (to.min(t_end), ymax)],
+                    RGBColor(255, 215, 215).filled(),
+                )))
+                .map_err(err)?;
+        }
         if text {
             chart
                 .configure_mesh()
                 .x_labels(4)
                 .y_labels(4)
+                .x_desc("time, s")
+                .y_desc("share of picks")
                 .label_style(("sans-serif", 10))
+                .axis_desc_style(("sans-serif", 10))
                 .draw()
                 .map_err(err)?;
         } else {
@@ -224,4 +285,54 @@ pub fn shares_over_time(
         }
     }
     root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(latencies_ms: Vec<f64>, window_picks: Vec<Vec<u32>>) -> (String, RunRecord) {
+        let rec = RunRecord {
+            latencies_ms,
+            window_picks,
+            window_ms: 1_000.0,
+            ..RunRecord::default()
+        };
+        ("p".to_string(), rec)
+    }
+
+    #[test]
+    fn the_tail_plot_runs_from_the_median_to_p99_99_through_p99_and_p99_9() {
+        let v: Vec<f64> = (1..=100_000).map(f64::from).collect();
+        let pts = ccdf_points(&v, 0.01);
+        assert_eq!(pts.len(), 401);
+        assert_eq!(pts[0], (percentile_sorted(&v, 0.5), 0.5));
+        assert!((pts[400].1 - TAIL_MIN).abs() < 1e-12);
+        for (q, tail) in [(0.99, 1e-2f64), (0.999, 1e-3)] {
+            let p = pts
+                .iter()
+                .min_by(|a, b| {
+                    (a.1.ln() - tail.ln())
+                        .abs()
+                        .total_cmp(&(b.1.ln() - tail.ln()).abs())
+                })
+                .copied()
+                .unwrap_or_default();
+            let want = percentile_sorted(&v, q);
+            assert!((p.0 - want).abs() / want < 0.02, "{tail}: {p:?} vs {want}");
+        }
+        assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 > w[1].1));
+        assert!(ccdf_points(&[], 1.0).is_empty());
+    }
+
+    #[test]
+    fn every_share_panel_has_the_same_y_scale() {
+        // One run peaks at a 0.9 share, the other at 0.5: both panels to 0.945.
+        let runs = [
+            run(vec![1.0], vec![vec![9, 1], vec![5, 5]]),
+            run(vec![1.0], vec![vec![5, 5], vec![4, 6]]),
+        ];
+        assert!((shares_y_max(&runs) - 0.9 * 1.05).abs() < 1e-12);
+        assert!((shares_y_max(&runs[1..]) - 0.6 * 1.05).abs() < 1e-12);
+    }
 }

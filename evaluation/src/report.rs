@@ -33,25 +33,35 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
     let mut plots = Vec::new();
     if !r.runs.is_empty() {
         let cdf = dir.join("latency_cdf.png");
-        let title = format!("{} ({}): latency CDF", r.scenario, r.mode);
+        let title = format!("{} ({}): latency tail (CCDF)", r.scenario, r.mode);
         match crate::plot::latency_cdf(&cdf, &title, &r.runs) {
             Ok(()) => plots.push(cdf),
             Err(e) => eprintln!("plot {}: {e}", cdf.display()),
         }
         let sh = dir.join("shares.png");
+        let fault_s = fault_window_s(r);
         let title = format!(
-            "{} ({}): share of picks per worker (red: impaired)",
-            r.scenario, r.mode
+            "{} ({}): share of picks per worker (red: impaired{})",
+            r.scenario,
+            r.mode,
+            if fault_s.is_some() {
+                "; shaded: fault"
+            } else {
+                ""
+            }
         );
-        match crate::plot::shares_over_time(&sh, &title, &r.runs, r.impaired_worker) {
+        match crate::plot::shares_over_time(&sh, &title, &r.runs, r.impaired_worker, fault_s) {
             Ok(()) => plots.push(sh),
             Err(e) => eprintln!("plot {}: {e}", sh.display()),
         }
     }
     let markdown = dir.join("report.md");
     let mut md = format!(
-        "# {} ({})\n\n{}\n\nCommand: `{command}`\n\n",
-        r.scenario, r.mode, r.description
+        "# {} ({})\n\n{}\n\n{}\n\nCommand: `{command}`\n\n",
+        r.scenario,
+        r.mode,
+        r.description,
+        this_run(r)
     );
     if !r.service_config_default {
         md.push_str("**Diagnostic run: the service arms use a non-default configuration (`--service-config`); not comparable with the default-configuration results.**\n\n");
@@ -85,6 +95,41 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
         markdown,
         plots,
     })
+}
+
+/// The impaired worker's fault window in this run, s, if it has one.
+pub fn fault_window_s(r: &ScenarioResults) -> Option<(f64, f64)> {
+    let worker = r.impaired_worker?;
+    r.parameters
+        .as_ref()?
+        .faults
+        .iter()
+        .filter(|f| f.worker() == worker)
+        .find_map(crate::scenario::Fault::window_ms)
+        .map(|(a, b)| (a / 1000.0, b / 1000.0))
+}
+
+/// The run as it was made: length, workers, load, and each fault with its
+/// times in this run (the preset descriptions give them for 120 s).
+pub fn this_run(r: &ScenarioResults) -> String {
+    let mut out = format!(
+        "This run: {} s, {} workers, {:.0}% of healthy capacity offered",
+        r.duration_s,
+        r.workers,
+        r.load * 100.0
+    );
+    match r.parameters.as_ref().map(|p| &p.faults) {
+        Some(faults) if !faults.is_empty() => {
+            let list: Vec<String> = faults
+                .iter()
+                .map(crate::scenario::Fault::describe)
+                .collect();
+            let _ = write!(out, "; {}.", list.join("; "));
+        }
+        Some(_) => out.push_str("; no fault."),
+        None => out.push('.'),
+    }
+    out
 }
 
 /// What each column of [`table`] means; written next to every table.
@@ -191,4 +236,44 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+    use crate::scenario::Scenario;
+
+    fn results(sc: Scenario) -> ScenarioResults {
+        ScenarioResults {
+            mode: "sim".into(),
+            scenario: sc.name.clone(),
+            description: sc.description.clone(),
+            seed: 1,
+            workers: sc.workers.len(),
+            duration_s: sc.duration_ms / 1000.0,
+            load: sc.load,
+            routers: 1,
+            impaired_worker: Some(0),
+            parameters: Some(sc),
+            service_config_default: true,
+            policies: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_short_run_is_described_with_its_own_fault_times() {
+        let r = results(Scenario::preset("crash-recovery", 12, 30.0).unwrap());
+        assert_eq!(fault_window_s(&r), Some((10.0, 17.5)));
+        let line = this_run(&r);
+        assert!(
+            line.contains("30 s, 12 workers")
+                && line
+                    .contains("worker 0 down (connections refused, silent) from 10.0 s to 17.5 s"),
+            "{line}"
+        );
+        let r = results(Scenario::preset("homogeneous", 12, 30.0).unwrap());
+        assert!(this_run(&r).ends_with("; no fault."), "{}", this_run(&r));
+        assert_eq!(fault_window_s(&r), None);
+    }
 }

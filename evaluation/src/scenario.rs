@@ -148,6 +148,75 @@ impl Fault {
         }
     }
 
+    /// What the fault does, with its times in this run, e.g. `worker 0 down
+    /// (connections refused, silent) from 10.0 s to 17.5 s`.
+    pub fn describe(&self) -> String {
+        let s = |ms: f64| format!("{:.1} s", ms / 1000.0);
+        match self {
+            Fault::Slow {
+                worker,
+                from_ms,
+                to_ms,
+                factor,
+            } => format!(
+                "worker {worker} {factor}× slower from {} to {}",
+                s(*from_ms),
+                s(*to_ms)
+            ),
+            Fault::Compaction {
+                worker,
+                first_ms,
+                period_ms,
+                duration_ms,
+                put_factor,
+                get_factor,
+            } => format!(
+                "worker {worker} compacts for {} every {} from {} (PUTs {put_factor}×, GETs {get_factor}×)",
+                s(*duration_ms),
+                s(*period_ms),
+                s(*first_ms)
+            ),
+            Fault::Crash {
+                worker,
+                from_ms,
+                to_ms,
+            } => format!(
+                "worker {worker} down (connections refused, silent) from {} to {}",
+                s(*from_ms),
+                s(*to_ms)
+            ),
+            Fault::Zombie {
+                worker,
+                from_ms,
+                to_ms,
+            } => format!(
+                "worker {worker} accepts and never answers from {} to {}",
+                s(*from_ms),
+                s(*to_ms)
+            ),
+            Fault::Memtable {
+                worker,
+                period_ms,
+                peak_bytes,
+                ..
+            } => format!(
+                "worker {worker} memtable fills to {:.1} GiB and flushes every {}",
+                *peak_bytes as f64 / f64::from(1u32 << 30),
+                s(*period_ms)
+            ),
+            Fault::Burst {
+                worker,
+                from_ms,
+                to_ms,
+                load,
+            } => format!(
+                "unrouted load of {load}× capacity on worker {worker} from {} to {}",
+                s(*from_ms),
+                s(*to_ms)
+            ),
+        }
+    }
+
     /// The window in which the worker is impaired, ms, for drain/recovery
     /// metrics; `None` for periodic disturbances.
     pub fn window_ms(&self) -> Option<(f64, f64)> {
