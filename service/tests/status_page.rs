@@ -47,6 +47,31 @@ async fn headless_chromium_renders_the_live_worker_table() {
         .await
         .expect("telemetry");
     assert!(r.status().is_success());
+    // Picks before the page loads, each answered, so the share column has
+    // counts and every worker is back to 0 outstanding.
+    let client = reqwest::Client::new();
+    for i in 0..12 {
+        let body = serde_json::json!({"key": format!("user:{i}"),
+            "candidates": ["alpha-1", "beta-2", "gamma-3"], "seed": i});
+        let a: serde_json::Value = client
+            .post(format!("{base}/v1/score"))
+            .json(&body)
+            .send()
+            .await
+            .expect("score")
+            .json()
+            .await
+            .expect("answer");
+        let fb = serde_json::json!({"decision_id": a["decision_id"], "worker_id": a["pick"],
+            "latency_ms": 2.0, "success": true});
+        let r = client
+            .post(format!("{base}/v1/feedback"))
+            .json(&fb)
+            .send()
+            .await
+            .expect("feedback");
+        assert!(r.status().is_success());
+    }
     let profile = std::env::temp_dir().join(format!("scorer-chromium-{}", std::process::id()));
     let out = tokio::time::timeout(
         Duration::from_secs(60),
@@ -87,5 +112,31 @@ async fn headless_chromium_renders_the_live_worker_table() {
             .unwrap_or_default();
         assert!(row.contains("<td class=\"num\">0</td>"), "{id}: {row}");
     }
-    assert!(dom.contains("healthy"), "{dom}");
+    assert!(
+        dom.contains("<span class=\"state healthy\">healthy</span>"),
+        "{dom}"
+    );
+    // The page rendered the data: not the placeholder.
+    assert!(!dom.contains("loading…"), "still loading:\n{dom}");
+    assert!(dom.contains("updated"), "{dom}");
+    // Worst final score first: the busiest, slowest worker heads the table.
+    let at = |id: &str| {
+        dom.find(&format!("data-worker=\"{id}\""))
+            .unwrap_or(usize::MAX)
+    };
+    assert!(
+        at("gamma-3") < at("beta-2") && at("beta-2") < at("alpha-1"),
+        "rows not worst first:\n{dom}"
+    );
+    // Every row shows its share of the 12 picks; the shares add up to 100%.
+    let shares: Vec<f64> = dom
+        .split("<td class=\"num share\">")
+        .skip(1)
+        .filter_map(|r| r.split('%').next()?.parse().ok())
+        .collect();
+    assert_eq!(shares.len(), 3, "{dom}");
+    assert!(
+        (shares.iter().sum::<f64>() - 100.0).abs() < 0.2,
+        "{shares:?}"
+    );
 }

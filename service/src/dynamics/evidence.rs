@@ -176,6 +176,8 @@ pub struct PickRecord {
 pub struct EvidenceSnapshot {
     /// Outstanding picks.
     pub outstanding: u32,
+    /// Picks made since the worker was first seen.
+    pub picks: u64,
     /// Service-time estimator (read it with [`PeakEwma::value_at`]).
     pub service: PeakEwma,
     /// Observed failure rate at the last outcome, fraction 0..=1 (read it
@@ -287,6 +289,7 @@ impl LocalEvidence {
         let mut g = self.lock();
         let before = g.outstanding;
         g.outstanding = g.outstanding.saturating_add(1);
+        g.snap.picks = g.snap.picks.saturating_add(1);
         if g.picks.len() < MAX_TIMED_PICKS {
             g.picks.push_back(now_ms);
         }

@@ -285,6 +285,9 @@ struct WorkerInfo {
     weight: f64,
     /// Picks without feedback yet.
     outstanding: u32,
+    /// Picks made since the worker was first seen (a counter: the status
+    /// page's share of recent picks is its change between two reads).
+    picks: u64,
     /// Peak-EWMA service time from outcomes, ms; absent before any outcome.
     service_time_ms: Option<f64>,
     /// Outcomes seen.
@@ -381,6 +384,7 @@ pub(super) async fn workers(
                 penalty,
                 weight,
                 outstanding: ev.outstanding,
+                picks: ev.picks,
                 service_time_ms: ev.service.last_ms(),
                 outcomes: ev.outcomes,
                 observed_failure_rate: ev.failure_rate,
