@@ -134,6 +134,7 @@ async fn reload_on_sighup(state: AppState) {
     while hup.recv().await.is_some() {
         match (state.config_source)() {
             Ok(cfg) => {
+                let cfg = state.promotions.apply(cfg);
                 match service::http::reload_on_own_thread(state.engine.clone(), cfg, false).await {
                     Ok(Ok(r)) => tracing::info!(
                         new_hash = %r.new_hash,

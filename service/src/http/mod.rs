@@ -18,6 +18,7 @@ mod limits;
 mod metrics;
 mod model;
 mod openapi;
+pub mod promote;
 mod reconfigure;
 mod serve;
 mod strict;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub in_progress: Arc<InProgress>,
     /// Rate limit of the rejected-telemetry warning.
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
+    /// Model promotions and the directory to roll back to.
+    pub promotions: Arc<promote::Promotions>,
 }
 
 /// A function producing the configuration to reload to.
@@ -81,6 +84,7 @@ impl AppState {
             metrics: Arc::default(),
             in_progress: Arc::default(),
             telemetry_warn: Arc::default(),
+            promotions: Arc::default(),
         }
     }
 
@@ -98,6 +102,8 @@ pub fn app(state: AppState) -> Router {
     let admin = Router::new()
         .route("/v1/admin/reload", post(reconfigure::reload))
         .route("/v1/admin/config", get(reconfigure::config_view))
+        .route("/v1/admin/model/promote", post(promote::promote))
+        .route("/v1/admin/model/rollback", post(promote::rollback))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             admin::require_admin,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::{explain, feedback, handlers, metrics, model, reconfigure};
+use super::{explain, feedback, handlers, metrics, model, promote, reconfigure};
 use crate::telemetry::validate::FieldError;
 
 /// Every error answer: `{"error": {"code", "message", "details"?}}`.
@@ -93,6 +93,8 @@ impl Modify for BearerAuth {
         model::shadow,
         reconfigure::reload,
         reconfigure::config_view,
+        promote::promote,
+        promote::rollback,
         explain::debug_score,
         explain::status_page,
         metrics::metrics,

@@ -86,6 +86,7 @@ pub(super) async fn reload(
         .force
         .unwrap_or(false);
     let cfg = (st.config_source)().map_err(|e| refused(&ReloadError::Invalid(e)))?;
+    let cfg = st.promotions.apply(cfg);
     let report = reload_on_own_thread(st.engine.clone(), cfg, force)
         .await
         .map_err(|e| ApiError::internal(format!("reload failed: {e}")))?

@@ -1,0 +1,194 @@
+//! `POST /v1/admin/model/promote` and `POST /v1/admin/model/rollback`:
+//! switch the served model to another directory without touching the
+//! configuration's source (a service configured by environment variables
+//! cannot have them changed), and back.
+//!
+//! A promotion vets the directory exactly as start-up does
+//! ([`crate::model::load_model_dir`]: card, feature schema hash, golden
+//! rows), then applies the running configuration with `[model] dir` (and
+//! `enabled`) changed through the same all-or-nothing reload as
+//! `POST /v1/admin/reload`; a refused directory changes nothing. The
+//! directory served before is kept for one rollback. A promotion holds
+//! across `POST /v1/admin/reload` and SIGHUP for as long as the
+//! configuration source still names the `[model] dir` it named at the
+//! promotion; once the source names another, the source wins. It does not
+//! survive a restart: put the directory in the configuration for that.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::extract::ApiJson;
+use super::openapi::{ErrorBody, JsonBodyErrors};
+use super::{ApiError, AppState};
+use crate::config::Config;
+use crate::engine::Engine;
+
+/// What promotions remember.
+#[derive(Debug, Default)]
+pub struct Promotions {
+    state: Mutex<PromotionState>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct PromotionState {
+    /// The directory served before the last switch (for rollback).
+    previous: Option<PathBuf>,
+    /// The promoted directory, and the `[model] dir` the configuration
+    /// source named when it was promoted.
+    promoted: Option<(PathBuf, PathBuf)>,
+}
+
+impl Promotions {
+    fn get(&self) -> PromotionState {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, s: PromotionState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = s;
+    }
+
+    /// `cfg` (from the configuration source) with the promoted directory in
+    /// force, while the source still names the directory it named at the
+    /// promotion; otherwise `cfg` as it is, and the promotion is forgotten.
+    pub fn apply(&self, mut cfg: Config) -> Config {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &s.promoted {
+            Some((dir, source_dir)) if *source_dir == cfg.model.dir => {
+                cfg.model.dir = dir.clone();
+                cfg.model.enabled = true;
+            }
+            Some(_) => s.promoted = None,
+            None => {}
+        }
+        cfg
+    }
+}
+
+/// Body of `POST /v1/admin/model/promote`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PromoteRequest {
+    /// Model directory to serve (as `[model] dir`: relative to the service's
+    /// working directory, or absolute).
+    dir: String,
+}
+
+/// Vets `dir` and applies `cfg` with it, on a thread of its own (model
+/// files are read; see [`super::reconfigure::reload_on_own_thread`]).
+async fn switch_on_own_thread(
+    engine: Arc<Engine>,
+    mut cfg: Config,
+    dir: PathBuf,
+    now_wall_ms: u64,
+) -> Result<Value, ApiError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("model-promote".into())
+        .spawn(move || {
+            cfg.model.dir = dir.clone();
+            cfg.model.enabled = true;
+            let result = match crate::model::load_model_dir(&dir, &cfg.model, now_wall_ms) {
+                Err(e) => Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "model_refused",
+                    format!("model directory {} refused: {e}", dir.display()),
+                )),
+                Ok(m) => engine
+                    .reload_config(cfg, false)
+                    .map(|r| {
+                        json!({"model_version": m.card.model_version,
+                               "generation": r.model.generation, "config_hash": r.new_hash})
+                    })
+                    .map_err(|e| {
+                        ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "model_refused",
+                            e.to_string(),
+                        )
+                    }),
+            };
+            let _ = tx.send(result);
+        })
+        .map_err(|e| ApiError::internal(format!("cannot start the promote thread: {e}")))?;
+    rx.await
+        .map_err(|_| ApiError::internal("the promote thread stopped without an answer"))?
+}
+
+async fn switch(st: &AppState, to: PathBuf, action: &'static str) -> Result<Json<Value>, ApiError> {
+    let from = st.engine.config().model.dir.clone();
+    let source_dir = (st.config_source)().map(|c| c.model.dir).ok();
+    let cfg = (*st.engine.config()).clone();
+    let mut body = switch_on_own_thread(st.engine.clone(), cfg, to.clone(), st.clock.wall_ms())
+        .await
+        .inspect_err(|e| {
+            tracing::warn!(dir = %to.display(), error = %e.message, "model {action} refused; nothing changed");
+        })?;
+    let before = st.promotions.get();
+    st.promotions.set(PromotionState {
+        previous: Some(from.clone()),
+        promoted: source_dir
+            .or_else(|| before.promoted.map(|(_, s)| s))
+            .map(|s| (to.clone(), s)),
+    });
+    tracing::info!(from = %from.display(), to = %to.display(), version = %body["model_version"], "model {action}");
+    body["applied"] = Value::Bool(true);
+    body["dir"] = json!(to);
+    body["previous_dir"] = json!(from);
+    Ok(Json(body))
+}
+
+/// `POST /v1/admin/model/promote` with `{"dir": …}`: vets the directory and
+/// serves it (see the module docs). 200 with `{applied, dir, previous_dir,
+/// model_version, generation, config_hash}`; 422 `model_refused` (nothing
+/// changed) or the usual body errors.
+#[utoipa::path(post, path = "/v1/admin/model/promote", tag = "admin", request_body = PromoteRequest,
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
+        JsonBodyErrors,
+        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+    ))]
+pub(super) async fn promote(
+    State(st): State<AppState>,
+    body: Result<ApiJson<PromoteRequest>, ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let ApiJson(req) = body?;
+    if req.dir.trim().is_empty() || req.dir.contains('\0') {
+        return Err(ApiError::unprocessable(
+            "`dir`: must name a model directory",
+        ));
+    }
+    switch(&st, PathBuf::from(req.dir), "promoted").await
+}
+
+/// `POST /v1/admin/model/rollback`: serves the directory served before the
+/// last promotion or rollback again, vetted anew. 200 as promote; 409
+/// `no_previous_model` when nothing was promoted; 422 `model_refused`.
+#[utoipa::path(post, path = "/v1/admin/model/rollback", tag = "admin",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
+        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        (status = 409, description = "Nothing to roll back to (`no_previous_model`)", body = ErrorBody),
+        (status = 422, description = "The previous directory is refused now (`model_refused`); nothing changed", body = ErrorBody),
+    ))]
+pub(super) async fn rollback(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let Some(previous) = st.promotions.get().previous else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_previous_model",
+            "no model was promoted since start-up: nothing to roll back to",
+        ));
+    };
+    switch(&st, previous, "rolled back").await
+}
