@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::compare::DEFAULT_CLIP;
+use crate::compare::{DEFAULT_BOOTSTRAP, DEFAULT_BOOTSTRAP_SEED, DEFAULT_CLIP};
 use crate::target::TargetRule;
 use crate::train::TrainParams;
 
@@ -160,6 +160,15 @@ pub struct CompareArgs {
     /// Cap on inverse-propensity weights (dimensionless, >= 1).
     #[arg(long, value_name = "WEIGHT", default_value_t = DEFAULT_CLIP)]
     pub clip: f64,
+    /// Bootstrap resamples (a count) of the usable decisions behind the 95%
+    /// confidence intervals of SNIPS and DR mean latency (ms) for A, B and
+    /// B - A, and the verdict; 0 turns the intervals off.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOOTSTRAP)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap's resampling: the same seed, logs and flags give
+    /// the same intervals.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOOTSTRAP_SEED)]
+    pub seed: u64,
     /// Where to write the JSON report.
     #[arg(long, value_name = "FILE", default_value = "compare.json")]
     pub out: PathBuf,

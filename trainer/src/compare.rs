@@ -32,9 +32,14 @@
 //! under a tenth of the usable decisions: the target policy then rarely
 //! agrees with what was logged, and IPS/SNIPS rest on few outcomes (DR
 //! leans on `q̂`). Under a deterministic logging policy (`max`, `p = 1`),
-//! only agreeing decisions carry weight. Routing decisions interact through
-//! queues, which no off-policy estimate sees: the closed-loop simulator run
-//! (`evaluate`) is the real test.
+//! only agreeing decisions carry weight.
+//!
+//! The SNIPS and DR mean latencies of each model and their paired
+//! difference B − A get 95 % bootstrap intervals over the usable decisions
+//! ([`bootstrap`]); the **verdict** says whether the DR difference's
+//! interval excludes 0. Routing decisions interact through queues, which
+//! no off-policy estimate sees: the closed-loop simulator run (`evaluate`)
+//! is the real test.
 
 use std::path::{Path, PathBuf};
 
@@ -50,10 +55,36 @@ use crate::progress::Progress;
 use crate::target::{EXPECTED_LATENCY_FEATURE, TargetRule};
 use crate::validate::{load_model_dir, vet_as_service};
 
+#[path = "compare_bootstrap.rs"]
+pub mod bootstrap;
+use bootstrap::Contribution;
+pub use bootstrap::{DEFAULT_BOOTSTRAP, DEFAULT_BOOTSTRAP_SEED, Interval, Verdict, VerdictOutcome};
+
 /// Default cap on importance weights.
 pub const DEFAULT_CLIP: f64 = 20.0;
 /// Below this effective sample size an estimate is weak.
 pub const WEAK_ESS: f64 = 100.0;
+
+/// How `trainer compare` estimates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompareOptions {
+    /// Cap on importance weights, >= 1.
+    pub clip: f64,
+    /// Bootstrap resamples for the confidence intervals; 0 = no intervals.
+    pub bootstrap: usize,
+    /// Seed of the bootstrap's resampling.
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self {
+            clip: DEFAULT_CLIP,
+            bootstrap: DEFAULT_BOOTSTRAP,
+            seed: DEFAULT_BOOTSTRAP_SEED,
+        }
+    }
+}
 
 /// Off-policy estimates of one greedy policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -66,8 +97,16 @@ pub struct OffPolicy {
     pub ips_latency_ms: Option<f64>,
     /// SNIPS mean latency, ms (`None` without matches).
     pub snips_latency_ms: Option<f64>,
+    /// 95 % bootstrap interval of `snips_latency_ms`, ms (`None` without
+    /// the bootstrap).
+    #[serde(default)]
+    pub snips_latency_ci_ms: Option<Interval>,
     /// Doubly robust mean latency, ms.
     pub dr_latency_ms: Option<f64>,
+    /// 95 % bootstrap interval of `dr_latency_ms`, ms (`None` without the
+    /// bootstrap).
+    #[serde(default)]
+    pub dr_latency_ci_ms: Option<Interval>,
     /// IPS share of slow outcomes, fraction.
     pub ips_slow: Option<f64>,
     /// SNIPS share of slow outcomes, fraction.
@@ -125,6 +164,26 @@ pub struct CompareReport {
     pub logged_slow: Option<f64>,
     /// Weight cap.
     pub clip: f64,
+    /// Bootstrap resamples behind the intervals (0: no intervals).
+    #[serde(default)]
+    pub bootstrap_resamples: usize,
+    /// Seed of the bootstrap's resampling.
+    #[serde(default)]
+    pub bootstrap_seed: u64,
+    /// SNIPS mean latency of B minus A's, ms.
+    #[serde(default)]
+    pub snips_latency_diff_ms: Option<f64>,
+    /// 95 % bootstrap interval of `snips_latency_diff_ms` (paired), ms.
+    #[serde(default)]
+    pub snips_latency_diff_ci_ms: Option<Interval>,
+    /// DR mean latency of B minus A's, ms; negative when B is faster.
+    #[serde(default)]
+    pub dr_latency_diff_ms: Option<f64>,
+    /// 95 % bootstrap interval of `dr_latency_diff_ms` (paired), ms.
+    #[serde(default)]
+    pub dr_latency_diff_ci_ms: Option<Interval>,
+    /// The conclusion drawn from `dr_latency_diff_ci_ms`.
+    pub verdict: Verdict,
     /// Target rule (censoring, slow factor).
     pub target: TargetRule,
 }
@@ -159,7 +218,8 @@ struct Estimator {
 impl Estimator {
     /// One usable decision: whether the target matched the logged pick,
     /// the logged propensity, the outcome `y` (`[latency, slow]`), and the
-    /// direct method at the target's and the logged pick.
+    /// direct method at the target's and the logged pick. Returns the
+    /// decision's share of the latency estimates.
     fn add(
         &mut self,
         matched: bool,
@@ -168,7 +228,7 @@ impl Estimator {
         q_target: [f64; 2],
         q_logged: [f64; 2],
         clip: f64,
-    ) {
+    ) -> Contribution {
         self.decisions += 1;
         let w = if matched {
             self.matches += 1;
@@ -184,9 +244,15 @@ impl Estimator {
         };
         self.sw += w;
         self.sw2 += w * w;
+        let dr = [0, 1].map(|k| q_target[k] + w * (y[k] - q_logged[k]));
         for k in 0..2 {
             self.swy[k] += w * y[k];
-            self.dr[k] += q_target[k] + w * (y[k] - q_logged[k]);
+            self.dr[k] += dr[k];
+        }
+        Contribution {
+            w,
+            wy: w * y[0],
+            dr: dr[0],
         }
     }
 
@@ -204,7 +270,9 @@ impl Estimator {
             matches: self.matches,
             ips_latency_ms: per(self.swy[0]),
             snips_latency_ms: snips(self.swy[0]),
+            snips_latency_ci_ms: None,
             dr_latency_ms: per(self.dr[0]),
+            dr_latency_ci_ms: None,
             ips_slow: per(self.swy[1]),
             snips_slow: snips(self.swy[1]),
             dr_slow: per(self.dr[1]),
@@ -223,8 +291,9 @@ pub fn compare_predictions(
     pb: &[f32],
     target: &TargetRule,
     blend: &Blend,
-    clip: f64,
+    opts: &CompareOptions,
 ) -> CompareReport {
+    let clip = opts.clip;
     let mut agree = 0usize;
     let mut decisions = 0usize;
     let mut rows = 0usize;
@@ -232,6 +301,7 @@ pub fn compare_predictions(
     let mut dsum = 0.0;
     let mut act_sum = [0.0f64; 2];
     let mut est = [Estimator::default(), Estimator::default()];
+    let mut contributions: Vec<[Contribution; 2]> = Vec::new();
     let (mut logged, mut logged_n) = ([0.0f64; 2], 0usize);
     let mut obs: Vec<[f32; FEATURE_COUNT]> = Vec::new();
     let mut ra = Vec::new();
@@ -308,10 +378,10 @@ pub fn compare_predictions(
                 f64::from(u8::from(predicted > target.slow_factor * e)),
             ]
         };
-        for m in 0..2 {
-            est[m].add(picks[m] == k, prop, y, q(picks[m]), q(k), clip);
-        }
+        contributions
+            .push([0, 1].map(|m| est[m].add(picks[m] == k, prop, y, q(picks[m]), q(k), clip)));
     }
+    let ci = bootstrap::intervals(&contributions, opts.bootstrap, opts.seed);
     let side = |m: usize| ModelSide {
         dir: String::new(),
         model_version: String::new(),
@@ -320,12 +390,28 @@ pub fn compare_predictions(
         } else {
             act_sum[m] / rows as f64
         },
-        off_policy: est[m].finish(),
+        off_policy: OffPolicy {
+            snips_latency_ci_ms: [ci.a, ci.b][m].snips,
+            dr_latency_ci_ms: [ci.a, ci.b][m].dr,
+            ..est[m].finish()
+        },
     };
     let per = |x: f64| (logged_n > 0).then(|| x / logged_n as f64);
+    let (a, b) = (side(0), side(1));
+    let diff = |f: fn(&OffPolicy) -> Option<f64>| {
+        f(&a.off_policy).zip(f(&b.off_policy)).map(|(x, y)| y - x)
+    };
+    let snips_diff = diff(|o| o.snips_latency_ms);
+    let dr_diff = diff(|o| o.dr_latency_ms);
+    let weak_ess: Vec<(&str, f64)> = [("A", &a), ("B", &b)]
+        .into_iter()
+        .filter(|(_, s)| s.off_policy.weak && s.off_policy.decisions > 0)
+        .map(|(name, s)| (name, s.off_policy.ess))
+        .collect();
+    let verdict = Verdict::new(dr_diff, ci.diff.dr, opts.bootstrap, &weak_ess);
     CompareReport {
-        a: side(0),
-        b: side(1),
+        a,
+        b,
         decisions,
         partial_feature_decisions: partial,
         candidate_rows: rows,
@@ -340,6 +426,13 @@ pub fn compare_predictions(
         logged_latency_ms: per(logged[0]),
         logged_slow: per(logged[1]),
         clip,
+        bootstrap_resamples: opts.bootstrap,
+        bootstrap_seed: opts.seed,
+        snips_latency_diff_ms: snips_diff,
+        snips_latency_diff_ci_ms: ci.diff.snips,
+        dr_latency_diff_ms: dr_diff,
+        dr_latency_diff_ci_ms: ci.diff.dr,
+        verdict,
         target: *target,
     }
 }
@@ -357,11 +450,12 @@ pub fn run_compare(
     b: &Path,
     logs: &[PathBuf],
     target: &TargetRule,
-    clip: f64,
+    opts: &CompareOptions,
     out: &Path,
     progress: Progress,
 ) -> Result<CompareReport> {
     target.validate()?;
+    let clip = opts.clip;
     if !(clip >= 1.0 && clip.is_finite()) {
         return Err(TrainerError::InvalidArgument(format!(
             "--clip must be a finite weight >= 1, got {clip}"
@@ -379,7 +473,7 @@ pub fn run_compare(
     let pb_b = progress.bar(n, "scoring B", "rows");
     let pbv = served_probabilities(&mb.plan, &table.features, |d| pb_b.set_position(d as u64))?;
     pb_b.finish_and_clear();
-    let mut report = compare_predictions(&table, &pa, &pbv, target, &Blend::default(), clip);
+    let mut report = compare_predictions(&table, &pa, &pbv, target, &Blend::default(), opts);
     if report.decisions == 0 {
         let why = if report.partial_feature_decisions > 0 {
             format!(
@@ -460,50 +554,14 @@ impl CompareReport {
                 "(no decision has a picked candidate with an outcome and a propensity: no off-policy estimate; give the outcomes directory too)\n",
             );
         }
+        if self.bootstrap_resamples > 0 && self.a.off_policy.decisions > 0 {
+            s.push_str(&self.intervals_table());
+        }
+        s.push_str(&format!("verdict: {}\n", self.verdict.text));
         s
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spearman_values() {
-        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
-        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
-        assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
-        assert_eq!(ranks(&[5.0, 1.0, 5.0]), vec![2.5, 1.0, 2.5]);
-    }
-
-    #[test]
-    fn ips_snips_dr_and_ess() {
-        let mut e = Estimator::default();
-        // Matched, p 0.5 (w 2), latency 10, slow 0; q̂ 8 at both picks.
-        e.add(true, 0.5, [10.0, 0.0], [8.0, 0.0], [8.0, 0.0], 20.0);
-        // Matched, p 0.01 (w 100 -> 20), latency 100, slow 1.
-        e.add(true, 0.01, [100.0, 1.0], [50.0, 1.0], [50.0, 1.0], 20.0);
-        // Not matched: w 0; DR takes the direct method at the target's pick (30).
-        e.add(false, 0.5, [5.0, 0.0], [30.0, 0.0], [5.0, 0.0], 20.0);
-        let o = e.finish();
-        assert_eq!((o.decisions, o.matches, o.clipped), (3, 2, 1));
-        assert!((o.ips_latency_ms.unwrap() - (20.0 + 2000.0) / 3.0).abs() < 1e-9);
-        assert!((o.snips_latency_ms.unwrap() - 2020.0 / 22.0).abs() < 1e-9);
-        let dr = (8.0 + 2.0 * 2.0) + (50.0 + 20.0 * 50.0) + 30.0;
-        assert!((o.dr_latency_ms.unwrap() - dr / 3.0).abs() < 1e-9);
-        assert!((o.snips_slow.unwrap() - 20.0 / 22.0).abs() < 1e-12);
-        assert!((o.ess - 22.0 * 22.0 / 404.0).abs() < 1e-12);
-        assert!(o.weak, "an ESS of 1.2 is weak");
-    }
-
-    #[test]
-    fn no_usable_decision_is_no_estimate_not_zero() {
-        let o = Estimator::default().finish();
-        assert_eq!(
-            (o.decisions, o.ips_latency_ms, o.snips_latency_ms, o.ess),
-            (0, None, None, 0.0)
-        );
-        let json = serde_json::to_value(o).unwrap();
-        assert!(json["ips_latency_ms"].is_null(), "{json}");
-    }
-}
+#[path = "compare_tests.rs"]
+mod tests;

@@ -15,7 +15,7 @@
 //! | [`card`] | `card.json` contents and model version |
 //! | [`pipeline`] | `trainer train` |
 //! | [`validate`] | `trainer validate` |
-//! | [`compare`] | `trainer compare` (agreement, Spearman, IPS/SNIPS/DR, ESS) |
+//! | [`compare`] | `trainer compare` (agreement, Spearman, IPS/SNIPS/DR, ESS, bootstrap intervals, verdict) |
 //! | [`progress`] | indicatif progress bars |
 //! | [`error`] | [`TrainerError`] |
 //!

@@ -110,7 +110,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &args.b,
                 &args.logs,
                 &args.target.into(),
-                args.clip,
+                &compare::CompareOptions {
+                    clip: args.clip,
+                    bootstrap: args.bootstrap,
+                    seed: args.seed,
+                },
                 &args.out,
                 progress,
             )?;

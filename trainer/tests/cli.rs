@@ -67,7 +67,18 @@ fn help_documents_every_subcommand_and_unit() {
     }
     let o = trainer(&["compare", "--help"], tmp.path());
     let s = String::from_utf8_lossy(&o.stdout).to_string();
-    for flag in ["--a", "--b", "--logs", "--clip", "compare.json"] {
+    for flag in [
+        "--a",
+        "--b",
+        "--logs",
+        "--clip",
+        "compare.json",
+        "--bootstrap <N>",
+        "[default: 1000]",
+        "--seed <N>",
+        "[default: 42]",
+        "95% confidence intervals",
+    ] {
         assert!(s.contains(flag), "compare --help lacks {flag}:\n{s}");
     }
     let o = trainer(&["synth", "--help"], tmp.path());
@@ -267,6 +278,8 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
         "Spearman",
         "IPS",
         "ESS",
+        "95% CI, ms (bootstrap: 1000 resamples",
+        "\nverdict: ",
         "compare.json",
     ] {
         assert!(out.contains(s), "compare output lacks {s}:\n{out}");

@@ -15,7 +15,7 @@ use service::decision_log::{META_FEATURE_SCHEMA_VERSION, decisions_batch};
 use service::model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, PARITY_TOLERANCE, TEXT_FILE};
 use service::model::{read_card, read_golden};
 use trainer::TrainerError;
-use trainer::compare::run_compare;
+use trainer::compare::{CompareOptions, run_compare};
 use trainer::dataset::{TargetRule, load_logs};
 use trainer::pipeline::{TrainOptions, run_train};
 use trainer::progress::Progress;
@@ -161,7 +161,7 @@ fn synth_train_validate_compare_end_to_end() {
         &tmp.join("models/weak"),
         &[logs2],
         &TargetRule::default(),
-        20.0,
+        &CompareOptions::default(),
         &out,
         Progress::hidden(),
     )
@@ -174,6 +174,9 @@ fn synth_train_validate_compare_end_to_end() {
         "decisions",
         "logged_latency_ms",
         "logged_slow",
+        "dr_latency_diff_ms",
+        "dr_latency_diff_ci_ms",
+        "verdict",
     ] {
         assert!(json.get(k).is_some(), "{k} missing");
     }
@@ -209,7 +212,7 @@ fn synth_train_validate_compare_end_to_end() {
         &dir,
         &[tmp.join("logs")],
         &TargetRule::default(),
-        20.0,
+        &CompareOptions::default(),
         &tmp.join("self.json"),
         Progress::hidden(),
     )
