@@ -1,0 +1,176 @@
+//! The command blocks of the user docs that are meant to be run, run: every
+//! fenced block whose info string is `sh run` or `python run` (GitHub
+//! highlights them as `sh`/`python` and ignores the rest), in document
+//! order, in one scratch directory per file, against the workspace's built
+//! binaries (`evaluate`, `trainer` on `PATH`, `$REPO` the repository). A
+//! ```` ```text ```` block right after one is its expected output: each of
+//! its lines but `time:` lines (which vary with the machine) must appear in
+//! the command's output, in order. So the walk-throughs cannot drift from
+//! what the binaries do.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Markdown files whose runnable blocks are run.
+const FILES: [&str; 1] = ["docs/retraining.md"];
+
+#[derive(Debug)]
+struct Block {
+    lang: String,
+    line: usize,
+    code: String,
+    expected: Option<String>,
+}
+
+/// The runnable blocks of `text`, each with the `text` block after it.
+fn runnable_blocks(text: &str) -> Vec<Block> {
+    let mut fences: Vec<(String, usize, String)> = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
+        let Some(info) = line.strip_prefix("```") else {
+            continue;
+        };
+        let mut body = String::new();
+        for (_, l) in lines.by_ref() {
+            if l.starts_with("```") {
+                break;
+            }
+            body.push_str(l);
+            body.push('\n');
+        }
+        fences.push((info.trim().to_string(), i + 1, body));
+    }
+    let mut out = Vec::new();
+    for (k, (info, line, code)) in fences.iter().enumerate() {
+        let mut words = info.split_whitespace();
+        let (Some(lang), Some("run")) = (words.next(), words.next()) else {
+            continue;
+        };
+        let expected = fences
+            .get(k + 1)
+            .filter(|(i, l, _)| i == "text" && *l == line + code.lines().count() + 2)
+            .map(|(_, _, b)| b.clone());
+        out.push(Block {
+            lang: lang.to_string(),
+            line: *line,
+            code: code.clone(),
+            expected,
+        });
+    }
+    out
+}
+
+/// The lines of `expected` (but `time:` lines) that are not found in
+/// `actual` in order: empty when it matches.
+fn missing_lines(expected: &str, actual: &str) -> Vec<String> {
+    let mut rest = actual.lines();
+    let mut missing = Vec::new();
+    for want in expected.lines().map(str::trim_end) {
+        if want.is_empty() || want.starts_with("time:") {
+            continue;
+        }
+        if !rest.by_ref().any(|got| got.trim_end() == want) {
+            missing.push(want.to_string());
+            rest = actual.lines();
+        }
+    }
+    missing
+}
+
+fn binaries() -> PathBuf {
+    // target/<profile>/deps/doc_commands-… → target/<profile>
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory")
+        .to_path_buf();
+    for bin in ["evaluate", "trainer"] {
+        assert!(
+            dir.join(bin).is_file(),
+            "{} missing: build the workspace's binaries first (cargo build -p evaluation -p trainer, or cargo test --workspace)",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
+
+#[test]
+fn the_scanner_finds_marked_blocks_and_their_outputs() {
+    let md = "intro\n```sh run\necho hi\n```\n```text\nhi\n```\n```sh\nnot run\n```\n```python run\nprint(1)\n```\n";
+    let b = runnable_blocks(md);
+    assert_eq!(b.len(), 2);
+    assert_eq!(
+        (b[0].lang.as_str(), b[0].line, b[0].code.as_str()),
+        ("sh", 2, "echo hi\n")
+    );
+    assert_eq!(b[0].expected.as_deref(), Some("hi\n"));
+    assert_eq!(
+        (b[1].lang.as_str(), b[1].expected.as_deref()),
+        ("python", None)
+    );
+    assert!(missing_lines("a\ntime: 3 s\nc\n", "a\nb\nc\n").is_empty());
+    assert_eq!(missing_lines("c\na\n", "a\nb\nc\n"), ["a"]);
+}
+
+#[test]
+fn runnable_doc_blocks_run_and_print_what_the_docs_show() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = std::fs::canonicalize(&repo).expect("repo");
+    let bins = binaries();
+    let path = format!(
+        "{}:{}",
+        bins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut failures = Vec::new();
+    for file in FILES {
+        let text = std::fs::read_to_string(repo.join(file)).expect("docs file");
+        let blocks = runnable_blocks(&text);
+        assert!(!blocks.is_empty(), "{file} has no `sh run` block");
+        let scratch = tempfile::tempdir().expect("scratch dir");
+        for b in &blocks {
+            let mut cmd = match b.lang.as_str() {
+                "sh" => {
+                    let mut c = Command::new("bash");
+                    c.args(["-euo", "pipefail", "-c", &b.code]);
+                    c
+                }
+                "python" => {
+                    let mut c = Command::new("python3");
+                    c.args(["-c", &b.code]);
+                    c
+                }
+                other => panic!("{file}:{}: no runner for `{other} run`", b.line),
+            };
+            let out = cmd
+                .current_dir(scratch.path())
+                .env("PATH", &path)
+                .env("REPO", &repo)
+                .output()
+                .expect("runner starts");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                failures.push(format!(
+                    "{file}:{}: exit {}\n{}{}",
+                    b.line,
+                    out.status,
+                    stdout,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                break;
+            }
+            if let Some(expected) = &b.expected {
+                let missing = missing_lines(expected, &stdout);
+                if !missing.is_empty() {
+                    failures.push(format!(
+                        "{file}:{}: output lacks (in order):\n{}\n--- got:\n{stdout}",
+                        b.line,
+                        missing.join("\n")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
