@@ -140,3 +140,53 @@ async fn headless_chromium_renders_the_live_worker_table() {
         "{shares:?}"
     );
 }
+
+/// The page's `esc` and `topAdjustments`, cut from the served HTML.
+fn page_functions() -> String {
+    let html = include_str!("../src/http/assets/status.html");
+    let esc = html
+        .lines()
+        .find(|l| l.starts_with("const esc = "))
+        .expect("esc in the page");
+    let start = html
+        .find("function topAdjustments(")
+        .expect("topAdjustments in the page");
+    let end = start + html[start..].find("\n}\n").expect("its end") + 3;
+    format!("{esc}\n{}", &html[start..end])
+}
+
+#[test]
+fn adjustments_that_cancel_are_not_top_adjustments() {
+    let browser = chromium().expect("chromium is installed (scripts/test.sh installs it)");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("top.html");
+    let adjs = r#"[{"reason":"model","impact":3.39},{"reason":"model clamp","impact":-3.39},
+        {"reason":"CPU 88%","impact":-7.2},{"reason":"queue","impact":-1.5},{"reason":"zero","impact":0}]"#;
+    std::fs::write(
+        &page,
+        format!(
+            "<html><body><div id=\"out\"></div><script>\n{}\ndocument.getElementById('out').innerHTML = topAdjustments({adjs});\n</script></body></html>",
+            page_functions()
+        ),
+    )
+    .expect("write page");
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            &format!("--user-data-dir={}", dir.path().join("profile").display()),
+            "--dump-dom",
+            &format!("file://{}", page.display()),
+        ])
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let shown = dom
+        .split("<div id=\"out\">")
+        .nth(1)
+        .and_then(|r| r.split("</div>").next())
+        .unwrap_or_default();
+    assert_eq!(shown, "CPU 88% (-7.20)<br>queue (-1.50)", "{dom}");
+}
