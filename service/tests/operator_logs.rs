@@ -44,8 +44,7 @@ async fn rejected_telemetry_is_warned_with_its_worker_and_problem_rate_limited()
     let text = logs.text();
     let last = text
         .lines()
-        .filter(|l| l.contains("telemetry rejected"))
-        .last()
+        .rfind(|l| l.contains("telemetry rejected"))
         .unwrap_or_default();
     assert!(
         last.contains("held_back=2") && last.contains("worker_id=\"-\"")
