@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::metrics::PolicyResult;
 use crate::runner::ScenarioResults;
+use crate::scenario::Fault;
 
 /// Files written for one scenario.
 #[derive(Debug, Clone)]
@@ -97,6 +98,75 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
     })
 }
 
+/// What the fault does, with its times in this run, e.g. `worker 0 down
+/// (connections refused, silent) from 10.0 s to 17.5 s`.
+pub fn describe_fault(fault: &Fault) -> String {
+    let s = |ms: f64| format!("{:.1} s", ms / 1000.0);
+    match fault {
+        Fault::Slow {
+            worker,
+            from_ms,
+            to_ms,
+            factor,
+        } => format!(
+            "worker {worker} {factor}× slower from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
+        Fault::Compaction {
+            worker,
+            first_ms,
+            period_ms,
+            duration_ms,
+            put_factor,
+            get_factor,
+        } => format!(
+            "worker {worker} compacts for {} every {} from {} (PUTs {put_factor}×, GETs {get_factor}×)",
+            s(*duration_ms),
+            s(*period_ms),
+            s(*first_ms)
+        ),
+        Fault::Crash {
+            worker,
+            from_ms,
+            to_ms,
+        } => format!(
+            "worker {worker} down (connections refused, silent) from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
+        Fault::Zombie {
+            worker,
+            from_ms,
+            to_ms,
+        } => format!(
+            "worker {worker} accepts and never answers from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
+        Fault::Memtable {
+            worker,
+            period_ms,
+            peak_bytes,
+            ..
+        } => format!(
+            "worker {worker} memtable fills to {:.1} GiB and flushes every {}",
+            *peak_bytes as f64 / f64::from(1u32 << 30),
+            s(*period_ms)
+        ),
+        Fault::Burst {
+            worker,
+            from_ms,
+            to_ms,
+            load,
+        } => format!(
+            "unrouted load of {load}× capacity on worker {worker} from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
+    }
+}
+
 /// The impaired worker's fault window in this run, s, if it has one.
 pub fn fault_window_s(r: &ScenarioResults) -> Option<(f64, f64)> {
     let worker = r.impaired_worker?;
@@ -120,10 +190,7 @@ pub fn this_run(r: &ScenarioResults) -> String {
     );
     match r.parameters.as_ref().map(|p| &p.faults) {
         Some(faults) if !faults.is_empty() => {
-            let list: Vec<String> = faults
-                .iter()
-                .map(crate::scenario::Fault::describe)
-                .collect();
+            let list: Vec<String> = faults.iter().map(describe_fault).collect();
             let _ = write!(out, "; {}.", list.join("; "));
         }
         Some(_) => out.push_str("; no fault."),

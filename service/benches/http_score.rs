@@ -15,16 +15,14 @@
 //! client's CPU use (a client near 100% of its core caps the figures) and
 //! the service's RSS.
 //!
-//! `cargo bench -p service --bench http_score` (env: `HTTP_SCORE_SECS`
-//! per round, default 2; `HTTP_SCORE_ROUNDS`, default 3; `HTTP_SCORE_LOG`
-//! `on`/`off`, or `both`: the decision log's cost instead, a service with
-//! the log on against one with it off in alternating rounds (5 by default); `HTTP_SCORE_EXPLAIN` the request's `explain` value as JSON,
-//! default absent; `HTTP_SCORE_PIN` `both` (default), `client` or `none`;
-//! `HTTP_SCORE_SERVICE_BIN` another service binary to start;
-//! `HTTP_SCORE_WORKERS` workers reporting, default 16, each request naming
-//! the next 16 of them; `HTTP_SCORE_FEEDBACK=0` to send no feedback: by
-//! default the client sends each answer's outcome in a batch every 5 ms, as
-//! a router should).
+//! `cargo bench -p service --bench http_score`. Env: `HTTP_SCORE_SECS` per
+//! round (2); `HTTP_SCORE_ROUNDS` (3); `HTTP_SCORE_LOG` `on`/`off`, or `both`
+//! (the log's cost: a service with it on against one with it off, 5
+//! alternating rounds); `HTTP_SCORE_EXPLAIN` the request's `explain` (JSON);
+//! `HTTP_SCORE_PIN` `both`/`client`/`none`; `HTTP_SCORE_SERVICE_BIN` another
+//! binary; `HTTP_SCORE_WORKERS` workers reporting (16; each request names the
+//! next 16); `HTTP_SCORE_FEEDBACK=0`: no feedback (by default each answer's
+//! outcome goes back in a batch every 5 ms, as a router should).
 
 #![allow(missing_docs)]
 
@@ -460,8 +458,10 @@ async fn setup(port: u16) -> (Call, usize) {
 
 fn pin_self(pin: bool) {
     if pin {
+        let pid = std::process::id().to_string();
+        let args = ["-a", "-p", "-c", "1", &pid];
         let _ = Command::new("taskset")
-            .args(["-a", "-p", "-c", "1", &std::process::id().to_string()])
+            .args(args)
             .stdout(Stdio::null())
             .status();
     }
@@ -479,13 +479,11 @@ async fn log_overhead(on: &Service, off: &Service) {
     let rounds: usize = env_or("HTTP_SCORE_ROUNDS", 5).max(1);
     round(on.port, 8, &score_on, secs).await;
     round(off.port, 8, &score_off, secs).await;
+    let (pid_on, pid_off) = (on.child.id(), off.child.id());
     println!(
-        "decision log on (pid {}) vs off (pid {}), {rounds} alternating rounds of {secs} s",
-        on.child.id(),
-        off.child.id()
+        "decision log on (pid {pid_on}) vs off (pid {pid_off}), {rounds} alternating rounds of {secs} s\n\
+        | connections | log off req/s | log on req/s | on / off | p99 off µs | p99 on µs |\n|---:|---:|---:|---:|---:|---:|"
     );
-    println!("| connections | log off req/s | log on req/s | on / off | p99 off µs | p99 on µs |");
-    println!("|---:|---:|---:|---:|---:|---:|");
     for conns in CONCURRENCIES {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
@@ -501,15 +499,12 @@ async fn log_overhead(on: &Service, off: &Service) {
             m(&b, |r| r.p99_us)
         );
     }
-    let mut s = connect(on.port).await;
-    let stats = call(&mut s, &Call::LogStats).await;
+    let stats = call(&mut connect(on.port).await, &Call::LogStats).await;
     let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap_or_default();
+    let (st, rss) = (&stats["stats"], (rss_mib(pid_on), rss_mib(pid_off)));
     println!(
         "RSS log on {:.1} MiB, off {:.1} MiB; decision log: {} decisions logged, {} dropped",
-        rss_mib(on.child.id()),
-        rss_mib(off.child.id()),
-        stats["stats"]["decisions_logged"],
-        stats["stats"]["dropped"]
+        rss.0, rss.1, st["decisions_logged"], st["dropped"]
     );
 }
 

@@ -474,16 +474,14 @@ mod tests {
     fn new_workers_are_named_up_to_the_bound() {
         let r = Registry::new();
         ingest(&r, &[snap("old", WALL, 0.1)], 1).unwrap();
-        let batch: Vec<Snapshot> = std::iter::once(snap("old", WALL + 1, 0.1))
-            .chain((0..20).map(|i| snap(&format!("w{i:02}"), WALL, 0.1)))
-            .collect();
+        let mut batch = vec![snap("old", WALL + 1, 0.1)];
+        batch.extend((0..20).map(|i| snap(&format!("w{i:02}"), WALL, 0.1)));
         let out = ingest(&r, &batch, 2).unwrap();
-        assert_eq!(out.registered, 20);
-        let names: Vec<&str> = out.new_worker_ids.iter().map(|id| &**id).collect();
+        let names: Vec<String> = out.new_worker_ids.iter().map(|id| id.to_string()).collect();
         let want: Vec<String> = (0..NEW_WORKER_IDS_MAX)
             .map(|i| format!("w{i:02}"))
             .collect();
-        assert_eq!(names, want);
+        assert_eq!((out.registered, names), (20, want));
     }
 
     #[test]
