@@ -64,10 +64,13 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn serve() -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let args = Args::parse();
     let config = Config::load(args.config.as_deref()).context("invalid configuration")?;

@@ -124,4 +124,58 @@ async fn promote_vets_switches_survives_a_reload_and_rolls_back() {
         .post_json("/v1/admin/model/promote", &json!({"dir": " "}))
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+
+    // Promoting what is served again keeps the rollback target.
+    let (s, _) = t
+        .post_json("/v1/admin/model/promote", &json!({"dir": v2}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = t
+        .post_json("/v1/admin/model/promote", &json!({"dir": v2}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = t.post("/v1/admin/model/rollback", "").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_ne!(b["dir"], json!(v2), "{b}");
+    // A path longer than PATH_MAX is refused without echoing it.
+    let long = "a".repeat(10_000);
+    let (s, b) = t
+        .post_json("/v1/admin/model/promote", &json!({"dir": long}))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(b.to_string().len() < 1_000, "{}", b.to_string().len());
+}
+
+#[tokio::test]
+async fn rolling_back_a_promotion_on_a_service_started_without_a_model_turns_it_off() {
+    let fx = fixture("promote-off");
+    let mut cfg = config(&fx.dir.join("v1"));
+    cfg.model.enabled = false;
+    let source = Arc::new(Mutex::new(cfg.clone()));
+    let t = app_with_source(cfg, source);
+    let (s, b) = t
+        .post_json(
+            "/v1/admin/model/promote",
+            &json!({"dir": fx.dir.join("v2")}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        t.get("/v1/admin/config").await.1["config"]["model"]["enabled"],
+        true
+    );
+    let (s, b) = t.post("/v1/admin/model/rollback", "").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["enabled"], false, "{b}");
+    assert_eq!(
+        t.get("/v1/admin/config").await.1["config"]["model"]["enabled"],
+        false
+    );
+    // And a config reload keeps it off.
+    let (s, b) = t.post("/v1/admin/reload", "").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        t.get("/v1/admin/config").await.1["config"]["model"]["enabled"],
+        false
+    );
 }

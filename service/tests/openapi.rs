@@ -27,6 +27,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/shadow"),
     ("post", "/v1/admin/reload"),
     ("get", "/v1/admin/config"),
+    ("post", "/v1/admin/model/promote"),
+    ("post", "/v1/admin/model/rollback"),
     ("get", "/v1/debug/score"),
     ("get", "/"),
     ("get", "/metrics"),
@@ -258,6 +260,24 @@ async fn answers_validate_against_the_document() {
     )
     .await;
     check(&t, &doc, "post", "/v1/admin/reload", None, StatusCode::OK).await;
+    check(
+        &t,
+        &doc,
+        "post",
+        "/v1/admin/model/rollback",
+        None,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    check(
+        &t,
+        &doc,
+        "post",
+        "/v1/admin/model/promote",
+        Some(&json!({"dir": "no/such/model"})),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
 }
 
 #[tokio::test]

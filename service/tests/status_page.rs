@@ -141,32 +141,36 @@ async fn headless_chromium_renders_the_live_worker_table() {
     );
 }
 
-/// The page's `esc` and `topAdjustments`, cut from the served HTML.
-fn page_functions() -> String {
+/// The page's `esc` and the functions `names`, cut from the served HTML.
+fn page_functions(names: &[&str]) -> String {
     let html = include_str!("../src/http/assets/status.html");
-    let esc = html
+    let mut out = html
         .lines()
         .find(|l| l.starts_with("const esc = "))
-        .expect("esc in the page");
-    let start = html
-        .find("function topAdjustments(")
-        .expect("topAdjustments in the page");
-    let end = start + html[start..].find("\n}\n").expect("its end") + 3;
-    format!("{esc}\n{}", &html[start..end])
+        .expect("esc in the page")
+        .to_string();
+    for name in names {
+        let start = html
+            .find(&format!("function {name}("))
+            .unwrap_or_else(|| panic!("{name} in the page"));
+        let end = start + html[start..].find("\n}\n").expect("its end") + 3;
+        out.push('\n');
+        out.push_str(&html[start..end]);
+    }
+    out
 }
 
-#[test]
-fn adjustments_that_cancel_are_not_top_adjustments() {
+/// What `expr` (over the page's `functions`) evaluates to, as headless
+/// Chromium renders it into a `<div>`.
+fn evaluate_in_chromium(functions: &[&str], expr: &str) -> String {
     let browser = chromium().expect("chromium is installed (scripts/test.sh installs it)");
     let dir = tempfile::tempdir().expect("temp dir");
-    let page = dir.path().join("top.html");
-    let adjs = r#"[{"reason":"model","impact":3.39},{"reason":"model clamp","impact":-3.39},
-        {"reason":"CPU 88%","impact":-7.2},{"reason":"queue","impact":-1.5},{"reason":"zero","impact":0}]"#;
+    let page = dir.path().join("page.html");
     std::fs::write(
         &page,
         format!(
-            "<html><body><div id=\"out\"></div><script>\n{}\ndocument.getElementById('out').innerHTML = topAdjustments({adjs});\n</script></body></html>",
-            page_functions()
+            "<html><body><div id=\"out\"></div><script>\n{}\ndocument.getElementById('out').innerHTML = {expr};\n</script></body></html>",
+            page_functions(functions)
         ),
     )
     .expect("write page");
@@ -182,11 +186,30 @@ fn adjustments_that_cancel_are_not_top_adjustments() {
         ])
         .output()
         .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let shown = dom
-        .split("<div id=\"out\">")
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    dom.split("<div id=\"out\">")
         .nth(1)
         .and_then(|r| r.split("</div>").next())
-        .unwrap_or_default();
-    assert_eq!(shown, "CPU 88% (-7.20)<br>queue (-1.50)", "{dom}");
+        .unwrap_or_else(|| panic!("no output in {dom}"))
+        .to_string()
+}
+
+#[test]
+fn shares_are_over_the_last_refresh_once_picks_happened_since() {
+    let expr = "[sharesOf({a: 10, b: 30}, null), sharesOf({a: 15, b: 30}, {a: 10, b: 30}), \
+        sharesOf({a: 15, b: 30}, {a: 15, b: 30})].map(r => r.recent + ' ' + r.shares.a + ' ' + r.shares.b).join('|')";
+    assert_eq!(
+        evaluate_in_chromium(&["sharesOf"], expr),
+        "false 25.0% 75.0%|true 100.0% 0.0%|false 33.3% 66.7%"
+    );
+}
+
+#[test]
+fn adjustments_that_cancel_are_not_top_adjustments() {
+    let adjs = r#"[{"reason":"model","impact":3.39},{"reason":"model clamp","impact":-3.39},
+        {"reason":"CPU 88%","impact":-7.2},{"reason":"queue","impact":-1.5},{"reason":"zero","impact":0}]"#;
+    assert_eq!(
+        evaluate_in_chromium(&["topAdjustments"], &format!("topAdjustments({adjs})")),
+        "CPU 88% (-7.20)<br>queue (-1.50)"
+    );
 }

@@ -376,6 +376,39 @@ async fn bad_context_headers_are_422() {
 }
 
 #[tokio::test]
+async fn a_deadline_beyond_a_day_is_refused_and_enters_no_state() {
+    let app = seeded().await;
+    for (body, header) in [
+        (
+            r#"{"key":"k","candidates":["w1"],"context":{"timeout_ms":18446744073709551615}}"#,
+            None,
+        ),
+        (r#"{"key":"k","candidates":["w1"]}"#, Some("86400001")),
+    ] {
+        let mut req =
+            axum::http::Request::post("/v1/score").header("content-type", "application/json");
+        if let Some(v) = header {
+            req = req.header("x-timeout-ms", v);
+        }
+        let req = req.body(axum::body::Body::from(body)).expect("request");
+        let (s, b) = app.send(req).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        let msg = b["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            msg.contains("`context.timeout_ms` must be at most 86400000 ms"),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        workers(&app).await["workers"][0]["outstanding"],
+        0,
+        "no pick was made"
+    );
+    let ok = r#"{"key":"k","candidates":["w1"],"context":{"timeout_ms":86400000}}"#;
+    assert_eq!(app.post("/v1/score", ok).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn wrong_method_is_json_405() {
     let app = seeded().await;
     let (s, b) = app.get("/v1/score").await;

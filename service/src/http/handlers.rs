@@ -163,8 +163,18 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
             "`context.batch_size` must be at least 1",
         ));
     }
+    if let Some(t) = ctx.timeout_ms.filter(|&t| t > MAX_TIMEOUT_MS) {
+        return Err(ApiError::unprocessable(format!(
+            "`context.timeout_ms` must be at most {MAX_TIMEOUT_MS} ms (one day), got {t}"
+        )));
+    }
     Ok(ctx)
 }
+
+/// Largest client deadline a score call may name, ms (one day, as feedback's
+/// `latency_ms`): a deadline sets the failure penalty and the expiry of the
+/// outstanding pick, so an absurd one would enter the worker's state.
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
 
 /// `POST /v1/score`: score the candidates and pick one; explain each score
 /// when `explain` asks.

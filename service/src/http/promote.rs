@@ -34,13 +34,32 @@ pub struct Promotions {
     state: Mutex<PromotionState>,
 }
 
+/// A model setting: `[model] dir` and whether the model is on.
+#[derive(Debug, Clone, PartialEq)]
+struct Served {
+    dir: PathBuf,
+    enabled: bool,
+}
+
 #[derive(Debug, Default, Clone)]
 struct PromotionState {
-    /// The directory served before the last switch (for rollback).
-    previous: Option<PathBuf>,
-    /// The promoted directory, and the `[model] dir` the configuration
+    /// What was served before the last switch (for rollback).
+    previous: Option<Served>,
+    /// What is served by promotion, and the `[model] dir` the configuration
     /// source named when it was promoted.
-    promoted: Option<(PathBuf, PathBuf)>,
+    promoted: Option<(Served, PathBuf)>,
+}
+
+/// Longest `dir` a promotion accepts, bytes (Linux's `PATH_MAX`).
+pub const MAX_DIR_BYTES: usize = 4096;
+
+/// `dir` for a message: at most 200 characters.
+fn shown(dir: &std::path::Path) -> String {
+    let s = dir.display().to_string();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
 }
 
 impl Promotions {
@@ -61,9 +80,9 @@ impl Promotions {
     pub fn apply(&self, mut cfg: Config) -> Config {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match &s.promoted {
-            Some((dir, source_dir)) if *source_dir == cfg.model.dir => {
-                cfg.model.dir = dir.clone();
-                cfg.model.enabled = true;
+            Some((served, source_dir)) if *source_dir == cfg.model.dir => {
+                cfg.model.dir = served.dir.clone();
+                cfg.model.enabled = served.enabled;
             }
             Some(_) => s.promoted = None,
             None => {}
@@ -81,30 +100,39 @@ pub(super) struct PromoteRequest {
     dir: String,
 }
 
-/// Vets `dir` and applies `cfg` with it, on a thread of its own (model
-/// files are read; see [`super::reconfigure::reload_on_own_thread`]).
+/// Vets `to`'s directory (unless it turns the model off) and applies `cfg`
+/// with it, on a thread of its own (model files are read; see
+/// [`super::reconfigure::reload_on_own_thread`]).
 async fn switch_on_own_thread(
     engine: Arc<Engine>,
     mut cfg: Config,
-    dir: PathBuf,
+    to: Served,
     now_wall_ms: u64,
 ) -> Result<Value, ApiError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("model-promote".into())
         .spawn(move || {
-            cfg.model.dir = dir.clone();
-            cfg.model.enabled = true;
-            let result = match crate::model::load_model_dir(&dir, &cfg.model, now_wall_ms) {
-                Err(e) => Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "model_refused",
-                    format!("model directory {} refused: {e}", dir.display()),
-                )),
-                Ok(m) => engine
+            cfg.model.dir = to.dir.clone();
+            cfg.model.enabled = to.enabled;
+            let vetted = if to.enabled {
+                crate::model::load_model_dir(&to.dir, &cfg.model, now_wall_ms)
+                    .map(|m| Some(m.card.model_version.clone()))
+                    .map_err(|e| {
+                        ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "model_refused",
+                            format!("model directory {} refused: {e}", shown(&to.dir)),
+                        )
+                    })
+            } else {
+                Ok(None)
+            };
+            let result = vetted.and_then(|version| {
+                engine
                     .reload_config(cfg, false)
                     .map(|r| {
-                        json!({"model_version": m.card.model_version,
+                        json!({"model_version": version, "enabled": to.enabled,
                                "generation": r.model.generation, "config_hash": r.new_hash})
                     })
                     .map_err(|e| {
@@ -113,8 +141,8 @@ async fn switch_on_own_thread(
                             "model_refused",
                             e.to_string(),
                         )
-                    }),
-            };
+                    })
+            });
             let _ = tx.send(result);
         })
         .map_err(|e| ApiError::internal(format!("cannot start the promote thread: {e}")))?;
@@ -122,32 +150,42 @@ async fn switch_on_own_thread(
         .map_err(|_| ApiError::internal("the promote thread stopped without an answer"))?
 }
 
-async fn switch(st: &AppState, to: PathBuf, action: &'static str) -> Result<Json<Value>, ApiError> {
-    let from = st.engine.config().model.dir.clone();
-    let source_dir = (st.config_source)().map(|c| c.model.dir).ok();
+async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<Value>, ApiError> {
     let cfg = (*st.engine.config()).clone();
+    let from = Served {
+        dir: cfg.model.dir.clone(),
+        enabled: cfg.model.enabled,
+    };
+    let source_dir = (st.config_source)().map(|c| c.model.dir).ok();
     let mut body = switch_on_own_thread(st.engine.clone(), cfg, to.clone(), st.clock.wall_ms())
         .await
         .inspect_err(|e| {
-            tracing::warn!(dir = %to.display(), error = %e.message, "model {action} refused; nothing changed");
+            tracing::warn!(dir = %shown(&to.dir), error = %e.message, "model {action} refused; nothing changed");
         })?;
     let before = st.promotions.get();
     st.promotions.set(PromotionState {
-        previous: Some(from.clone()),
+        // Serving again what is served (a retry, or a new model in the same
+        // directory) keeps the rollback target.
+        previous: if from == to {
+            before.previous
+        } else {
+            Some(from.clone())
+        },
         promoted: source_dir
             .or_else(|| before.promoted.map(|(_, s)| s))
             .map(|s| (to.clone(), s)),
     });
-    tracing::info!(from = %from.display(), to = %to.display(), version = %body["model_version"], "model {action}");
+    tracing::info!(from = %from.dir.display(), to = %to.dir.display(), enabled = to.enabled,
+        version = %body["model_version"], "model {action} applied");
     body["applied"] = Value::Bool(true);
-    body["dir"] = json!(to);
-    body["previous_dir"] = json!(from);
+    body["dir"] = json!(to.dir);
+    body["previous_dir"] = json!(from.dir);
     Ok(Json(body))
 }
 
 /// `POST /v1/admin/model/promote` with `{"dir": …}`: vets the directory and
 /// serves it (see the module docs). 200 with `{applied, dir, previous_dir,
-/// model_version, generation, config_hash}`; 422 `model_refused` (nothing
+/// model_version, enabled, generation, config_hash}`; 422 `model_refused` (nothing
 /// changed) or the usual body errors.
 #[utoipa::path(post, path = "/v1/admin/model/promote", tag = "admin", request_body = PromoteRequest,
     security((), ("bearer" = [])),
@@ -162,16 +200,21 @@ pub(super) async fn promote(
     body: Result<ApiJson<PromoteRequest>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let ApiJson(req) = body?;
-    if req.dir.trim().is_empty() || req.dir.contains('\0') {
-        return Err(ApiError::unprocessable(
-            "`dir`: must name a model directory",
-        ));
+    if req.dir.trim().is_empty() || req.dir.contains('\0') || req.dir.len() > MAX_DIR_BYTES {
+        return Err(ApiError::unprocessable(format!(
+            "`dir`: must name a model directory (1..={MAX_DIR_BYTES} bytes, no NUL)"
+        )));
     }
-    switch(&st, PathBuf::from(req.dir), "promoted").await
+    let to = Served {
+        dir: PathBuf::from(req.dir),
+        enabled: true,
+    };
+    switch(&st, to, "promotion").await
 }
 
-/// `POST /v1/admin/model/rollback`: serves the directory served before the
-/// last promotion or rollback again, vetted anew. 200 as promote; 409
+/// `POST /v1/admin/model/rollback`: serves again what was served before the
+/// last promotion or rollback (its directory vetted anew, or the model off
+/// if it was off). 200 as promote; 409
 /// `no_previous_model` when nothing was promoted; 422 `model_refused`.
 #[utoipa::path(post, path = "/v1/admin/model/rollback", tag = "admin",
     security((), ("bearer" = [])),
@@ -190,5 +233,5 @@ pub(super) async fn rollback(State(st): State<AppState>) -> Result<Json<Value>, 
             "no model was promoted since start-up: nothing to roll back to",
         ));
     };
-    switch(&st, previous, "rolled back").await
+    switch(&st, previous, "rollback").await
 }

@@ -85,7 +85,11 @@ pub(super) async fn reload(
         .0
         .force
         .unwrap_or(false);
-    let cfg = (st.config_source)().map_err(|e| refused(&ReloadError::Invalid(e)))?;
+    let cfg = (st.config_source)().map_err(|e| {
+        let e = ReloadError::Invalid(e);
+        tracing::warn!(error = %e, "reload refused; nothing changed");
+        refused(&e)
+    })?;
     let cfg = st.promotions.apply(cfg);
     let report = reload_on_own_thread(st.engine.clone(), cfg, force)
         .await

@@ -57,9 +57,9 @@ pub struct RequestContext {
     /// The client's region, compared with each worker's `region`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_region: Option<String>,
-    /// The client's deadline for this request, ms.
+    /// The client's deadline for this request, ms, at most 86 400 000 (one day).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(format = "uint64")]
+    #[schema(format = "uint64", maximum = 86_400_000)]
     pub timeout_ms: Option<u64>,
     /// Keys in the request (1 for point operations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
