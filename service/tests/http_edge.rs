@@ -281,18 +281,37 @@ async fn a_timestamp_in_seconds_is_refused_suggesting_milliseconds() {
     assert_eq!(workers["total"], 0, "{workers}");
 }
 
-/// hyper answers a request it cannot parse itself, before any service
-/// runs, with an empty body; what the service guarantees is the status and
-/// that the connection is closed, never left open.
+/// A request hyper cannot parse is answered before any service runs; the
+/// answer still has the service's error shape, and the connection closes.
 #[tokio::test]
-async fn an_unparsable_request_gets_hypers_400_and_is_closed() {
+async fn an_unparsable_request_gets_a_json_400_and_is_closed() {
     let addr = start(fast_timeouts()).await;
     let mut s = TcpStream::connect(addr).await.expect("connect");
     s.write_all(b"GARBAGE\r\n\r\n").await.expect("write");
     let (answer, _) = until_closed(&mut s).await.expect("closed");
-    assert!(
-        answer.starts_with(b"HTTP/1.1 400 "),
-        "{}",
-        String::from_utf8_lossy(&answer)
-    );
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    assert_eq!(v["error"]["code"], "malformed_request", "{text}");
+    assert!(text.contains("content-type: application/json"), "{text}");
+}
+
+/// More than 100 headers: hyper's 431, with the service's error shape.
+#[tokio::test]
+async fn too_many_headers_get_a_json_431() {
+    let addr = start(fast_timeouts()).await;
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut req = b"GET /healthz HTTP/1.1\r\nhost: x\r\n".to_vec();
+    for i in 0..200 {
+        req.extend_from_slice(format!("x-h{i}: v\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).await.expect("write");
+    let (answer, _) = until_closed(&mut s).await.expect("closed");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    assert_eq!(v["error"]["code"], "headers_too_large", "{text}");
 }

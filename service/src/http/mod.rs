@@ -18,6 +18,7 @@ mod limits;
 mod metrics;
 mod model;
 mod openapi;
+mod parse_errors;
 pub mod promote;
 mod reconfigure;
 mod serve;

@@ -22,6 +22,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use super::idle;
+use super::parse_errors;
 use crate::config::ServerConfig;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), so the loop
@@ -92,6 +93,7 @@ pub async fn serve(
                 req.extensions_mut().insert(ConnectInfo(peer));
                 req
             });
+        let io = parse_errors::JsonParseErrors::new(io);
         let conn = graceful
             .watch(http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service)));
         tokio::spawn(async move {
