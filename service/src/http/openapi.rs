@@ -37,6 +37,18 @@ pub struct ErrorDetail {
     details: Option<Value>,
 }
 
+/// The refusals of every `/v1/admin/*` route ([`super::admin`]).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Schema only.
+pub(super) enum AdminErrors {
+    /// `[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// No token is set and the peer is not loopback (`forbidden`)
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+}
+
 /// The errors every endpoint with a JSON body may answer before its handler
 /// runs ([`super::ApiJson`]).
 #[derive(utoipa::IntoResponses)]

@@ -23,7 +23,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::extract::ApiJson;
-use super::openapi::{ErrorBody, JsonBodyErrors};
+use super::openapi::{AdminErrors, ErrorBody, JsonBodyErrors};
 use super::{ApiError, AppState};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -192,8 +192,7 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
     responses(
         (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
         JsonBodyErrors,
-        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        AdminErrors,
     ))]
 pub(super) async fn promote(
     State(st): State<AppState>,
@@ -220,8 +219,7 @@ pub(super) async fn promote(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
-        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        AdminErrors,
         (status = 409, description = "Nothing to roll back to (`no_previous_model`)", body = ErrorBody),
         (status = 422, description = "The previous directory is refused now (`model_refused`); nothing changed", body = ErrorBody),
     ))]

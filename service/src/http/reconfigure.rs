@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
-use super::openapi::ErrorBody;
+use super::openapi::{AdminErrors, ErrorBody};
 use super::{ApiError, AppState};
 use crate::config::Config;
 use crate::config_reload::{ReloadError, SECRET_KEYS};
@@ -72,8 +72,7 @@ fn refused(e: &ReloadError) -> ApiError {
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Applied: `{applied: true, old_hash, new_hash, changes: [{key, old, new}], forced, model}`", body = Object),
-        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        AdminErrors,
         (status = 422, description = "Refused, nothing changed: `invalid_config`, `restart_required`, `weight_step_too_large`, `model_refused`", body = ErrorBody),
     ))]
 pub(super) async fn reload(
@@ -109,8 +108,7 @@ pub(super) async fn reload(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "`{hash, config}`", body = Object),
-        (status = 401, description = "`[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "No token is set and the peer is not loopback (`forbidden`)", body = ErrorBody),
+        AdminErrors,
     ))]
 pub(super) async fn config_view(State(st): State<AppState>) -> Json<Value> {
     let mut config = serde_json::to_value(&*st.engine.config()).unwrap_or(Value::Null);
