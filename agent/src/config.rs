@@ -56,7 +56,7 @@ pub enum ConfigError {
 pub struct WorkerSpec {
     /// Worker id as reported to the service (1..=128 bytes, no `=`, and the
     /// service's character rule:
-    /// [`service::telemetry::validate::worker_id_chars_problem`]).
+    /// [`scorer_core::telemetry::validate::worker_id_chars_problem`]).
     pub id: String,
     /// Host name or IP address of the redis-server (IPv6 without brackets).
     pub host: String,
@@ -81,7 +81,7 @@ impl FromStr for WorkerSpec {
         // The service's own rule (no control or invisible formatting
         // characters, no whitespace at either end): an id it would refuse
         // with 422 every interval is refused here, at start.
-        if let Some(problem) = service::telemetry::validate::worker_id_chars_problem(id) {
+        if let Some(problem) = scorer_core::telemetry::validate::worker_id_chars_problem(id) {
             return Err(bad(problem));
         }
         let (host, port) = addr.rsplit_once(':').ok_or(bad("expected host:port"))?;

@@ -27,7 +27,7 @@ mod worker;
 
 use std::future::Future;
 
-use service::telemetry::{Snapshot, TelemetryBatch};
+use scorer_core::telemetry::{Snapshot, TelemetryBatch};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};

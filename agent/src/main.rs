@@ -72,7 +72,7 @@ async fn run() -> anyhow::Result<()> {
         probe_timeout_ms: args.probe_timeout_ms,
         pings_per_interval: args.pings_per_interval,
     };
-    agent::run(cfg, service::signal::interrupt_or_terminate())
+    agent::run(cfg, scorer_signal::interrupt_or_terminate())
         .await
         .context("agent failed")
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 
 /// The `INFO` fields the agent uses; `None` when the server did not report
 /// the field (older servers lack e.g. `clients_in_timeout_table`).

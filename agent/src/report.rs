@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use scorer_core::telemetry::TelemetryBatch;
 use serde::Deserialize;
-use service::telemetry::TelemetryBatch;
 
 /// Longest response body kept in a [`ReportError::Rejected`], bytes.
 const MAX_ERROR_BODY_BYTES: usize = 512;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};

@@ -1,5 +1,5 @@
 //! End to end against a real `redis-server`: the agent polls it and posts to a
-//! tiny axum receiver; a `CLIENT PAUSE` must show up as errors and timeout-
+//! tiny hyper receiver; a `CLIENT PAUSE` must show up as errors and timeout-
 //! sized RTTs, and an unreachable worker must never be reported.
 
 use std::net::TcpListener as StdListener;
@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use agent::metrics::unix_ms_now;
 use agent::{AgentConfig, WorkerSpec};
-use axum::extract::State;
-use axum::routing::post;
-use axum::{Json, Router};
-use service::telemetry::{Snapshot, TelemetryBatch};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use scorer_core::telemetry::{Snapshot, TelemetryBatch};
 use tokio::time::{Instant, sleep, timeout};
 
 const PROBE_TIMEOUT_MS: u64 = 100;
@@ -55,24 +56,47 @@ fn free_port() -> u16 {
 
 type Received = Arc<Mutex<Vec<Snapshot>>>;
 
+/// `POST /v1/telemetry`: keeps the batch's snapshots, answers `accepted`.
 async fn collect(
-    State(rx): State<Received>,
-    Json(batch): Json<TelemetryBatch>,
-) -> Json<serde_json::Value> {
+    rx: Received,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, hyper::Error> {
+    if req.uri().path() != "/v1/telemetry" {
+        let mut not_found = Response::new(Full::new(Bytes::new()));
+        *not_found.status_mut() = hyper::StatusCode::NOT_FOUND;
+        return Ok(not_found);
+    }
+    let body = req.into_body().collect().await?.to_bytes();
+    let batch: TelemetryBatch = serde_json::from_slice(&body).expect("a telemetry batch");
     let n = batch.snapshots.len();
     rx.lock().unwrap().extend(batch.snapshots);
-    Json(serde_json::json!({ "accepted": n }))
+    let answer = serde_json::json!({ "accepted": n }).to_string();
+    Ok(Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(answer)))
+        .expect("a response"))
 }
 
 /// Starts the receiver; returns its base URL and the collected snapshots.
 async fn start_receiver() -> (String, Received) {
     let received = Received::default();
-    let app = Router::new()
-        .route("/v1/telemetry", post(collect))
-        .with_state(received.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let rx = received.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let rx = rx.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| collect(rx.clone(), req));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
     (format!("http://{addr}"), received)
 }
 

@@ -16,6 +16,11 @@ use sha2::{Digest, Sha256};
 pub use crate::decision_log::LogConfig;
 pub use crate::dynamics::PenaltyConfig;
 use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
+pub use scorer_core::scoring::ScoringConfig;
+pub use scorer_core::telemetry::{
+    DEFAULT_DEAD_AFTER_MS, DEFAULT_EWMA_ALPHA, DEFAULT_FORGET_AFTER_MS, DEFAULT_MAX_CLOCK_SKEW_MS,
+    DEFAULT_MAX_WORKERS, TelemetryConfig,
+};
 
 #[path = "config_server.rs"]
 mod server;
@@ -24,17 +29,6 @@ pub use server::{
     DEFAULT_LISTEN, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FEEDBACK_BATCH, ScoreDispatch, ServerConfig,
 };
-
-/// Default tolerated reporter clock lead over the server clock, ms.
-pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 5_000;
-/// Default age after which a worker's last report makes it dead, ms.
-pub const DEFAULT_DEAD_AFTER_MS: u64 = 10_000;
-/// Default EWMA smoothing factor: weight of the newest sample, in (0, 1].
-pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;
-/// Default silence after which a worker is forgotten, ms (10 min).
-pub const DEFAULT_FORGET_AFTER_MS: u64 = 600_000;
-/// Default maximum number of tracked workers.
-pub const DEFAULT_MAX_WORKERS: usize = 100_000;
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "SCORER_";
@@ -187,140 +181,6 @@ pub struct AdminConfig {
     /// Bearer token required by `/v1/admin/*` (env `SCORER_ADMIN__TOKEN`).
     /// Unset: admin endpoints answer only to loopback peers.
     pub token: Option<String>,
-}
-
-/// `[telemetry]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TelemetryConfig {
-    /// How far a report's `timestamp_ms` may lead the server's wall clock, ms. Default 5000.
-    pub max_clock_skew_ms: u64,
-    /// A worker whose last report was received longer ago than this is dead, ms. Default 10_000.
-    pub dead_after_ms: u64,
-    /// EWMA weight of the newest sample, in (0, 1]. Default 0.5.
-    pub ewma_alpha: f64,
-    /// Most workers tracked at once; new ids beyond it are rejected. Default 100_000.
-    pub max_workers: usize,
-    /// A worker silent for longer than this is forgotten (state, history,
-    /// metrics), ms; must be >= `dead_after_ms`. Default 600_000.
-    pub forget_after_ms: u64,
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            max_clock_skew_ms: DEFAULT_MAX_CLOCK_SKEW_MS,
-            dead_after_ms: DEFAULT_DEAD_AFTER_MS,
-            ewma_alpha: DEFAULT_EWMA_ALPHA,
-            max_workers: DEFAULT_MAX_WORKERS,
-            forget_after_ms: DEFAULT_FORGET_AFTER_MS,
-        }
-    }
-}
-
-/// `[scoring]` section: the rule scorer (issue #2, "Rule scorer").
-///
-/// Deductions are in score points out of 100.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ScoringConfig {
-    /// Multiplier while `compacting`, in [0, 1]. Default 0.7.
-    pub compacting_factor: f64,
-    /// Multiplier while `under_repair`, in [0, 1]. Default 0.5.
-    pub under_repair_factor: f64,
-    /// CPU fraction above which points are deducted. Default 0.70.
-    pub cpu_high: f64,
-    /// Points deducted per `cpu_step` above `cpu_high`. Default 2.
-    pub cpu_points_per_step: f64,
-    /// CPU step, fraction. Default 0.05.
-    pub cpu_step: f64,
-    /// Cap on the CPU deduction, points. Default 30.
-    pub cpu_max_deduct: f64,
-    /// RTT p99 baseline, ms; above it points are deducted. Default 10.
-    pub rtt_p99_baseline_ms: f64,
-    /// Points per unit of `(p99 − baseline)/baseline`. Default 15.
-    pub rtt_points_per_ratio: f64,
-    /// Cap on the RTT deduction, points. Default 25.
-    pub rtt_max_deduct: f64,
-    /// Smoothed error rates below this are noise and deduct nothing, fraction. Default 0.001.
-    pub error_rate_floor: f64,
-    /// Points per unit of error rate (fraction). Default 500.
-    pub error_points_per_rate: f64,
-    /// Cap on the error deduction, points. Default 15.
-    pub error_max_deduct: f64,
-    /// Queue depth above which `queue_deduct` applies, requests. Default 20.
-    pub queue_high_watermark: f64,
-    /// Flat deduction above the queue watermark, points. Default 10.
-    pub queue_deduct: f64,
-    /// Available-memory fraction below which points are deducted. Default 0.15.
-    pub mem_available_low: f64,
-    /// Cap on the memory deduction (reached at 0 available), points. Default 10.
-    pub mem_max_deduct: f64,
-    /// Disk IO await above which points are deducted, ms. Default 50.
-    pub disk_io_await_high_ms: f64,
-    /// Points per `disk_io_await_high_ms` above the threshold, for reads. Default 5.
-    pub disk_io_points_per_threshold: f64,
-    /// Multiplier of the disk deduction for writes (PUT, DELETE). Default 2.
-    pub disk_io_write_weight: f64,
-    /// Cap on the disk deduction, points. Default 15.
-    pub disk_io_max_deduct: f64,
-    /// Network loss fraction above which points are deducted. Default 0.01.
-    pub net_loss_high: f64,
-    /// Points per unit of loss fraction above the threshold. Default 200.
-    pub net_loss_points_per_rate: f64,
-    /// Cap on the network deduction, points. Default 10.
-    pub net_loss_max_deduct: f64,
-    /// Cache hit fraction below which points are deducted. Default 0.70.
-    pub cache_hit_low: f64,
-    /// Points per unit of hit fraction below the threshold. Default 20.
-    pub cache_hit_points_per_rate: f64,
-    /// Cap on the cache deduction, points. Default 10.
-    pub cache_hit_max_deduct: f64,
-    /// Memtable size above which `memtable_deduct` applies, bytes. Default 2 GiB.
-    pub memtable_high_bytes: u64,
-    /// Flat deduction above the memtable threshold, points. Default 5.
-    pub memtable_deduct: f64,
-    /// Warm-up window after a worker's first registration, ms. Default 30_000.
-    pub warmup_ms: u64,
-    /// Warm-up deduction at registration, points; falls linearly to 0 over `warmup_ms`. Default 10.
-    pub warmup_max_deduct: f64,
-}
-
-impl Default for ScoringConfig {
-    fn default() -> Self {
-        Self {
-            compacting_factor: 0.7,
-            under_repair_factor: 0.5,
-            cpu_high: 0.70,
-            cpu_points_per_step: 2.0,
-            cpu_step: 0.05,
-            cpu_max_deduct: 30.0,
-            rtt_p99_baseline_ms: 10.0,
-            rtt_points_per_ratio: 15.0,
-            rtt_max_deduct: 25.0,
-            error_rate_floor: 0.001,
-            error_points_per_rate: 500.0,
-            error_max_deduct: 15.0,
-            queue_high_watermark: 20.0,
-            queue_deduct: 10.0,
-            mem_available_low: 0.15,
-            mem_max_deduct: 10.0,
-            disk_io_await_high_ms: 50.0,
-            disk_io_points_per_threshold: 5.0,
-            disk_io_write_weight: 2.0,
-            disk_io_max_deduct: 15.0,
-            net_loss_high: 0.01,
-            net_loss_points_per_rate: 200.0,
-            net_loss_max_deduct: 10.0,
-            cache_hit_low: 0.70,
-            cache_hit_points_per_rate: 20.0,
-            cache_hit_max_deduct: 10.0,
-            memtable_high_bytes: 2 * 1024 * 1024 * 1024,
-            memtable_deduct: 5.0,
-            warmup_ms: 30_000,
-            warmup_max_deduct: 10.0,
-        }
-    }
 }
 
 /// `[features]` section: tables the key fingerprint uses.

@@ -11,8 +11,7 @@ pub const DEFAULT_MAX_BATCH: usize = 10_000;
 /// Default maximum outcomes in one feedback batch: below the decision log's
 /// default channel capacity, so one batch cannot overflow it.
 pub const DEFAULT_MAX_FEEDBACK_BATCH: usize = 1_000;
-/// Default maximum candidates in one score request.
-pub const DEFAULT_MAX_CANDIDATES: usize = 1024;
+pub use scorer_core::limits::DEFAULT_MAX_CANDIDATES;
 /// Default time a client has to send a request's line and headers, ms.
 pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
 /// Default time a connection may go without a byte read or written, ms.

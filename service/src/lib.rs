@@ -1,31 +1,31 @@
-//! Worker scoring service for KV-aware routers.
+//! Worker scoring service for KV-aware routers: configuration, the engine,
+//! HTTP, metrics and the binary, wired over three library crates.
 //!
-//! Layers, from the bottom: [`telemetry`] (wire type and validation),
-//! [`state`] (per-worker smoothed state), [`key`] (key fingerprint),
-//! [`scoring`] (explained rule scores), [`features`] (the 42-feature
-//! observation vector), [`engine`] (the operations), [`http`] (axum routes).
+//! * `scorer-core`: [`telemetry`], [`state`], [`dynamics`], [`key`],
+//!   [`scoring`], [`features`], [`selection`], [`clock`] (re-exported here
+//!   under the same paths);
+//! * `scorer-model`: [`model`], the learned cost factor;
+//! * `scorer-log`: [`decision_log`], the Parquet decision log;
+//! * this crate: [`config`], [`engine`] (the operations), [`http`] (axum
+//!   routes), [`api`] (the wire types).
+//!
+//! `docs/architecture.md` draws the crate graph.
 //! See `docs/api.md` for the HTTP contract and `docs/configuration.md` for
 //! the configuration.
 
 pub mod api;
-pub mod clock;
 pub mod config;
 mod config_error;
 pub mod config_reload;
-pub mod decision_log;
-pub mod dynamics;
 pub mod engine;
-pub mod features;
-mod fmt;
 pub mod http;
-pub mod key;
-pub mod model;
-pub mod regular_file;
-pub mod scoring;
-pub mod selection;
-pub mod signal;
-pub mod state;
-pub mod telemetry;
+
+pub use scorer_core::{
+    clock, dynamics, features, fmt, key, regular_file, scoring, selection, state, telemetry,
+};
+pub use scorer_log as decision_log;
+pub use scorer_model as model;
+pub use scorer_signal as signal;
 
 pub use engine::Engine;
 pub use http::{AppState, app};

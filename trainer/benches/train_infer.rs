@@ -8,7 +8,7 @@
 //!    on the same logs. Timed once (wall clock), printed per step.
 //! 2. **Inference** of the committed `models/default` (criterion): one row
 //!    and 16 rows through the service's ONNX path in tract
-//!    (`service::model::op::run`), through the `FlatEnsemble` directly
+//!    (`scorer_model::op::run`), through the `FlatEnsemble` directly
 //!    (margin + sigmoid), and through LightGBM's `predict_single_row_fast`
 //!    (16 rows = 16 calls) and `predict` (16-row batch).
 //!
@@ -25,9 +25,9 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use lightgbm3::Booster;
-use service::features::FEATURE_COUNT;
-use service::model::FlatEnsemble;
-use service::model::export::{ExportOptions, ensemble_attributes};
+use scorer_core::features::FEATURE_COUNT;
+use scorer_model::FlatEnsemble;
+use scorer_model::export::{ExportOptions, ensemble_attributes};
 use trainer::dataset::TargetRule;
 use trainer::pipeline::{TrainOptions, run_train};
 use trainer::progress::Progress;
@@ -96,7 +96,7 @@ fn pipeline(rows: usize) {
 
 fn inference(c: &mut Criterion) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default");
-    let golden = service::model::read_golden(&dir, FEATURE_COUNT).expect("golden");
+    let golden = scorer_model::read_golden(&dir, FEATURE_COUNT).expect("golden");
     let rows: Vec<f32> = golden
         .rows
         .iter()
@@ -107,7 +107,7 @@ fn inference(c: &mut Criterion) {
     assert_eq!(rows.len(), 16 * FEATURE_COUNT);
     let one = &rows[..FEATURE_COUNT];
 
-    let plan = service::model::load_model(dir.join("model.onnx").as_path()).expect("onnx");
+    let plan = scorer_model::load_model(dir.join("model.onnx").as_path()).expect("onnx");
     let text = std::fs::read_to_string(dir.join("model.txt")).expect("model.txt");
     let model = trainer::parse_model_text(&text).expect("parse");
     let attrs = ensemble_attributes(&model, &ExportOptions::default()).expect("attrs");
@@ -119,10 +119,10 @@ fn inference(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("infer_default_model");
     g.bench_function("tract_run_1_row", |b| {
-        b.iter(|| service::model::run(&plan, black_box(one), 1).expect("run"))
+        b.iter(|| scorer_model::run(&plan, black_box(one), 1).expect("run"))
     });
     g.bench_function("tract_run_16_rows", |b| {
-        b.iter(|| service::model::run(&plan, black_box(&rows), 16).expect("run"))
+        b.iter(|| scorer_model::run(&plan, black_box(&rows), 16).expect("run"))
     });
     g.bench_function("flat_ensemble_1_row", |b| {
         let mut out = [0f32; 1];

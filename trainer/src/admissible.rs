@@ -1,7 +1,7 @@
 //! Which logged decisions the trainer admits: those the service could have
 //! logged. A damaged or hand-edited file can hold rows no service run
 //! writes — a NaN or ±∞ feature (the service imputes and clamps every
-//! feature, `service::features`), a rule score outside 0..=100, a
+//! feature, `scorer_core::features`), a rule score outside 0..=100, a
 //! propensity outside 0..=1, an outcome latency outside the feedback
 //! endpoint's 0..=86 400 000 ms, several picks in one decision, or a
 //! decision id already loaded (a copy of a file under another name). Such a
@@ -104,15 +104,15 @@ pub(crate) fn admissible_rows<'a>(
 mod tests {
     use super::*;
     use crate::dataset::{TargetRule, load_logs};
-    use service::decision_log::LogKind;
+    use scorer_log::LogKind;
 
     #[test]
     fn decisions_the_service_could_not_log_are_dropped_and_counted() {
         // Found by a fresh-eyes run: NaN/negative latencies, ±∞ features,
         // NaN rule scores, several picks and copied files all trained.
         use crate::synth::{Synth, SynthConfig, write_file};
-        use service::decision_log::batch::{decisions_batch, outcomes_batch};
-        use service::decision_log::naming::final_path;
+        use scorer_log::batch::{decisions_batch, outcomes_batch};
+        use scorer_log::naming::final_path;
         let mut synth = Synth::new(SynthConfig::default()).unwrap();
         let (mut ds, mut os) = (Vec::new(), Vec::new());
         while ds.len() < 40 {

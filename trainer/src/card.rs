@@ -1,16 +1,16 @@
-//! Building `card.json` ([`service::model::ModelCard`]) for a trained model:
+//! Building `card.json` ([`scorer_model::ModelCard`]) for a trained model:
 //! identity (version from the ONNX bytes' SHA-256), creation time, feature
 //! schema, and the trainer's details map.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use service::decision_log::naming::civil_from_days;
-use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
-use service::model::ModelCard;
+use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
+use scorer_log::naming::civil_from_days;
+use scorer_model::ModelCard;
 use sha2::{Digest, Sha256};
 
 /// The card's `output` field.
-pub const OUTPUT_MEANING: &str = service::model::card::MODEL_OUTPUT;
+pub const OUTPUT_MEANING: &str = scorer_model::card::MODEL_OUTPUT;
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -43,9 +43,9 @@
 
 use std::path::{Path, PathBuf};
 
+use scorer_core::features::FEATURE_COUNT;
+use scorer_model::{Blend, mean_prediction, rule_actions};
 use serde::{Deserialize, Serialize};
-use service::features::FEATURE_COUNT;
-use service::model::{Blend, mean_prediction, rule_actions};
 
 use crate::dataset::LogTable;
 use crate::error::{Result, TrainerError, io_err};
@@ -190,7 +190,7 @@ pub struct CompareReport {
 
 /// Average ranks and Spearman's ρ: the service's own, so offline and
 /// online (`GET /v1/shadow`) comparisons agree.
-pub use service::model::shadow::{average_ranks as ranks, spearman};
+pub use scorer_model::shadow::{average_ranks as ranks, spearman};
 
 fn argmax(xs: &[f64]) -> usize {
     let mut best = 0;

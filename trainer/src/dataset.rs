@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, TimestampMillisecondType};
-use service::decision_log::reader::list_files;
-use service::decision_log::{LoadedLog, LogKind, join_outcomes, read_file};
-use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
+use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
+use scorer_log::reader::list_files;
+use scorer_log::{LoadedLog, LogKind, join_outcomes, read_file};
 
 pub use crate::admissible::DroppedDecisions;
 use crate::admissible::admissible_rows;
@@ -33,11 +33,11 @@ use crate::error::{Result, TrainerError};
 pub use crate::target::{Distribution, TargetCounts, TargetRule};
 
 /// Largest outcome latency the service accepts, ms (one day).
-pub use service::telemetry::validate::MAX_LATENCY_MS;
+pub use scorer_core::telemetry::validate::MAX_LATENCY_MS;
 
 /// `arm` of the shadow rows the service logs next to a decision; the
 /// trainer drops them.
-pub use service::engine::SHADOW_ARM;
+pub use scorer_log::SHADOW_ARM;
 
 /// Index of `req_put` in the feature vector.
 pub const REQ_PUT_FEATURE: usize = 29;

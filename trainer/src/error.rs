@@ -25,7 +25,7 @@ pub enum TrainerError {
     MissingModelDir(PathBuf),
     /// A log file could not be decoded.
     #[error("reading decision logs: {0}")]
-    Read(#[from] service::decision_log::ReadError),
+    Read(#[from] scorer_log::ReadError),
     /// A log file has another schema or feature/log schema version.
     #[error(
         "{path} was written with a different log or feature schema: {reason} (retrain needs logs of feature schema version {expected})"
@@ -55,13 +55,13 @@ pub enum TrainerError {
     TextModel(#[from] crate::text_model::TextModelError),
     /// The model could not be exported to ONNX.
     #[error("ONNX export: {0}")]
-    Export(#[from] service::model::ExportError),
+    Export(#[from] scorer_model::ExportError),
     /// tract could not load or run the exported model.
     #[error("running the ONNX model in tract: {0}")]
-    Model(#[from] service::model::ModelError),
+    Model(#[from] scorer_model::ModelError),
     /// `card.json` or `golden.json` is missing or malformed.
     #[error("{0}")]
-    Card(#[from] service::model::CardError),
+    Card(#[from] scorer_model::CardError),
     /// The model was trained for another feature schema.
     #[error(
         "model {model} was trained for feature schema {found_version} (hash {found_hash}); this build uses {expected_version} (hash {expected_hash})"
@@ -89,7 +89,7 @@ pub enum TrainerError {
         /// Model directory.
         dir: PathBuf,
         /// The service's reason.
-        source: service::model::LoadError,
+        source: scorer_model::LoadError,
     },
     /// A command-line value is out of range or inconsistent.
     #[error("invalid argument: {0}")]

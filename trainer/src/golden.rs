@@ -14,10 +14,10 @@
 //! Each row's `probability` is LightGBM's `predict` on those f32 values.
 
 use lightgbm3::Booster;
-use service::features::{FEATURE_COUNT, FEATURES};
-use service::model::LgbModel;
-use service::model::card::{GoldenFile, GoldenRow, JsonF32};
-use service::model::export::{ThresholdRounding, lightgbm_threshold_f32};
+use scorer_core::features::{FEATURE_COUNT, FEATURES};
+use scorer_model::LgbModel;
+use scorer_model::card::{GoldenFile, GoldenRow, JsonF32};
+use scorer_model::export::{ThresholdRounding, lightgbm_threshold_f32};
 
 use crate::error::Result;
 use crate::train::predict;
@@ -41,7 +41,7 @@ fn feature_name(f: usize) -> &'static str {
 
 /// A row reaching split `s` of `tree` (features on its path moved into the
 /// path's intervals), starting from `base`.
-fn reaching_row(tree: &service::model::LgbTree, s: usize, base: &[f32]) -> Vec<f32> {
+fn reaching_row(tree: &scorer_model::LgbTree, s: usize, base: &[f32]) -> Vec<f32> {
     let n = tree.num_leaves.saturating_sub(1);
     let mut parent: Vec<Option<(usize, bool)>> = vec![None; n];
     for p in 0..n {

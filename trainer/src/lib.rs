@@ -8,7 +8,7 @@
 //! | [`target`] | the target `ln(latency / E)`, censoring, propensity weights |
 //! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
-//! | [`text_model`] | LightGBM's text model → [`service::model::export::LgbModel`], f64 evaluation |
+//! | [`text_model`] | LightGBM's text model → [`scorer_model::export::LgbModel`], f64 evaluation |
 //! | [`metrics`] | R², MAE, quantile calibration, beside the rules' baseline |
 //! | [`parity`] | served (ONNX in tract) vs LightGBM probabilities, 1e-5 bar |
 //! | [`golden`] | `golden.json` rows (NaN, ±0, ±∞, split boundaries) |
@@ -19,7 +19,7 @@
 //! | [`progress`] | indicatif progress bars |
 //! | [`error`] | [`TrainerError`] |
 //!
-//! Export to ONNX and serving live in [`service::model`] so the service
+//! Export to ONNX and serving live in [`scorer_model`] so the service
 //! never links LightGBM.
 
 pub mod admissible;

@@ -1,15 +1,15 @@
 //! The acceptance bar: the probability the service computes (the exported
-//! ONNX graph run by tract through [`service::model::op`]) must equal
+//! ONNX graph run by tract through [`scorer_model::op`]) must equal
 //! LightGBM's own `predict` on the same f32 features within
 //! [`PARITY_TOLERANCE`] (1e-5) on every row. f32 summation of the leaf
 //! values is the only difference allowed.
 
 use std::fmt;
 
+use scorer_core::features::{FEATURE_COUNT, FEATURES};
+use scorer_model::RunnablePlan;
+use scorer_model::card::PARITY_TOLERANCE;
 use serde::{Deserialize, Serialize};
-use service::features::{FEATURE_COUNT, FEATURES};
-use service::model::RunnablePlan;
-use service::model::card::PARITY_TOLERANCE;
 
 use crate::error::Result;
 
@@ -31,7 +31,7 @@ pub fn served_probabilities(
     let mut out = Vec::with_capacity(features.len() / width.max(1));
     for chunk in features.chunks(SERVE_CHUNK_ROWS * width) {
         let n = chunk.len() / width;
-        out.extend(service::model::run(plan, chunk, n)?);
+        out.extend(scorer_model::run(plan, chunk, n)?);
         on_rows(out.len());
     }
     Ok(out)

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use scorer_model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
+use scorer_model::{GoldenFile, ModelCard, export_onnx, load_model};
 use serde::Serialize;
 use serde_json::json;
-use service::model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
-use service::model::{GoldenFile, ModelCard, export_onnx, load_model};
 
 use crate::card::{build_card, sha256_hex};
 use crate::dataset::{Labelled, LogTable, TargetCounts, TargetRule, load_logs};
@@ -102,11 +102,11 @@ pub fn load_with_progress(dirs: &[PathBuf], progress: Progress) -> Result<LogTab
 pub fn parity_on(
     set: &str,
     booster: &lightgbm3::Booster,
-    plan: &service::model::RunnablePlan,
+    plan: &scorer_model::RunnablePlan,
     features: &[f32],
     progress: Progress,
 ) -> Result<(Vec<f64>, ParityReport)> {
-    let n = features.len() / service::features::FEATURE_COUNT;
+    let n = features.len() / scorer_core::features::FEATURE_COUNT;
     let pb = progress.bar(n as u64, &format!("parity {set}"), "rows");
     let p_lgb = predict(booster, features)?;
     let p_served = served_probabilities(plan, features, |done| pb.set_position(done as u64))?;
@@ -121,7 +121,7 @@ pub fn parity_on(
 /// # Errors
 /// [`TrainerError::Parity`] naming the row and its kind.
 pub fn golden_parity(
-    plan: &service::model::RunnablePlan,
+    plan: &scorer_model::RunnablePlan,
     golden: &GoldenFile,
 ) -> Result<ParityReport> {
     let flat: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();

@@ -5,9 +5,9 @@
 //!
 //! Everything the service would compute is computed by the service's own
 //! code: each candidate is a real [`WorkerView`] (smoothed telemetry,
-//! flags, history), scored by [`service::scoring::rule_score`] with the
+//! flags, history), scored by [`scorer_core::scoring::rule_score`] with the
 //! default [`ScoringConfig`], turned into the 42-feature vector by
-//! [`service::features::observation`] (same imputation and clamping as the
+//! [`scorer_core::features::observation`] (same imputation and clamping as the
 //! service), picked by the service's [`Softmax`] policy over the rule scores
 //! (the logged `probability` is that policy's propensity), and written as
 //! [`DecisionRecord`] / [`OutcomeRecord`] through the log's own
@@ -72,18 +72,18 @@ use std::path::{Path, PathBuf};
 use parquet::arrow::ArrowWriter;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use service::config::ScoringConfig;
-use service::decision_log::naming::final_path;
-use service::decision_log::rolling::writer_properties;
-use service::decision_log::{
+use scorer_core::features::{ObservationInputs, observation};
+use scorer_core::key::{KeyFingerprint, SecondSegmentSharding};
+use scorer_core::scoring::ScoringConfig;
+use scorer_core::scoring::{RequestContext, RequestType, RuleInputs, rule_score};
+use scorer_core::selection::{Candidate, Softmax};
+use scorer_core::state::WorkerView;
+use scorer_log::naming::final_path;
+use scorer_log::rolling::writer_properties;
+use scorer_log::{
     CandidateRow, DecisionRecord, LogConfig, LogKind, OutcomeRecord, decisions_batch,
     outcomes_batch,
 };
-use service::features::{ObservationInputs, observation};
-use service::key::{KeyFingerprint, SecondSegmentSharding};
-use service::scoring::{RequestContext, RequestType, RuleInputs, rule_score};
-use service::selection::{Candidate, Softmax};
-use service::state::WorkerView;
 
 use crate::error::{Result, TrainerError, io_err};
 use crate::synth_worker::{SimWorker, mean_latency_ms, normal, stand_in_evidence};
@@ -137,8 +137,8 @@ impl Default for SynthConfig {
 /// hundred bytes per worker).
 pub const MAX_WORKERS: usize = 100_000;
 /// Largest `--candidates`: the service's default cap on candidates per
-/// score request ([`service::config::DEFAULT_MAX_CANDIDATES`]).
-pub const MAX_CANDIDATES: usize = service::config::DEFAULT_MAX_CANDIDATES;
+/// score request ([`scorer_core::limits::DEFAULT_MAX_CANDIDATES`]).
+pub const MAX_CANDIDATES: usize = scorer_core::limits::DEFAULT_MAX_CANDIDATES;
 /// Largest `--rows-per-file`: a file's decisions are held in memory until
 /// it is written.
 pub const MAX_DECISIONS_PER_FILE: usize = 1_000_000;
@@ -287,7 +287,7 @@ impl Synth {
             .collect();
         let inputs = RuleInputs {
             cfg: &self.scoring,
-            dead_after_ms: service::config::DEFAULT_DEAD_AFTER_MS,
+            dead_after_ms: scorer_core::telemetry::DEFAULT_DEAD_AFTER_MS,
             request_type: Some(rt),
             now_ms,
             warmup: true,
@@ -419,7 +419,7 @@ pub(crate) fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -
     let props = writer_properties(&LogConfig::default());
     let schema = first.schema();
     let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
-    service::decision_log::schema::append_version_metadata(&mut w, &schema);
+    scorer_log::schema::append_version_metadata(&mut w, &schema);
     for b in &batches {
         w.write(b)?;
     }
@@ -478,7 +478,7 @@ pub fn write_logs(
             }
             in_file += decisions.len();
             report.decisions += decisions.len();
-            report.decision_rows += service::decision_log::batch::decision_rows(&decisions);
+            report.decision_rows += scorer_log::batch::decision_rows(&decisions);
             report.outcome_rows += outcomes.len();
             dec_batches.push(decisions_batch(&decisions)?);
             out_batches.push(outcomes_batch(&outcomes)?);
@@ -523,7 +523,11 @@ mod tests {
             assert!((total - 1.0).abs() < 1e-9);
             for c in &d.candidates {
                 assert!(c.features.iter().all(|x| x.is_finite()));
-                for (x, spec) in c.features.iter().zip(service::features::FEATURES.iter()) {
+                for (x, spec) in c
+                    .features
+                    .iter()
+                    .zip(scorer_core::features::FEATURES.iter())
+                {
                     assert!((spec.min..=spec.max).contains(x), "{} = {x}", spec.name);
                 }
                 assert_eq!(c.features[25], 1.0, "known worker");

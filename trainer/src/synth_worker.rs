@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use service::dynamics::PenaltyTracker;
-use service::features::CandidateEvidence;
-use service::scoring::RequestType;
-use service::state::{HistoryStats, Smoothed, WorkerView};
+use scorer_core::dynamics::PenaltyTracker;
+use scorer_core::features::CandidateEvidence;
+use scorer_core::scoring::RequestType;
+use scorer_core::state::{HistoryStats, Smoothed, WorkerView};
 
 use crate::synth::{MONO_START_MS, REGIONS};
 

@@ -22,14 +22,14 @@
 //! * **Slow outcome** (for `trainer compare` and the card): a failure, or a
 //!   latency above `slow_factor × E`.
 
+use scorer_core::features::FEATURE_COUNT;
 use serde::{Deserialize, Serialize};
-use service::features::FEATURE_COUNT;
 
 use crate::error::{Result, TrainerError};
 
-pub use service::features::schema::EXPECTED_LATENCY_FEATURE;
+pub use scorer_core::features::schema::EXPECTED_LATENCY_FEATURE;
 /// Index of `timeout_ms` in the feature vector (`-1` when absent).
-pub use service::model::blend::TIMEOUT_FEATURE;
+pub use scorer_model::blend::TIMEOUT_FEATURE;
 /// Shortest latency the target takes the log of, ms.
 pub const MIN_LATENCY_MS: f64 = 1e-3;
 
@@ -49,7 +49,7 @@ pub struct TargetRule {
 impl Default for TargetRule {
     fn default() -> Self {
         Self {
-            failure_penalty_ms: service::dynamics::EvidenceConfig::default().failure_penalty_ms,
+            failure_penalty_ms: scorer_core::dynamics::EvidenceConfig::default().failure_penalty_ms,
             slow_factor: 2.0,
             max_weight: 10.0,
         }

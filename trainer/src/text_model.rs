@@ -11,10 +11,10 @@
 //! significant digits, so parsing them with Rust's correctly rounded
 //! `f64::from_str` gives back LightGBM's exact in-memory doubles.
 
-use service::model::export::{CATEGORICAL_MASK, DEFAULT_LEFT_MASK, LgbModel, LgbTree, MissingType};
+use scorer_model::export::{CATEGORICAL_MASK, DEFAULT_LEFT_MASK, LgbModel, LgbTree, MissingType};
 use std::collections::HashMap;
 
-pub use service::model::export::K_ZERO_THRESHOLD;
+pub use scorer_model::export::K_ZERO_THRESHOLD;
 
 /// Errors from [`parse_model_text`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -15,9 +15,9 @@
 //! recorded in every card).
 
 use lightgbm3::{Booster, Dataset};
+use scorer_core::features::FEATURE_COUNT;
+use scorer_model::LgbModel;
 use serde::{Deserialize, Serialize};
-use service::features::FEATURE_COUNT;
-use service::model::LgbModel;
 
 use crate::error::{Result, TrainerError};
 use crate::text_model::parse_model_text;

@@ -15,10 +15,10 @@
 use std::path::{Path, PathBuf};
 
 use lightgbm3::Booster;
+use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
+use scorer_model::card::{MAX_TEXT_MODEL_BYTES, ONNX_FILE, TEXT_FILE, read_capped};
+use scorer_model::{ModelCard, load_model, read_card, read_golden};
 use serde::Serialize;
-use service::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, schema_hash};
-use service::model::card::{MAX_TEXT_MODEL_BYTES, ONNX_FILE, TEXT_FILE, read_capped};
-use service::model::{ModelCard, load_model, read_card, read_golden};
 
 use crate::dataset::{TargetCounts, TargetRule};
 use crate::error::{Result, TrainerError, io_err};
@@ -37,7 +37,7 @@ pub struct ModelDir {
     /// `model.txt` loaded in LightGBM.
     pub booster: Booster,
     /// `model.onnx` loaded through the service's ONNX path.
-    pub plan: service::model::RunnablePlan,
+    pub plan: scorer_model::RunnablePlan,
 }
 
 impl std::fmt::Debug for ModelDir {
@@ -71,7 +71,7 @@ pub fn read_checked_card(dir: &Path) -> Result<ModelCard> {
     Ok(card)
 }
 
-/// Runs the service's own vetting of `dir` ([`service::model::load_model_dir`]:
+/// Runs the service's own vetting of `dir` ([`scorer_model::load_model_dir`]:
 /// card, schema hash, tract plan, golden rows present and within 1e-5), so
 /// `validate` and `compare` never pass a directory the service would refuse
 /// (an empty `golden.json`, a `model.onnx` that is not the card's model).
@@ -79,7 +79,7 @@ pub fn read_checked_card(dir: &Path) -> Result<ModelCard> {
 /// # Errors
 /// [`TrainerError::Refused`] with the service's reason.
 pub fn vet_as_service(dir: &Path) -> Result<()> {
-    service::model::load_model_dir(dir, &service::model::ModelConfig::default(), 0)
+    scorer_model::load_model_dir(dir, &scorer_model::ModelConfig::default(), 0)
         .map(drop)
         .map_err(|source| TrainerError::Refused {
             dir: dir.to_path_buf(),

@@ -289,7 +289,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     // Tampered golden probability: exit 2, the row is printed.
     let g = d.join("models/m1/golden.json");
     let original = std::fs::read_to_string(&g).unwrap();
-    let mut golden: service::model::GoldenFile = serde_json::from_str(&original).unwrap();
+    let mut golden: scorer_model::GoldenFile = serde_json::from_str(&original).unwrap();
     golden.rows[3].prediction += 0.01;
     std::fs::write(&g, serde_json::to_string(&golden).unwrap()).unwrap();
     let o = trainer(&["validate", "--model", "models/m1"], d);
@@ -333,7 +333,7 @@ fn cli_end_to_end_and_parity_failures_exit_non_zero() {
     // Card of another feature schema: refused, exit 1.
     let card_path = d.join("models/m2/card.json");
     let card = std::fs::read_to_string(&card_path).unwrap();
-    let hash = service::features::schema_hash();
+    let hash = scorer_core::features::schema_hash();
     std::fs::write(&card_path, card.replace(hash, "0000000000000000")).unwrap();
     let o = trainer(&["validate", "--model", "models/m2"], d);
     assert_fails(&o, 1, "feature schema");

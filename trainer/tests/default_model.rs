@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use service::model::card::{ONNX_FILE, PARITY_TOLERANCE, TEXT_FILE};
-use service::model::{read_card, read_golden};
+use scorer_model::card::{ONNX_FILE, PARITY_TOLERANCE, TEXT_FILE};
+use scorer_model::{read_card, read_golden};
 use trainer::progress::Progress;
 use trainer::validate::run_validate;
 
@@ -16,7 +16,7 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/default")
 }
 
-fn depth(tree: &service::model::LgbTree, node: i32) -> usize {
+fn depth(tree: &scorer_model::LgbTree, node: i32) -> usize {
     if node < 0 {
         return 0;
     }
@@ -40,8 +40,11 @@ fn committed_default_model_passes_parity_on_its_golden_rows() {
         card.model_version,
         trainer::card::model_version("default", &onnx)
     );
-    assert_eq!(card.feature_schema_hash, service::features::schema_hash());
-    assert_eq!(card.output, service::model::card::MODEL_OUTPUT);
+    assert_eq!(
+        card.feature_schema_hash,
+        scorer_core::features::schema_hash()
+    );
+    assert_eq!(card.output, scorer_model::card::MODEL_OUTPUT);
     let data = &card.details["training_data"];
     assert_eq!(data["log_dirs"], serde_json::json!(["data/sim-logs"]));
     let files = data["decision_files"].as_array().expect("decision files");

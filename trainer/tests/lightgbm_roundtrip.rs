@@ -4,8 +4,8 @@
 use lightgbm3::{Booster, Dataset};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use service::model::FlatEnsemble;
-use service::model::export::{
+use scorer_model::FlatEnsemble;
+use scorer_model::export::{
     ExportOptions, LgbModel, ThresholdRounding, ensemble_attributes, export_onnx, export_onnx_with,
     lightgbm_threshold_f32,
 };
@@ -245,9 +245,9 @@ fn lightgbm_parse_export_tract_roundtrip() {
 
     // (b) export -> ONNX bytes -> tract.
     let bytes = export_onnx(m).unwrap();
-    let plan = service::model::load_model(&bytes).unwrap();
+    let plan = scorer_model::load_model(&bytes).unwrap();
     assert_eq!(plan.n_features(), F);
-    let outs = service::model::op::run_all(&plan, &flat32, n).unwrap();
+    let outs = scorer_model::op::run_all(&plan, &flat32, n).unwrap();
     assert_eq!(plan.output_names(), ["margin", "probability"]);
     let (margin_tract, p_tract) = (&outs[0], &outs[1]);
     let mut max_dp = 0f64;
@@ -280,8 +280,8 @@ fn lightgbm_parse_export_tract_roundtrip() {
         },
     )
     .unwrap();
-    let plan_nearest = service::model::load_model(&nearest).unwrap();
-    let p_nearest = service::model::run(&plan_nearest, &flat32, n).unwrap();
+    let plan_nearest = scorer_model::load_model(&nearest).unwrap();
+    let p_nearest = scorer_model::run(&plan_nearest, &flat32, n).unwrap();
     let mismatches: Vec<f64> = (boundary_start..n)
         .map(|i| (f64::from(p_nearest[i]) - prob_lgb[i]).abs())
         .filter(|d| *d > 1e-5)

@@ -11,9 +11,9 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use common::{TempDir, synth};
 use parquet::arrow::ArrowWriter;
-use service::decision_log::{META_FEATURE_SCHEMA_VERSION, decisions_batch};
-use service::model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, PARITY_TOLERANCE, TEXT_FILE};
-use service::model::{read_card, read_golden};
+use scorer_log::{META_FEATURE_SCHEMA_VERSION, decisions_batch};
+use scorer_model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, PARITY_TOLERANCE, TEXT_FILE};
+use scorer_model::{read_card, read_golden};
 use trainer::TrainerError;
 use trainer::compare::{CompareOptions, run_compare};
 use trainer::dataset::{TargetRule, load_logs};
@@ -67,7 +67,10 @@ fn synth_train_validate_compare_end_to_end() {
     );
     assert_eq!(card.num_trees, 30);
     assert_eq!(card.n_features, 42);
-    assert_eq!(card.feature_schema_hash, service::features::schema_hash());
+    assert_eq!(
+        card.feature_schema_hash,
+        scorer_core::features::schema_hash()
+    );
     assert_eq!(card.details["target"]["rule"]["failure_penalty_ms"], 1000.0);
     assert!(
         card.details["target"]["distribution"]["std"]
@@ -75,7 +78,7 @@ fn synth_train_validate_compare_end_to_end() {
             .unwrap()
             > 0.1
     );
-    assert_eq!(card.output, service::model::card::MODEL_OUTPUT);
+    assert_eq!(card.output, scorer_model::card::MODEL_OUTPUT);
     assert_eq!(card.details["seed"], 5);
     assert_eq!(
         card.details["training_data"]["decision_rows"], 24_000,
@@ -231,13 +234,8 @@ fn training_is_deterministic() {
     let logs_again = tmp.join("logs_again");
     synth(&logs_again, 2_000, 3);
     let files = |d: &std::path::Path| {
-        let mut v =
-            service::decision_log::reader::list_files(d, service::decision_log::LogKind::Decisions)
-                .unwrap();
-        v.extend(
-            service::decision_log::reader::list_files(d, service::decision_log::LogKind::Outcomes)
-                .unwrap(),
-        );
+        let mut v = scorer_log::reader::list_files(d, scorer_log::LogKind::Decisions).unwrap();
+        v.extend(scorer_log::reader::list_files(d, scorer_log::LogKind::Outcomes).unwrap());
         v.iter()
             .map(|p| std::fs::read(p).unwrap())
             .collect::<Vec<_>>()
@@ -385,19 +383,13 @@ fn shadow_rows_are_dropped() {
         // The service's own shadow record: same decision id, arm "shadow".
         let rows: Vec<Option<(f64, f64)>> =
             d.candidates.iter().map(|_| Some((0.5, 99.0))).collect();
-        let sh = service::engine::shadow_record(
-            &d,
-            &service::api::ShadowDecision {
-                version: "shadow-1".into(),
-                rows,
-            },
-        );
+        let sh = d.shadow("shadow-1", &rows);
         with_shadow.push(d.clone());
         with_shadow.push(sh);
         decisions.push(d);
         outcomes.extend(o);
     }
-    let write = |dir: &std::path::Path, recs: &[service::decision_log::DecisionRecord]| {
+    let write = |dir: &std::path::Path, recs: &[scorer_log::DecisionRecord]| {
         let part = dir.join("dt=2026-11-01");
         std::fs::create_dir_all(&part).unwrap();
         let b = decisions_batch(recs).unwrap();
@@ -406,7 +398,7 @@ fn shadow_rows_are_dropped() {
         let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();
         w.write(&b).unwrap();
         w.close().unwrap();
-        let b = service::decision_log::outcomes_batch(&outcomes).unwrap();
+        let b = scorer_log::outcomes_batch(&outcomes).unwrap();
         let f = std::fs::File::create(part.join("outcomes-20261101T000000000Z-000001.parquet"))
             .unwrap();
         let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();

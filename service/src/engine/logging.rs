@@ -123,31 +123,13 @@ impl Engine {
     }
 }
 
-/// The shadow rows of a decision (issue #6): the primary record's rows with
-/// `arm = "shadow"`, the shadow's `model_version`, its action in
-/// `model_action` and the final score it would have given; `picked` false
-/// and `probability` null everywhere (the shadow picks nothing), and no
-/// `fallback_reason`. Candidates the model stage did not score keep the
-/// primary's final score and a null action. Readers joining outcomes drop
-/// `arm = "shadow"` rows, or use them to compare models offline.
+/// The shadow rows of a decision: [`DecisionRecord::shadow`] of the
+/// primary record with the shadow model's version and rows.
 pub fn shadow_record(
     primary: &DecisionRecord,
     shadow: &crate::api::ShadowDecision,
 ) -> DecisionRecord {
-    let mut rec = primary.clone();
-    rec.arm = Some(SHADOW_ARM.to_owned());
-    rec.model_version = Some(shadow.version.clone());
-    for (c, row) in rec.candidates.iter_mut().zip(&shadow.rows) {
-        c.picked = false;
-        c.probability = None;
-        c.fallback_reason = None;
-        c.model_action = row.map(|r| r.0);
-        if let Some((_, fin)) = row {
-            c.final_score = *fin;
-        }
-    }
-    rec
+    primary.shadow(&shadow.version, &shadow.rows)
 }
 
-/// `arm` value of shadow rows in the decision log.
-pub const SHADOW_ARM: &str = "shadow";
+pub use crate::decision_log::SHADOW_ARM;

@@ -215,7 +215,7 @@ impl Engine {
         let score = |v: &crate::state::WorkerView| rule_score(v, &inputs).0.score;
         let icfg = IngestConfig {
             telemetry: &cfg.telemetry,
-            server: &cfg.server,
+            max_batch: cfg.server.max_batch,
             penalty: &cfg.penalty,
             rule_score: &score,
         };

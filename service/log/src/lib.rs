@@ -1,0 +1,128 @@
+//! The decision log: every scoring decision and every observed outcome, written
+//! to Parquet so models can be retrained offline.
+//!
+//! # Guide
+//!
+//! | file | concept |
+//! | --- | --- |
+//! | [`record`] | the in-memory records the request path hands over |
+//! | [`schema`] | the Arrow schemas (the one place they live) |
+//! | [`batch`] | records → `RecordBatch` (one row per decision, candidates nested) |
+//! | [`flatten`] | nested decisions → candidate rows, the form readers load |
+//! | [`config`] | [`LogConfig`], its defaults and validation |
+//! | [`sampling`] | deterministic, id-hash based sampling |
+//! | [`naming`] | file and partition names, `dt=YYYY-MM-DD`, sequence numbers |
+//! | [`rolling`] | the pure roll decision and the one open file per kind |
+//! | [`writer`] | [`DecisionLog`]: bounded channel + background writer thread |
+//! | [`stats`] | [`LogStats`] counters |
+//! | [`recovery`] | start-up recovery of `*.inprogress` files left by a crash |
+//! | [`reader`] | loading final files back, with schema/version checks |
+//! | [`join`] | decisions ⋈ outcomes on `(decision_id, worker_id)` |
+//! | [`error`] | [`LogError`], [`ReadError`] |
+//!
+//! ## Data flow
+//!
+//! The request path calls [`DecisionLog::log_decision`] / [`DecisionLog::log_outcome`],
+//! which only check sampling and do a non-blocking `try_send` on one bounded channel
+//! (capacity [`LogConfig::channel_capacity`]); a full channel drops the record and
+//! counts it in [`LogStats::dropped`]. One background thread drains the channel,
+//! builds `RecordBatch`es of one row per decision (its candidates in a nested
+//! list column) and
+//! appends them to the open file of its kind (decisions or outcomes) with
+//! `ArrowWriter` (zstd). Files roll on rows, bytes, age or UTC day change
+//! ([`rolling::roll_reason`]).
+//!
+//! ## On disk
+//!
+//! ```text
+//! <dir>/dt=YYYY-MM-DD/decisions-YYYYMMDDTHHMMSSmmmZ-000001.parquet
+//! <outcomes_dir>/dt=YYYY-MM-DD/outcomes-YYYYMMDDTHHMMSSmmmZ-000001.parquet
+//! <dir>/quarantine/…                     unreadable leftovers of a crash
+//! ```
+//!
+//! A file is written as `*.parquet.inprogress`, closed, fsynced, then atomically
+//! renamed (and the directory fsynced), so a final name always holds a complete file.
+//! The partition date and the timestamp in the name are the writer's wall clock
+//! ([`scorer_core::clock::Clock::wall_ms`]) when the file was opened; rows carry their own
+//! `ts_ms`.
+//!
+//! ## Durability
+//!
+//! The unit of durability is a closed file: a crash loses the rows of the open
+//! files (at most [`LogConfig::max_age_ms`] worth, or [`LogConfig::max_rows`]) plus
+//! whatever sat in the channel. [`recovery`] renames any leftover in-progress file
+//! that is complete and moves the rest to `quarantine/`.
+//!
+//! ## Training
+//!
+//! [`reader::read_dir`] loads both kinds, decisions as one row per
+//! candidate ([`schema::candidate_rows_schema`]); [`join::join_outcomes`] attaches
+//! `latency_ms`/`success` to each candidate row. `probability` is the propensity of
+//! the picked candidate under the logging policy, for off-policy estimators.
+
+pub mod batch;
+pub mod config;
+pub mod dir_lock;
+pub mod error;
+pub mod flatten;
+pub mod join;
+pub mod naming;
+pub mod reader;
+pub mod record;
+pub mod recovery;
+pub mod rolling;
+pub mod sampling;
+pub mod schema;
+pub mod stats;
+pub mod writer;
+
+#[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
+mod tests;
+
+use arrow::datatypes::SchemaRef;
+
+pub use batch::{decisions_batch, outcomes_batch};
+pub use config::LogConfig;
+pub use error::{LogError, ReadError};
+pub use flatten::candidate_rows;
+pub use join::{join_outcomes, joined_schema};
+pub use reader::{LoadedLog, read_dir, read_file};
+pub use record::{CandidateRow, DecisionRecord, OutcomeRecord, SHADOW_ARM};
+pub use recovery::{RecoveryReport, recover_dir};
+pub use rolling::{RollReason, roll_reason};
+pub use sampling::sampled_at;
+pub use schema::{
+    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
+    META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
+};
+pub use stats::LogStats;
+pub use writer::{DecisionLog, WriterHold};
+
+/// Which of the two logs a file or directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogKind {
+    /// One row per decision, candidates nested; [`decisions_schema`].
+    Decisions,
+    /// One row per observed outcome; [`outcomes_schema`].
+    Outcomes,
+}
+
+impl LogKind {
+    /// File name prefix: `"decisions"` or `"outcomes"`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            LogKind::Decisions => "decisions",
+            LogKind::Outcomes => "outcomes",
+        }
+    }
+
+    /// The Arrow schema files of this kind must have.
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            LogKind::Decisions => decisions_schema(),
+            LogKind::Outcomes => outcomes_schema(),
+        }
+    }
+}

@@ -1,0 +1,870 @@
+//! End-to-end tests of the decision log: writer thread, files, recovery, reader.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{
+    Float32Type, Float64Type, TimestampMillisecondType, UInt32Type, UInt64Type,
+};
+use parquet::arrow::ArrowWriter;
+
+use super::*;
+use scorer_core::clock::ManualClock;
+use scorer_core::features::FEATURE_COUNT;
+
+/// 2024-03-05T10:00:00.000Z
+const T0: u64 = 1_709_632_800_000;
+/// Bound on every poll for background-thread state.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("dlog-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every candidate's features kept, so that round trips compare whole records.
+fn cfg(root: &Path) -> LogConfig {
+    LogConfig {
+        dir: root.join("decisions"),
+        candidate_features_rate: 1.0,
+        ..LogConfig::default()
+    }
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(1_000, T0))
+}
+
+fn start(cfg: LogConfig, clock: &Arc<ManualClock>) -> DecisionLog {
+    DecisionLog::start(cfg, clock.clone()).unwrap()
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn features(i: usize, j: usize) -> [f32; FEATURE_COUNT] {
+    let mut f = [0f32; FEATURE_COUNT];
+    for (k, v) in f.iter_mut().enumerate() {
+        *v = (i * 1_000 + j * 100 + k) as f32 * 0.37 - 11.0;
+    }
+    // Awkward values must survive bit-for-bit.
+    f[0] = -0.0;
+    f[1] = f32::MIN_POSITIVE / 4.0; // subnormal
+    f[2] = f32::INFINITY;
+    f[3] = f32::from_bits(0x7fc0_1234); // NaN with payload
+    f
+}
+
+fn decision(i: usize, candidates: usize) -> DecisionRecord {
+    let odd = i % 2 == 1;
+    DecisionRecord {
+        decision_id: format!("d-{i:05}"),
+        ts_ms: T0 as i64 + i as i64,
+        key_prefix: format!("user:{}", i % 7),
+        shard_id: odd.then_some(i as u64 * 3),
+        request_type: if odd { Some("get") } else { None },
+        client_region: (!odd).then(|| "eu-west".to_string()),
+        timeout_ms: odd.then_some(250),
+        batch_size: (!odd).then_some(i as u32),
+        policy: "softmax",
+        panic: i.is_multiple_of(5),
+        model_version: odd.then(|| "m-3".to_string()),
+        arm: i.is_multiple_of(3).then(|| "b".to_string()),
+        config_hash: "cfg-abc".to_string(),
+        candidates: (0..candidates)
+            .map(|j| CandidateRow {
+                worker_id: format!("w-{j}"),
+                eligible: j != 1,
+                rule_score: i as f64 + j as f64 / 10.0,
+                model_action: odd.then_some(j as f64 * -0.5),
+                final_score: 1.0 / (1.0 + j as f64),
+                probability: (j != 2).then_some(0.25),
+                picked: j == 0,
+                penalty_state: if j == 1 { "penalized" } else { "none" },
+                fallback_reason: (j == 3).then_some("model_timeout"),
+                features: features(i, j),
+            })
+            .collect(),
+    }
+}
+
+fn outcome(i: usize, worker: usize, latency_ms: f64) -> OutcomeRecord {
+    OutcomeRecord {
+        decision_id: format!("d-{i:05}"),
+        worker_id: format!("w-{worker}"),
+        ts_ms: T0 as i64 + 500 + i as i64,
+        latency_ms,
+        success: !i.is_multiple_of(4),
+    }
+}
+
+/// One decisions row with owned values; floats as bits.
+#[derive(Debug, Clone, PartialEq)]
+struct Flat {
+    decision_id: String,
+    ts_ms: i64,
+    key_prefix: String,
+    shard_id: Option<u64>,
+    request_type: Option<String>,
+    client_region: Option<String>,
+    timeout_ms: Option<u64>,
+    batch_size: Option<u32>,
+    worker_id: String,
+    eligible: bool,
+    rule_score: u64,
+    model_action: Option<u64>,
+    final_score: u64,
+    policy: String,
+    probability: Option<u64>,
+    picked: bool,
+    panic: bool,
+    penalty_state: String,
+    fallback_reason: Option<String>,
+    model_version: Option<String>,
+    arm: Option<String>,
+    config_hash: String,
+    feature_schema_version: String,
+    features: Vec<u32>,
+}
+
+fn flatten(recs: &[DecisionRecord]) -> Vec<Flat> {
+    let mut out = Vec::new();
+    for r in recs {
+        for c in &r.candidates {
+            out.push(Flat {
+                decision_id: r.decision_id.clone(),
+                ts_ms: r.ts_ms,
+                key_prefix: r.key_prefix.clone(),
+                shard_id: r.shard_id,
+                request_type: r.request_type.map(str::to_string),
+                client_region: r.client_region.clone(),
+                timeout_ms: r.timeout_ms,
+                batch_size: r.batch_size,
+                worker_id: c.worker_id.clone(),
+                eligible: c.eligible,
+                rule_score: c.rule_score.to_bits(),
+                model_action: c.model_action.map(f64::to_bits),
+                final_score: c.final_score.to_bits(),
+                policy: r.policy.to_string(),
+                probability: c.probability.map(f64::to_bits),
+                picked: c.picked,
+                panic: r.panic,
+                penalty_state: c.penalty_state.to_string(),
+                fallback_reason: c.fallback_reason.map(str::to_owned),
+                model_version: r.model_version.clone(),
+                arm: r.arm.clone(),
+                config_hash: r.config_hash.clone(),
+                feature_schema_version: scorer_core::features::FEATURE_SCHEMA_VERSION.to_string(),
+                features: c.features.iter().map(|f| f.to_bits()).collect(),
+            });
+        }
+    }
+    out
+}
+
+fn unflatten(batches: &[RecordBatch]) -> Vec<Flat> {
+    let b = concat_batches(&candidate_rows_schema(), batches).unwrap();
+    let s = |n: &str| -> StringArray { b.column_by_name(n).unwrap().as_string::<i32>().clone() };
+    let opt_s = |a: &StringArray, i: usize| a.is_valid(i).then(|| a.value(i).to_string());
+    let (did, kp, rt, cr, wid, pol, ps, fr, mv, arm, ch, fsv) = (
+        s("decision_id"),
+        s("key_prefix"),
+        s("request_type"),
+        s("client_region"),
+        s("worker_id"),
+        s("policy"),
+        s("penalty_state"),
+        s("fallback_reason"),
+        s("model_version"),
+        s("arm"),
+        s("config_hash"),
+        s("feature_schema_version"),
+    );
+    let col = |n: &str| b.column_by_name(n).unwrap().clone();
+    let ts = col("ts_ms");
+    let ts = ts.as_primitive::<TimestampMillisecondType>();
+    let shard = col("shard_id");
+    let shard = shard.as_primitive::<UInt64Type>();
+    let tmo = col("timeout_ms");
+    let tmo = tmo.as_primitive::<UInt64Type>();
+    let bs = col("batch_size");
+    let bs = bs.as_primitive::<UInt32Type>();
+    let f64s = |n: &str| col(n).as_primitive::<Float64Type>().clone();
+    let (rs, ma, fs, pr) = (
+        f64s("rule_score"),
+        f64s("model_action"),
+        f64s("final_score"),
+        f64s("probability"),
+    );
+    let bools = |n: &str| col(n).as_boolean().clone();
+    let (el, pk, pa) = (bools("eligible"), bools("picked"), bools("panic"));
+    let feats = col("features");
+    let feats = feats.as_fixed_size_list();
+    (0..b.num_rows())
+        .map(|i| Flat {
+            decision_id: did.value(i).to_string(),
+            ts_ms: ts.value(i),
+            key_prefix: kp.value(i).to_string(),
+            shard_id: shard.is_valid(i).then(|| shard.value(i)),
+            request_type: opt_s(&rt, i),
+            client_region: opt_s(&cr, i),
+            timeout_ms: tmo.is_valid(i).then(|| tmo.value(i)),
+            batch_size: bs.is_valid(i).then(|| bs.value(i)),
+            worker_id: wid.value(i).to_string(),
+            eligible: el.value(i),
+            rule_score: rs.value(i).to_bits(),
+            model_action: ma.is_valid(i).then(|| ma.value(i).to_bits()),
+            final_score: fs.value(i).to_bits(),
+            policy: pol.value(i).to_string(),
+            probability: pr.is_valid(i).then(|| pr.value(i).to_bits()),
+            picked: pk.value(i),
+            panic: pa.value(i),
+            penalty_state: ps.value(i).to_string(),
+            fallback_reason: opt_s(&fr, i),
+            model_version: opt_s(&mv, i),
+            arm: opt_s(&arm, i),
+            config_hash: ch.value(i).to_string(),
+            feature_schema_version: fsv.value(i).to_string(),
+            features: feats
+                .value(i)
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect(),
+        })
+        .collect()
+}
+
+fn names_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if e.file_name() != super::dir_lock::LOCK_FILE {
+                out.push(
+                    e.path()
+                        .strip_prefix(dir)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn round_trip_is_exact_and_joins_outcomes() {
+    let tmp = TempDir::new("roundtrip");
+    let c = clock();
+    let log = start(cfg(tmp.path()), &c);
+    let (n, cands) = (50, 4);
+    let recs: Vec<DecisionRecord> = (0..n).map(|i| decision(i, cands)).collect();
+    for r in &recs {
+        assert!(log.log_decision(r.clone()));
+    }
+    // One outcome per decision on the picked worker; decision 7 reported twice.
+    for i in 0..n {
+        assert!(log.log_outcome(outcome(i, 0, 10.0 + i as f64)));
+    }
+    assert!(log.log_outcome(outcome(7, 0, 999.0)));
+    log.shutdown().unwrap();
+
+    let st = log.stats();
+    assert_eq!(st.decisions_logged, 50);
+    assert_eq!(st.outcomes_logged, 51);
+    assert_eq!(st.dropped, 0);
+    // One file row per decision (candidates nested), one per outcome.
+    assert_eq!(st.written_rows, 50 + 51);
+    assert_eq!(st.files, 2);
+    assert_eq!(st.open_rows, 0);
+    assert_eq!(st.write_errors, 0);
+
+    let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, n * cands);
+    assert_eq!(d.files.len(), 1);
+    assert!(d.skipped.is_empty());
+    let on_disk: u64 = d
+        .files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let o = read_dir(&tmp.path().join("outcomes"), LogKind::Outcomes).unwrap();
+    assert_eq!(o.rows, 51);
+    let on_disk = on_disk
+        + o.files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum::<u64>();
+    assert_eq!(st.bytes, on_disk);
+
+    let got = unflatten(&d.batches);
+    let want = flatten(&recs);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+    // Both None and Some survived for every nullable column.
+    assert!(got.iter().any(|r| r.shard_id.is_none()) && got.iter().any(|r| r.shard_id.is_some()));
+    assert!(got.iter().any(|r| r.fallback_reason.is_some()));
+    assert!(got.iter().any(|r| r.probability.is_none()));
+
+    let joined = join_outcomes(&d, &o).unwrap();
+    assert_eq!(joined.num_rows(), 200);
+    assert_eq!(joined.schema(), joined_schema());
+    let lat = joined.column_by_name("latency_ms").unwrap();
+    let lat = lat.as_primitive::<Float64Type>();
+    let ok = joined.column_by_name("success").unwrap();
+    let ok = ok.as_boolean();
+    for (row, w) in want.iter().enumerate() {
+        let i: usize = w.decision_id[2..].parse().unwrap();
+        if w.worker_id == "w-0" {
+            let expect = if i == 7 { 999.0 } else { 10.0 + i as f64 };
+            assert_eq!(lat.value(row), expect);
+            assert_eq!(ok.value(row), !i.is_multiple_of(4));
+        } else {
+            assert!(lat.is_null(row) && ok.is_null(row));
+        }
+    }
+}
+
+#[test]
+fn rolls_by_rows_with_names_and_partitions() {
+    let tmp = TempDir::new("rows");
+    let c = clock();
+    let config = LogConfig {
+        max_rows: 10,
+        ..cfg(tmp.path())
+    };
+    let log = start(config, &c);
+    for i in 0..25 {
+        assert!(log.log_decision(decision(i, 2)));
+    }
+    log.shutdown().unwrap();
+    let dir = tmp.path().join("decisions");
+    let names = names_under(&dir);
+    // max_rows counts decisions: 10, 10 and 5 of them, 2 candidate rows each.
+    let want: Vec<String> = (1..=3)
+        .map(|s| format!("dt=2024-03-05/decisions-20240305T100000000Z-{s:06}.parquet"))
+        .collect();
+    assert_eq!(names, want);
+    for (name, rows) in names.iter().zip([20, 20, 10]) {
+        let f = read_file(&dir.join(name), LogKind::Decisions).unwrap();
+        assert_eq!(f.rows, rows, "{name}");
+    }
+    assert_eq!(log.stats().files, 3);
+    assert_eq!(log.stats().written_rows, 25);
+}
+
+#[test]
+fn rolls_by_age_without_traffic() {
+    let tmp = TempDir::new("age");
+    let c = clock();
+    let log = start(cfg(tmp.path()), &c);
+    assert!(log.log_decision(decision(1, 3)));
+    wait_until("first file open", || log.stats().open_rows == 1);
+    assert_eq!(log.stats().files, 0);
+    c.advance(60_000);
+    wait_until("age roll", || log.stats().files == 1);
+    assert_eq!(log.stats().open_rows, 0);
+    assert!(log.log_decision(decision(2, 3)));
+    wait_until("second file open", || log.stats().open_rows == 1);
+    log.shutdown().unwrap();
+    let names = names_under(&tmp.path().join("decisions"));
+    assert_eq!(
+        names,
+        vec![
+            "dt=2024-03-05/decisions-20240305T100000000Z-000001.parquet".to_string(),
+            "dt=2024-03-05/decisions-20240305T100100000Z-000002.parquet".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn rolls_at_utc_midnight_into_new_partition() {
+    let tmp = TempDir::new("midnight");
+    // 23:59:59.990 on 2024-03-05.
+    let c = Arc::new(ManualClock::new(0, T0 + 14 * 3_600_000 - 10));
+    let log = start(cfg(tmp.path()), &c);
+    assert!(log.log_decision(decision(1, 1)));
+    wait_until("file open", || log.stats().open_rows == 1);
+    c.advance(20);
+    wait_until("day roll", || log.stats().files == 1);
+    assert!(log.log_decision(decision(2, 1)));
+    log.shutdown().unwrap();
+    let names = names_under(&tmp.path().join("decisions"));
+    assert_eq!(names.len(), 2);
+    assert!(names[0].starts_with("dt=2024-03-05/decisions-20240305T235959990Z-"));
+    assert!(names[1].starts_with("dt=2024-03-06/decisions-20240306T000000010Z-"));
+}
+
+/// Writes one valid decisions file of `n` decisions × 2 candidates; returns its path.
+fn valid_file(tmp: &TempDir, n: usize) -> PathBuf {
+    let c = clock();
+    let root = tmp.path().join("source");
+    let log = start(cfg(&root), &c);
+    for i in 0..n {
+        assert!(log.log_decision(decision(i, 2)));
+    }
+    log.shutdown().unwrap();
+    let d = read_dir(&root.join("decisions"), LogKind::Decisions).unwrap();
+    assert_eq!(d.files.len(), 1);
+    d.files[0].clone()
+}
+
+#[test]
+fn recovery_renames_complete_and_quarantines_broken_leftovers() {
+    let tmp = TempDir::new("recovery");
+    let src = valid_file(&tmp, 5);
+    let bytes = std::fs::read(&src).unwrap();
+    let root = tmp.path().join("svc");
+    let part = root.join("decisions/dt=2024-03-05");
+    std::fs::create_dir_all(&part).unwrap();
+    let name = |s: u32| format!("decisions-20240305T090000000Z-{s:06}.parquet");
+    std::fs::write(part.join(format!("{}.inprogress", name(1))), &bytes).unwrap();
+    std::fs::write(
+        part.join(format!("{}.inprogress", name(2))),
+        &bytes[..bytes.len() - 1],
+    )
+    .unwrap();
+    std::fs::write(part.join(format!("{}.inprogress", name(3))), b"").unwrap();
+
+    let c = clock();
+    let log = start(cfg(&root), &c);
+    let st = log.stats();
+    assert_eq!((st.recovered, st.quarantined), (1, 2));
+    let dir = root.join("decisions");
+    assert_eq!(
+        names_under(&dir),
+        vec![
+            format!("dt=2024-03-05/{}", name(1)),
+            format!("quarantine/{}.inprogress", name(2)),
+            format!("quarantine/{}.inprogress", name(3)),
+        ]
+    );
+    // New files continue past the highest existing sequence number.
+    assert!(log.log_decision(decision(9, 2)));
+    log.shutdown().unwrap();
+    assert!(
+        names_under(&dir)
+            .iter()
+            .any(|n| n.ends_with("decisions-20240305T100000000Z-000004.parquet"))
+    );
+    let d = read_dir(&dir, LogKind::Decisions).unwrap();
+    assert_eq!(d.files.len(), 2);
+    assert_eq!(d.rows, 5 * 2 + 2);
+}
+
+#[test]
+fn recovery_quarantines_a_fifo_instead_of_blocking_on_it() {
+    // Found by a fresh-eyes run: a FIFO named `*.parquet.inprogress` hung
+    // start-up (opening it waited for a writer).
+    let tmp = TempDir::new("recover-fifo");
+    let root = tmp.path().join("r");
+    std::fs::create_dir_all(&root).unwrap();
+    let fifo = root.join("decisions-x-000001.parquet.inprogress");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let report = recover_dir(&root).unwrap();
+    assert!(report.recovered.is_empty());
+    assert_eq!(report.quarantined.len(), 1);
+    assert_eq!(
+        report.quarantined[0].0,
+        root.join("quarantine/decisions-x-000001.parquet.inprogress")
+    );
+    assert!(
+        report.quarantined[0].1.contains("not a regular file"),
+        "{}",
+        report.quarantined[0].1
+    );
+}
+
+#[test]
+fn a_second_log_on_the_same_directory_is_refused_and_touches_nothing() {
+    // Found by a fresh-eyes run: a second service on the same log.dir
+    // quarantined the first one's open `.inprogress` file at start-up.
+    let tmp = TempDir::new("second-writer");
+    let c = clock();
+    let first = start(cfg(tmp.path()), &c);
+    assert!(first.log_decision(decision(1, 2)));
+    // Stands for the first writer's open file: recovery would quarantine it.
+    let open_file = tmp
+        .path()
+        .join("decisions/decisions-20240305T090000000Z-000001.parquet.inprogress");
+    std::fs::write(&open_file, b"PAR1").unwrap();
+    let before = names_under(tmp.path());
+    match DecisionLog::start(cfg(tmp.path()), c.clone()) {
+        Err(LogError::DirInUse { dir }) => {
+            assert_eq!(
+                dir,
+                std::fs::canonicalize(tmp.path().join("decisions")).unwrap()
+            );
+        }
+        other => panic!("expected DirInUse, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(names_under(tmp.path()), before, "nothing moved");
+    std::fs::remove_file(&open_file).unwrap();
+    first.shutdown().unwrap();
+    let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 2, "the first writer kept its rows");
+    // Once the first writer has stopped, a new one may start.
+    let again = start(cfg(tmp.path()), &c);
+    again.shutdown().unwrap();
+}
+
+#[test]
+fn recover_dir_reports_paths_and_reasons() {
+    let tmp = TempDir::new("recover-fn");
+    let root = tmp.path().join("r");
+    std::fs::create_dir_all(root.join("dt=2024-03-05")).unwrap();
+    std::fs::write(
+        root.join("dt=2024-03-05/decisions-x-000001.parquet.inprogress"),
+        b"PAR1 not really",
+    )
+    .unwrap();
+    let report = recover_dir(&root).unwrap();
+    assert!(report.recovered.is_empty());
+    assert_eq!(report.quarantined.len(), 1);
+    assert!(report.quarantined[0].0.starts_with(root.join("quarantine")));
+    assert!(!report.quarantined[0].1.is_empty());
+    // Missing root: nothing to do.
+    assert_eq!(
+        recover_dir(&tmp.path().join("missing")).unwrap(),
+        RecoveryReport::default()
+    );
+}
+
+#[test]
+fn reader_names_unreadable_files() {
+    let tmp = TempDir::new("reader-bad");
+    let src = valid_file(&tmp, 3);
+    let bytes = std::fs::read(&src).unwrap();
+    let dir = tmp.path().join("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: [(&str, &[u8]); 4] = [
+        ("decisions-a-000001.parquet", &bytes[..bytes.len() - 1]),
+        ("decisions-b-000002.parquet", b""),
+        (
+            "decisions-c-000003.parquet",
+            b"this is not parquet at all, just text",
+        ),
+        (
+            "decisions-d-000004.parquet",
+            &[b'P', b'A', b'R', b'1', 0, 0, 0, 0, b'P', b'A', b'R', b'1'],
+        ),
+    ];
+    for (name, content) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        match read_file(&path, LogKind::Decisions) {
+            Err(ReadError::File { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(!reason.is_empty());
+            }
+            other => panic!("{name}: expected ReadError::File, got {other:?}"),
+        }
+    }
+    // Corrupt bytes in the middle of the data pages: an error or a clean read, never a panic.
+    let mut flipped = bytes.clone();
+    for b in flipped.iter_mut().skip(8).take(bytes.len() / 2) {
+        *b ^= 0x5a;
+    }
+    let path = dir.join("decisions-e-000005.parquet");
+    std::fs::write(&path, &flipped).unwrap();
+    let _ = read_file(&path, LogKind::Decisions);
+    // read_dir fails on the first bad file, naming it.
+    match read_dir(&dir, LogKind::Decisions) {
+        Err(ReadError::File { path, .. }) => {
+            assert_eq!(path, dir.join("decisions-a-000001.parquet"))
+        }
+        other => panic!("expected ReadError::File, got {other:?}"),
+    }
+}
+
+#[test]
+fn reader_skips_other_feature_schema_versions_and_ignores_leftovers() {
+    let tmp = TempDir::new("reader-version");
+    let src = valid_file(&tmp, 4);
+    let dir = tmp.path().join("mixed");
+    std::fs::create_dir_all(dir.join("dt=2024-03-05")).unwrap();
+    std::fs::create_dir_all(dir.join("quarantine")).unwrap();
+    let good = dir.join("dt=2024-03-05/decisions-20240305T100000000Z-000001.parquet");
+    std::fs::copy(&src, &good).unwrap();
+    std::fs::copy(&src, dir.join("quarantine/decisions-q-000009.parquet")).unwrap();
+    std::fs::copy(
+        &src,
+        dir.join("dt=2024-03-05/decisions-20240305T100000000Z-000003.parquet.inprogress"),
+    )
+    .unwrap();
+
+    // Same columns, metadata feature_schema_version = "0".
+    let base = decisions_schema();
+    let mut meta = base.metadata().clone();
+    meta.insert(META_FEATURE_SCHEMA_VERSION.to_string(), "0".to_string());
+    let old_schema = Arc::new(base.as_ref().clone().with_metadata(meta));
+    let batch = decisions_batch(&[decision(1, 2)]).unwrap();
+    let batch = RecordBatch::try_new(old_schema.clone(), batch.columns().to_vec()).unwrap();
+    let old = dir.join("dt=2024-03-05/decisions-20240305T100000000Z-000002.parquet");
+    let mut w =
+        ArrowWriter::try_new(std::fs::File::create(&old).unwrap(), old_schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let log = read_dir(&dir, LogKind::Decisions).unwrap();
+    assert_eq!(log.files, vec![good]);
+    assert_eq!(log.rows, 8);
+    assert_eq!(log.skipped.len(), 1);
+    assert_eq!(log.skipped[0].0, old);
+    assert!(
+        log.skipped[0].1.contains("feature_schema_version"),
+        "{}",
+        log.skipped[0].1
+    );
+    assert!(log.skipped[0].1.contains("\"0\""), "{}", log.skipped[0].1);
+    // Outcomes reader ignores decisions files.
+    assert_eq!(read_dir(&dir, LogKind::Outcomes).unwrap().rows, 0);
+}
+
+#[test]
+fn backpressure_drops_without_blocking() {
+    let tmp = TempDir::new("backpressure");
+    let c = clock();
+    let config = LogConfig {
+        channel_capacity: 4,
+        ..cfg(tmp.path())
+    };
+    let log = start(config, &c);
+    let hold = log.hold_writer();
+    let t = Instant::now();
+    let accepted = (0..100)
+        .filter(|&i| log.log_decision(decision(i, 3)))
+        .count();
+    let elapsed = t.elapsed();
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert_eq!(accepted, 4);
+    let st = log.stats();
+    assert_eq!((st.dropped, st.decisions_logged), (96, 4));
+    drop(hold);
+    log.shutdown().unwrap();
+    let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 4 * 3);
+    let ids: Vec<String> = unflatten(&d.batches)
+        .into_iter()
+        .map(|r| r.decision_id)
+        .collect();
+    let want: Vec<String> = (0..4)
+        .flat_map(|i| std::iter::repeat_n(format!("d-{i:05}"), 3))
+        .collect();
+    assert_eq!(ids, want);
+    assert_eq!(log.stats().written_rows, 4);
+}
+
+#[test]
+fn shutdown_drains_everything_accepted_and_is_idempotent() {
+    let tmp = TempDir::new("drain");
+    let c = clock();
+    let log = start(cfg(tmp.path()), &c);
+    let mut accepted = 0;
+    for i in 0..2_000 {
+        accepted += usize::from(log.log_decision(decision(i, 2)));
+        accepted += usize::from(log.log_outcome(outcome(i, 0, 1.0)));
+    }
+    assert_eq!(accepted, 4_000);
+    log.shutdown().unwrap();
+    log.shutdown().unwrap();
+    assert!(!log.log_decision(decision(1, 2)));
+    let st = log.stats();
+    assert_eq!(st.dropped, 0);
+    assert_eq!(st.written_rows, 2_000 + 2_000);
+    let d = read_dir(&tmp.path().join("decisions"), LogKind::Decisions).unwrap();
+    let o = read_dir(&tmp.path().join("outcomes"), LogKind::Outcomes).unwrap();
+    assert_eq!((d.rows, o.rows), (4_000, 2_000));
+    // Dropping after shutdown is fine too.
+    drop(log);
+}
+
+#[test]
+fn sampling_is_deterministic_and_consistent_for_outcomes() {
+    let tmp = TempDir::new("sampling");
+    let c = clock();
+    for (rate, lo, hi) in [(0.0, 0, 0), (1.0, 10_000, 10_000), (0.5, 4_800, 5_200)] {
+        let config = LogConfig {
+            sample_rate: rate,
+            ..cfg(tmp.path())
+        };
+        let log = start(config, &c);
+        let kept = (0..10_000)
+            .filter(|i| log.sampled(&format!("d-{i:05}")))
+            .count();
+        assert!((lo..=hi).contains(&kept), "rate {rate}: {kept}");
+        for i in 0..200 {
+            let id = format!("d-{i:05}");
+            assert_eq!(log.sampled(&id), sampled_at(&id, rate));
+            assert_eq!(log.log_outcome(outcome(i, 0, 1.0)), log.sampled(&id));
+        }
+        assert_eq!(log.stats().dropped, 0);
+        log.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn disabled_log_accepts_nothing_and_touches_nothing() {
+    let tmp = TempDir::new("disabled");
+    let c = clock();
+    let config = LogConfig {
+        enabled: false,
+        ..cfg(tmp.path())
+    };
+    let log = start(config, &c);
+    assert!(!log.sampled("d-00001"));
+    assert!(!log.log_decision(decision(1, 2)));
+    assert!(!log.log_outcome(outcome(1, 0, 1.0)));
+    let _hold = log.hold_writer();
+    assert_eq!(log.stats(), LogStats::default());
+    log.shutdown().unwrap();
+    assert!(!tmp.path().join("decisions").exists());
+}
+
+#[test]
+fn invalid_config_is_rejected() {
+    let tmp = TempDir::new("invalid");
+    let config = LogConfig {
+        sample_rate: 2.0,
+        ..cfg(tmp.path())
+    };
+    match DecisionLog::start(config, clock()) {
+        Err(LogError::Config(msg)) => assert!(msg.contains("sample_rate")),
+        other => panic!("expected Config error, got {other:?}"),
+    }
+}
+
+#[test]
+fn decision_log_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<DecisionLog>();
+}
+
+#[test]
+fn write_failures_are_counted_and_reported_by_shutdown() {
+    let tmp = TempDir::new("write-fail");
+    let c = clock();
+    let config = cfg(tmp.path());
+    std::fs::create_dir_all(&config.dir).unwrap();
+    // A regular file where the partition directory must go.
+    std::fs::write(config.dir.join("dt=2024-03-05"), b"in the way").unwrap();
+    let log = start(config, &c);
+    assert!(log.log_decision(decision(1, 2)));
+    wait_until("write error", || log.stats().write_errors == 1);
+    assert!(matches!(log.shutdown(), Err(LogError::Io { .. })));
+    let st = log.stats();
+    assert_eq!((st.files, st.written_rows, st.open_rows), (0, 0, 0));
+    // Stats serialize for the admin endpoint.
+    let json = serde_json::to_value(st).unwrap();
+    assert_eq!(json["write_errors"], 1);
+    assert_eq!(json["decisions_logged"], 1);
+}
+
+#[test]
+fn files_use_the_documented_encodings_and_statistics() {
+    use parquet::basic::Encoding;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let recs: Vec<DecisionRecord> = (0..200).map(|i| decision(i, 4)).collect();
+    let props = rolling::writer_properties(&LogConfig::default());
+    let tmp = TempDir::new("encodings");
+    let path = tmp.path().join("d.parquet");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = ArrowWriter::try_new(file, decisions_schema(), Some(props)).unwrap();
+    w.write(&decisions_batch(&recs).unwrap()).unwrap();
+    w.close().unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let rg = reader.metadata().row_group(0);
+    let column = |name: &str| {
+        (0..rg.num_columns())
+            .map(|i| rg.column(i))
+            .find(|c| c.column_path().string() == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    let dictionary = |name: &str| {
+        column(name)
+            .encodings()
+            .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY))
+    };
+    let encoded = |name: &str, e: Encoding| column(name).encodings().any(|x| x == e);
+    let path = |name: &str| {
+        rolling::leaf_paths(name)
+            .last()
+            .map(|p| p.string())
+            .unwrap_or_default()
+    };
+    let column = |name: &str| column(&path(name));
+    let dictionary = |name: &str| dictionary(&path(name));
+    let encoded = |name: &str, e: Encoding| encoded(&path(name), e);
+    assert_eq!(path("worker_id"), "candidates.list.item.worker_id");
+    assert_eq!(path("pick"), "pick");
+    for name in rolling::DICTIONARY_COLUMNS {
+        assert!(dictionary(name), "{name} should be dictionary-encoded");
+    }
+    for name in ["decision_id", "key_prefix", "policy", "config_hash"] {
+        assert!(!dictionary(name), "{name} should be PLAIN");
+        assert!(
+            column(name).statistics().is_none(),
+            "{name}: no string statistics"
+        );
+    }
+    for name in rolling::DELTA_BINARY_PACKED_COLUMNS {
+        assert!(encoded(name, Encoding::DELTA_BINARY_PACKED), "{name}");
+    }
+    for name in rolling::BYTE_STREAM_SPLIT_COLUMNS {
+        assert!(encoded(name, Encoding::BYTE_STREAM_SPLIT), "{name}");
+    }
+    let features = rolling::FEATURES_LEAF_PATH.join(".");
+    assert_eq!(features, "candidates.list.item.features.list.item");
+    assert!(
+        rg.columns()
+            .iter()
+            .find(|c| c.column_path().string() == features)
+            .is_some_and(|c| c.encodings().any(|e| e == Encoding::BYTE_STREAM_SPLIT))
+    );
+    // Numeric and timestamp columns keep min/max for pruning.
+    let ts = column("ts_ms").statistics().expect("ts_ms statistics");
+    assert_eq!(ts.min_bytes_opt(), Some(&(T0 as i64).to_le_bytes()[..]));
+    assert_eq!(
+        ts.max_bytes_opt(),
+        Some(&(T0 as i64 + 199).to_le_bytes()[..])
+    );
+}

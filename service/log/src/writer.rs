@@ -1,0 +1,596 @@
+//! [`DecisionLog`]: the request-path handle and its background writer thread.
+//!
+//! The request path only checks sampling and does a non-blocking `try_send` on one
+//! bounded channel shared by decisions and outcomes; it never waits on I/O or on
+//! the writer. One thread drains the channel, buffers records until
+//! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
+//! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
+//! [`WRITER_FLUSH_MS`] passed, converts them to one `RecordBatch` and appends
+//! it to the open file of its kind (the Parquet writer still cuts row groups
+//! of `row_group_rows`). Appending after every lull wrote one-decision
+//! batches whose fixed cost took a quarter of a 2-core machine at 3 000
+//! decisions/s; appending whole row groups encoded in ~0.1 s bursts that
+//! requests queued behind. After each append
+//! and at least every [`WRITER_TICK_MS`] it asks [`roll_reason`](super::rolling::roll_reason) whether
+//! to roll. A decisions file counts one row per decision (its candidates are
+//! nested in it), so `max_rows` and `row_group_rows` count decisions there.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::LogKind;
+use super::batch::{decisions_batch_sampled, outcomes_batch};
+use super::config::LogConfig;
+use super::dir_lock::{DirLock, lock_dir};
+use super::error::LogError;
+use super::record::{DecisionRecord, OutcomeRecord};
+use super::recovery::recover_dir;
+use super::rolling::{ClosedFile, RollReason, RollingFile};
+use super::sampling::sampled_at;
+use super::stats::{Counters, LogStats};
+use scorer_core::clock::Clock;
+
+/// The writer thread wakes at least this often (ms) to check age-based rolls.
+pub const WRITER_TICK_MS: u64 = 100;
+/// While records keep arriving, the writer sleeps this long (ms) between
+/// drains instead of blocking on the channel: a blocked receiver costs every
+/// sender a wake-up system call, a sleeping one costs them nothing.
+pub const WRITER_POLL_MS: u64 = 10;
+/// Under sustained traffic, pending records are appended to the open file at
+/// least this often (ms) even when no row group has filled. Appended rows
+/// are not durable before the file closes either way (see the module docs).
+pub const WRITER_FLUSH_MS: u64 = 1_000;
+/// Pending candidates (or outcome rows) at which the writer appends them
+/// (when below `row_group_rows`), yielding the CPU after each append: 512
+/// candidate rows were ~1 ms of encoding, all a score call on a shared core waits
+/// behind it. 4 096 rows gave a p99 of 6.2 ms at 8 connections
+/// (`http_score` bench) against 3.4–4.0; at 128 the writer fell behind.
+pub const WRITER_APPEND_ROWS: u64 = 512;
+/// Messages drained in one go before the writer re-checks rolls.
+pub const DRAIN_BATCH: usize = 4_096;
+/// [`DecisionLog::hold_writer`] waits at most this long (ms) for the writer to park.
+pub const HOLD_ACK_TIMEOUT_MS: u64 = 5_000;
+/// Name of the writer thread.
+pub const WRITER_THREAD_NAME: &str = "decision-log-writer";
+
+/// A queued message; a decision is boxed because the bounded channel
+/// allocates every slot up front (inline, 65 536 slots were ~19 MB).
+enum Msg {
+    Decision(Box<DecisionRecord>),
+    Outcome(OutcomeRecord),
+    /// Park until every [`WriterHold`] is dropped (or shutdown).
+    Hold,
+}
+
+#[derive(Debug, Default)]
+struct HoldState {
+    holds: usize,
+    parked: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    counters: Counters,
+    closed: AtomicBool,
+    hold: Mutex<HoldState>,
+    hold_cv: Condvar,
+}
+
+impl Shared {
+    fn hold_state(&self) -> std::sync::MutexGuard<'_, HoldState> {
+        self.hold.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Handle to the decision log; `Send + Sync`, share it behind an `Arc`.
+///
+/// Dropping it runs [`DecisionLog::shutdown`].
+#[derive(Debug)]
+pub struct DecisionLog {
+    enabled: bool,
+    sample_rate: f64,
+    tx: RwLock<Option<SyncSender<Msg>>>,
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<Result<(), LogError>>>>,
+}
+
+/// While alive, the writer thread does not drain the channel. For tests and
+/// benchmarks only (backpressure); see [`DecisionLog::hold_writer`].
+#[derive(Debug)]
+#[must_use = "the writer resumes as soon as the hold is dropped"]
+pub struct WriterHold {
+    shared: Option<Arc<Shared>>,
+}
+
+impl Drop for WriterHold {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            let mut st = shared.hold_state();
+            st.holds = st.holds.saturating_sub(1);
+            shared.hold_cv.notify_all();
+        }
+    }
+}
+
+impl DecisionLog {
+    /// Validates `cfg`; when enabled, creates the decisions and outcomes
+    /// directories, runs start-up [recovery](super::recovery) on both (counted in
+    /// `recovered`/`quarantined`), and spawns the writer thread. `clock` stamps file
+    /// names, partitions and age rolls (`wall_ms`).
+    ///
+    /// When `cfg.enabled` is false nothing is touched on disk and the returned log
+    /// refuses every record: `log_*` and `sampled` return false and count nothing
+    /// (a disabled log is not losing data anyone asked for).
+    ///
+    /// # Errors
+    /// [`LogError::Config`] for an invalid config, [`LogError::Io`] if a directory
+    /// cannot be created or recovery fails, [`LogError::Thread`] if the thread
+    /// cannot be spawned.
+    pub fn start(cfg: LogConfig, clock: Arc<dyn Clock>) -> Result<DecisionLog, LogError> {
+        cfg.validate().map_err(LogError::Config)?;
+        let shared = Arc::new(Shared::default());
+        if !cfg.enabled {
+            return Ok(DecisionLog {
+                enabled: false,
+                sample_rate: cfg.sample_rate,
+                tx: RwLock::new(None),
+                shared,
+                thread: Mutex::new(None),
+            });
+        }
+        let outcomes_dir = cfg.resolved_outcomes_dir();
+        // Lock both directories before recovery touches either (a second
+        // service must not quarantine the first one's open files).
+        let mut locks: Vec<DirLock> = Vec::with_capacity(2);
+        for dir in [&cfg.dir, &outcomes_dir] {
+            std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
+            let canonical = std::fs::canonicalize(dir).map_err(|e| LogError::io(dir, e))?;
+            if !locks.iter().any(|l| l.dir() == canonical) {
+                locks.push(lock_dir(&canonical)?);
+            }
+        }
+        for dir in [&cfg.dir, &outcomes_dir] {
+            let report = recover_dir(dir)?;
+            let c = &shared.counters;
+            Counters::add(&c.recovered, len_u64(report.recovered.len()));
+            Counters::add(&c.quarantined, len_u64(report.quarantined.len()));
+        }
+        let sample_rate = cfg.sample_rate;
+        let st = shared.counters.snapshot();
+        tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
+            sample_rate, candidate_features_rate = cfg.candidate_features_rate,
+            recovered = st.recovered, quarantined = st.quarantined, "decision log started");
+        let decisions = RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg);
+        let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg);
+        let (tx, rx) = std::sync::mpsc::sync_channel(cfg.channel_capacity);
+        let worker = Worker {
+            rx,
+            cfg,
+            clock,
+            shared: shared.clone(),
+            decisions,
+            outcomes,
+            pending_decisions: Vec::new(),
+            pending_decision_rows: 0,
+            pending_outcomes: Vec::new(),
+            first_error: None,
+            _locks: locks,
+        };
+        let handle = std::thread::Builder::new()
+            .name(WRITER_THREAD_NAME.to_string())
+            .spawn(move || worker.run())
+            .map_err(|e| LogError::Thread(e.to_string()))?;
+        Ok(DecisionLog {
+            enabled: true,
+            sample_rate,
+            tx: RwLock::new(Some(tx)),
+            shared,
+            thread: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Whether `decision_id` is in the sample: [`sampled_at`]`(decision_id,
+    /// sample_rate)`, a stable hash of the id, so a decision and all its outcomes
+    /// are kept or skipped together, in every process. False when disabled.
+    pub fn sampled(&self, decision_id: &str) -> bool {
+        self.enabled && sampled_at(decision_id, self.sample_rate)
+    }
+
+    /// Queues a decision without blocking. Returns true if accepted; false if not
+    /// sampled, disabled or shut down (none counted), or if the channel is full or
+    /// the writer is gone (counted in `dropped`).
+    pub fn log_decision(&self, rec: DecisionRecord) -> bool {
+        if !self.sampled(&rec.decision_id) {
+            return false;
+        }
+        self.offer(Msg::Decision(Box::new(rec)), true)
+    }
+
+    /// Queues an outcome without blocking, kept iff its decision is
+    /// [sampled](Self::sampled). Returns as [`DecisionLog::log_decision`].
+    pub fn log_outcome(&self, rec: OutcomeRecord) -> bool {
+        if !self.sampled(&rec.decision_id) {
+            return false;
+        }
+        self.offer(Msg::Outcome(rec), false)
+    }
+
+    fn offer(&self, msg: Msg, decision: bool) -> bool {
+        let guard = self.tx.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = guard.as_ref() else {
+            return false;
+        };
+        let c = &self.shared.counters;
+        match tx.try_send(msg) {
+            Ok(()) => {
+                let counter = if decision {
+                    &c.decisions_logged
+                } else {
+                    &c.outcomes_logged
+                };
+                Counters::add(counter, 1);
+                true
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                Counters::add(&c.dropped, 1);
+                false
+            }
+        }
+    }
+
+    /// A snapshot of the counters (see [`LogStats`] for each one's meaning).
+    pub fn stats(&self) -> LogStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// For tests and benchmarks: parks the writer thread until the returned guard
+    /// is dropped, so the channel fills and backpressure can be observed. Returns
+    /// once the writer has processed everything queued before the call and parked
+    /// (or after [`HOLD_ACK_TIMEOUT_MS`]). While parked the writer neither drains
+    /// nor rolls by age. [`DecisionLog::shutdown`] overrides a hold. On a disabled
+    /// or shut-down log the guard does nothing.
+    pub fn hold_writer(&self) -> WriterHold {
+        let tx = self
+            .tx
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(tx) = tx else {
+            return WriterHold { shared: None };
+        };
+        let already_parked = {
+            let mut st = self.shared.hold_state();
+            st.holds += 1;
+            st.parked
+        };
+        // The writer is draining unless already parked, so this send completes.
+        if !already_parked && tx.send(Msg::Hold).is_err() {
+            // Writer gone: nothing to hold.
+            return WriterHold {
+                shared: Some(self.shared.clone()),
+            };
+        }
+        drop(tx);
+        let deadline = Instant::now() + Duration::from_millis(HOLD_ACK_TIMEOUT_MS);
+        let mut st = self.shared.hold_state();
+        while !st.parked {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self
+                .shared
+                .hold_cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(st);
+        WriterHold {
+            shared: Some(self.shared.clone()),
+        }
+    }
+
+    /// Stops accepting records, lets the writer drain everything already accepted,
+    /// closes (fsync + rename) the open files and joins the thread. Overrides any
+    /// [`WriterHold`]. Idempotent: later calls return `Ok(())`.
+    ///
+    /// # Errors
+    /// The first write/close error the writer hit during its life (its rows were
+    /// lost; counted in `write_errors`), or [`LogError::Thread`] if it panicked.
+    pub fn shutdown(&self) -> Result<(), LogError> {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        {
+            let _st = self.shared.hold_state();
+            self.shared.hold_cv.notify_all();
+        }
+        // Dropping the only sender disconnects the channel once it is drained.
+        drop(
+            self.tx
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match handle {
+            None => Ok(()),
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(LogError::Thread("writer thread panicked".into()))),
+        }
+    }
+}
+
+impl Drop for DecisionLog {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "decision log shutdown failed");
+        }
+    }
+}
+
+fn len_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// State owned by the writer thread.
+struct Worker {
+    rx: Receiver<Msg>,
+    cfg: LogConfig,
+    clock: Arc<dyn Clock>,
+    shared: Arc<Shared>,
+    decisions: RollingFile,
+    outcomes: RollingFile,
+    pending_decisions: Vec<DecisionRecord>,
+    pending_decision_rows: u64,
+    pending_outcomes: Vec<OutcomeRecord>,
+    first_error: Option<LogError>,
+    /// Held until the writer thread ends ([`super::dir_lock`]).
+    _locks: Vec<DirLock>,
+}
+
+impl Worker {
+    fn run(mut self) -> Result<(), LogError> {
+        let tick = Duration::from_millis(WRITER_TICK_MS);
+        let poll = Duration::from_millis(WRITER_POLL_MS);
+        let flush_every = Duration::from_millis(WRITER_FLUSH_MS);
+        let mut last_flush = Instant::now();
+        // Busy: records arrived during the last poll. The writer then sleeps
+        // instead of blocking in `recv`, so senders never have to wake it.
+        let mut busy = false;
+        loop {
+            let first = if busy {
+                std::thread::sleep(poll);
+                match self.rx.try_recv() {
+                    Ok(msg) => Some(msg),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            } else {
+                match self.rx.recv_timeout(tick) {
+                    Ok(msg) => Some(msg),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            };
+            match first {
+                Some(msg) => {
+                    self.handle(msg);
+                    let mut disconnected = false;
+                    for _ in 1..DRAIN_BATCH {
+                        match self.rx.try_recv() {
+                            Ok(msg) => self.handle(msg),
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Disconnected) => {
+                                disconnected = true;
+                                break;
+                            }
+                        }
+                    }
+                    if disconnected {
+                        break;
+                    }
+                    busy = true;
+                }
+                None => {
+                    // Traffic paused: write what is pending.
+                    self.flush_all();
+                    last_flush = Instant::now();
+                    busy = false;
+                }
+            }
+            if last_flush.elapsed() >= flush_every {
+                self.flush_all();
+                last_flush = Instant::now();
+            }
+            self.tick();
+        }
+        self.flush_all();
+        for kind in [LogKind::Decisions, LogKind::Outcomes] {
+            let result = self.file(kind).close();
+            self.after_close(kind, result, None);
+        }
+        match self.first_error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn file(&mut self, kind: LogKind) -> &mut RollingFile {
+        match kind {
+            LogKind::Decisions => &mut self.decisions,
+            LogKind::Outcomes => &mut self.outcomes,
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Decision(rec) => {
+                self.pending_decision_rows = self
+                    .pending_decision_rows
+                    .saturating_add(len_u64(rec.candidates.len()));
+                self.pending_decisions.push(*rec);
+                let limit = self.flush_threshold(LogKind::Decisions);
+                if self.pending_decision_rows >= WRITER_APPEND_ROWS
+                    || len_u64(self.pending_decisions.len()) >= limit
+                {
+                    self.flush(LogKind::Decisions);
+                }
+            }
+            Msg::Outcome(rec) => {
+                self.pending_outcomes.push(rec);
+                let limit = self.flush_threshold(LogKind::Outcomes);
+                if len_u64(self.pending_outcomes.len()) >= limit {
+                    self.flush(LogKind::Outcomes);
+                }
+            }
+            Msg::Hold => self.park(),
+        }
+    }
+
+    /// Pending file rows (decisions or outcomes) at which to write:
+    /// [`WRITER_APPEND_ROWS`], a row group, or what the file can take,
+    /// whichever is least. Decisions are also written once their candidates
+    /// reach [`WRITER_APPEND_ROWS`].
+    fn flush_threshold(&self, kind: LogKind) -> u64 {
+        let file = match kind {
+            LogKind::Decisions => &self.decisions,
+            LogKind::Outcomes => &self.outcomes,
+        };
+        WRITER_APPEND_ROWS
+            .min(len_u64(self.cfg.row_group_rows))
+            .min(file.remaining_rows(&self.cfg))
+    }
+
+    fn park(&mut self) {
+        self.flush_all();
+        let shared = self.shared.clone();
+        let mut st = shared.hold_state();
+        if st.holds == 0 {
+            return;
+        }
+        st.parked = true;
+        shared.hold_cv.notify_all();
+        while st.holds > 0 && !shared.closed.load(Ordering::SeqCst) {
+            st = shared
+                .hold_cv
+                .wait_timeout(st, Duration::from_millis(WRITER_TICK_MS))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        st.parked = false;
+    }
+
+    fn flush_all(&mut self) {
+        self.flush(LogKind::Decisions);
+        self.flush(LogKind::Outcomes);
+    }
+
+    /// Writes the pending records of `kind` as one batch, then checks for a roll.
+    fn flush(&mut self, kind: LogKind) {
+        let batch = match kind {
+            LogKind::Decisions => {
+                if self.pending_decisions.is_empty() {
+                    return;
+                }
+                self.pending_decision_rows = 0;
+                let all_features_below = self.cfg.sample_rate * self.cfg.candidate_features_rate;
+                decisions_batch_sampled(
+                    &std::mem::take(&mut self.pending_decisions),
+                    all_features_below,
+                )
+            }
+            LogKind::Outcomes => {
+                if self.pending_outcomes.is_empty() {
+                    return;
+                }
+                outcomes_batch(&std::mem::take(&mut self.pending_outcomes))
+            }
+        };
+        let now = self.clock.wall_ms();
+        let result = batch
+            .map_err(LogError::from)
+            .and_then(|b| self.file(kind).write(&b, now).map(|()| b.num_rows()));
+        match result {
+            Ok(rows) => {
+                Counters::add(&self.shared.counters.open_rows, len_u64(rows));
+                std::thread::yield_now();
+            }
+            Err(e) => {
+                self.fail(kind, e);
+                return;
+            }
+        }
+        self.roll(kind, now);
+    }
+
+    /// Rolls both files if due (age without traffic).
+    fn tick(&mut self) {
+        let now = self.clock.wall_ms();
+        self.roll(LogKind::Decisions, now);
+        self.roll(LogKind::Outcomes, now);
+    }
+
+    fn roll(&mut self, kind: LogKind, now: u64) {
+        let file = match kind {
+            LogKind::Decisions => &mut self.decisions,
+            LogKind::Outcomes => &mut self.outcomes,
+        };
+        let result = file.maybe_roll(now, &self.cfg);
+        match result {
+            Ok(Some((closed, reason))) => self.after_close(kind, Ok(Some(closed)), Some(reason)),
+            Ok(None) => {}
+            Err(e) => self.after_close(kind, Err(e), None),
+        }
+    }
+
+    fn after_close(
+        &mut self,
+        kind: LogKind,
+        result: Result<Option<ClosedFile>, LogError>,
+        reason: Option<RollReason>,
+    ) {
+        match result {
+            Ok(Some(closed)) => {
+                let c = &self.shared.counters;
+                Counters::sub(&c.open_rows, closed.rows);
+                Counters::add(&c.written_rows, closed.rows);
+                Counters::add(&c.files, 1);
+                Counters::add(&c.bytes, closed.bytes);
+                tracing::debug!(
+                    path = %closed.path.display(),
+                    rows = closed.rows,
+                    bytes = closed.bytes,
+                    ?reason,
+                    "decision log file closed"
+                );
+            }
+            Ok(None) => {}
+            Err(e) => self.fail(kind, e),
+        }
+    }
+
+    /// Records a write failure: the open file of `kind` is abandoned (left as
+    /// `*.inprogress` for start-up recovery) and its rows are lost.
+    fn fail(&mut self, kind: LogKind, e: LogError) {
+        let lost = self.file(kind).abandon();
+        let c = &self.shared.counters;
+        Counters::sub(&c.open_rows, lost);
+        Counters::add(&c.write_errors, 1);
+        tracing::error!(error = %e, kind = kind.prefix(), lost_rows = lost, "decision log write failed");
+        if self.first_error.is_none() {
+            self.first_error = Some(e);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;
