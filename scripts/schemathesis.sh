@@ -11,8 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin="${1:-target/debug/service}"
+bin="${1:-${CARGO_TARGET_DIR:-target}/debug/service}"
 [ -x "$bin" ] || cargo build -p service --bin service
+[ -x "$bin" ] || { echo "error: no service binary at $bin (built into \${CARGO_TARGET_DIR:-target}/debug)" >&2; exit 1; }
 if ! python3 -c 'import schemathesis' >/dev/null 2>&1; then
   echo "installing: schemathesis (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check schemathesis \

@@ -63,4 +63,4 @@ cargo test --workspace --all-targets
 
 # schemathesis against the running service, from its own OpenAPI document
 # (issue #8); installs schemathesis from PyPI when missing.
-scripts/schemathesis.sh target/debug/service
+scripts/schemathesis.sh "${CARGO_TARGET_DIR:-target}/debug/service"
