@@ -415,6 +415,22 @@ the default policy, takes the cheapest candidate.
    while keeping the GETs, which is what `memtable_bytes` with the request
    type allows: with the PUT slowdown removed the same workload's
    `service-rules` p99 is 9.8 ms, the headroom a learned model has.
+   `model-retrained` stops near 0.87 × `service-rules` because its target
+   moves with the policy (measured 2026-12-02, seed 1, from the decision
+   logs of `evaluate sim --scenario hidden-signal --log-dir`). In the
+   `service-rules` logs it trains on, the slow PUTs raise the affected
+   workers' peak-EWMA service time (6.7 ms under 0.5 GiB of memtable,
+   15.6 ms at 2–3 GiB), so E already carries part of the slowdown, for
+   GETs as much as PUTs: a PUT's `ln(latency / E)` there is 0.55 above a
+   fresh worker's where the true excess is 0.96, and a GET's is 0.56
+   below. The model learns exactly that (its PUT action flattens at about
+   +0.55 from 1 GiB up, slope 0.62 against the true `ln(1 + 0.75 m)`).
+   Served, it moves PUTs away, those workers' service time falls, and the
+   learned correction is too small: 7.8 % of PUTs still land on a worker
+   at 1 GiB or more (14.4 % under `service-rules`), half of the tail's
+   PUTs. More capacity does not help (200 trees: 13.06 ms; learning rate
+   0.3: 13.10 ms), and a second round trained on the model's own logs
+   overshoots (16.11 ms).
 9. **The real-Redis testbed.** Under `pause` the stuck worker's outstanding
    picks and the timeouts make it expensive within a few picks. Under
    `kill-restart` refused connections are failures at once: five in a row

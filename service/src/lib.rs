@@ -1,5 +1,5 @@
 //! Worker scoring service for KV-aware routers: configuration, the engine,
-//! HTTP, metrics and the binary, wired over three library crates.
+//! HTTP, metrics and the binary, wired over four library crates.
 //!
 //! * `scorer-core`: [`telemetry`], [`state`], [`dynamics`], [`key`],
 //!   [`scoring`], [`features`], [`selection`], [`clock`] (re-exported here
