@@ -275,11 +275,22 @@ impl Config {
         if self.telemetry.max_workers == 0 {
             return bad("telemetry.max_workers", "must be at least 1".to_owned());
         }
-        if self.admin.token.as_deref().is_some_and(|t| t.len() < 16) {
-            return bad(
-                "admin.token",
-                "must be at least 16 characters when set".to_owned(),
-            );
+        if let Some(t) = self.admin.token.as_deref() {
+            if t.len() < 16 {
+                return bad(
+                    "admin.token",
+                    "must be at least 16 characters when set".to_owned(),
+                );
+            }
+            if !is_token68(t) {
+                return bad(
+                    "admin.token",
+                    "must be a bearer token (RFC 6750 token68: letters, digits and `-._~+/`, \
+                     then optional `=` padding); spaces and other characters cannot be sent \
+                     in an Authorization header"
+                        .to_owned(),
+                );
+            }
         }
         let t = &self.telemetry;
         if !(t.ewma_alpha > 0.0 && t.ewma_alpha <= 1.0) {
@@ -403,7 +414,16 @@ impl Config {
             return bad("selection.default_policy", e.to_string());
         }
         if let Err(e) = crate::selection::Selector::new(sel.selector_config()) {
-            return bad("selection", e.to_string());
+            let key = match e {
+                // `SelectorConfig::default_temperature` is the section's `temperature`.
+                SelectionError::InvalidConfig {
+                    field: "default_temperature",
+                    ..
+                } => "selection.temperature".to_owned(),
+                SelectionError::InvalidConfig { field, .. } => format!("selection.{field}"),
+                _ => "selection".to_owned(),
+            };
+            return bad(&key, e.to_string());
         }
         if let Err(e) = self.log.validate() {
             return bad(
@@ -441,6 +461,16 @@ impl Config {
         let digest = Sha256::digest(&json);
         digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
+}
+
+/// RFC 6750 `b64token` (RFC 7235 `token68`): `1*( ALPHA / DIGIT / "-" /
+/// "." / "_" / "~" / "+" / "/" ) *"="`.
+fn is_token68(t: &str) -> bool {
+    let body = t.trim_end_matches('=');
+    !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
 
 #[cfg(test)]

@@ -112,6 +112,22 @@ fn out_of_range_values_are_named() {
         // A fraction for arm B without arm B's model (found by a fresh-eyes
         // run: it started with the fraction silently ignored).
         ("[model.ab]\nfraction = 0.5", "model.ab.fraction"),
+        ("[selection]\ntemperature = -1.0", "selection.temperature"),
+        (
+            "[selection]\nhash_load_factor = 0.5",
+            "selection.hash_load_factor",
+        ),
+        (
+            "[selection]\nprequal_probes = 0",
+            "selection.prequal_probes",
+        ),
+        // Long enough but unsendable: a header value cannot carry it.
+        ("[admin]\ntoken = \"                    \"", "admin.token"),
+        (
+            "[admin]\ntoken = \"correct horse battery staple\"",
+            "admin.token",
+        ),
+        ("[admin]\ntoken = \"================\"", "admin.token"),
     ] {
         let e = Config::from_toml_str(toml).unwrap_err().to_string();
         assert!(e.contains(key), "{toml}: {e}");
@@ -121,6 +137,17 @@ fn out_of_range_values_are_named() {
         .to_string();
     assert!(e.contains("ab.dir is unset"), "{e}");
     assert!(Config::from_toml_str("[model.ab]\nfraction = 0.0").is_ok());
+    for token in [
+        "0123456789abcdef",
+        "dG9rZW4tZm9yLWFkbWluLW9ubHk=",
+        "a-b.c_d~e+f/g0123==",
+    ] {
+        let toml = format!("[admin]\ntoken = \"{token}\"");
+        assert!(
+            Config::from_toml_str(&toml).is_ok(),
+            "{token} is a valid bearer token"
+        );
+    }
     let e = Config::from_toml_str("[telemetry]\ndead_after_ms = -1")
         .unwrap_err()
         .to_string();

@@ -354,3 +354,39 @@ async fn workers_show_the_selection_weight_a_decision_uses() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_dead_worker_is_listed_with_weight_zero_as_a_decision_sees_it() {
+    let app = test_app(service::config::Config::default());
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.3)]});
+    assert_eq!(
+        app.post_json("/v1/telemetry", &batch).await.0,
+        StatusCode::OK
+    );
+    // `b` falls silent past `telemetry.dead_after_ms` (10 s); `a` keeps reporting.
+    app.clock.advance(11_000);
+    let batch = json!({"snapshots": [snap("a", WALL + 11_000, 0.2)]});
+    assert_eq!(
+        app.post_json("/v1/telemetry", &batch).await.0,
+        StatusCode::OK
+    );
+    let (s, r) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "k", "explain": true, "candidates": ["a", "b"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["scores"][1]["worker_id"], "b", "{r}");
+    assert_eq!(r["scores"][1]["eligible"], false, "{r}");
+    assert_eq!(r["scores"][1]["weight"], 0.0, "{r}");
+    let (_, w) = app.get("/v1/workers").await;
+    let b = &w["workers"][1];
+    assert_eq!(b["worker_id"], "b", "{w}");
+    assert_eq!(b["alive"], false, "{b}");
+    assert_eq!(b["weight"], 0.0, "a dead worker cannot be picked: {b}");
+    assert!(
+        w["workers"][0]["weight"].as_f64().unwrap_or(0.0) > 0.0,
+        "{w}"
+    );
+}

@@ -23,6 +23,11 @@ pub enum LoadError {
     /// The directory does not exist.
     #[error("model directory {0} does not exist")]
     Missing(PathBuf),
+    /// The path names something other than a directory (a file, say).
+    #[error(
+        "model path {0} is not a directory: name the directory that holds card.json, model.onnx and golden.json"
+    )]
+    NotADirectory(PathBuf),
     /// `card.json` or `golden.json` is missing or invalid.
     #[error(transparent)]
     Card(#[from] CardError),
@@ -79,7 +84,7 @@ impl LoadError {
     /// The fallback reason decisions report while this refusal stands.
     pub fn fallback_reason(&self) -> FallbackReason {
         match self {
-            LoadError::Missing(_) => FallbackReason::ModelMissing,
+            LoadError::Missing(_) | LoadError::NotADirectory(_) => FallbackReason::ModelMissing,
             LoadError::SchemaMismatch { .. } | LoadError::Width(_) | LoadError::Output { .. } => {
                 FallbackReason::SchemaMismatch
             }
@@ -126,7 +131,11 @@ pub fn load_model_dir(
     now_wall_ms: u64,
 ) -> Result<LoadedModel, LoadError> {
     if !dir.is_dir() {
-        return Err(LoadError::Missing(dir.to_path_buf()));
+        return Err(if dir.exists() {
+            LoadError::NotADirectory(dir.to_path_buf())
+        } else {
+            LoadError::Missing(dir.to_path_buf())
+        });
     }
     let card = read_card(dir)?;
     if card.feature_schema_hash != schema_hash() {
@@ -188,4 +197,28 @@ pub fn load_model_dir(
         runner,
         breaker: Breaker::new(cfg.breaker_after, cfg.breaker_open_ms),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_or_a_missing_path_is_refused_and_says_which() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("model.onnx");
+        std::fs::write(&file, b"not a directory").unwrap();
+        let cfg = ModelConfig::default();
+        let Err(e) = load_model_dir(&file, &cfg, 0) else {
+            panic!("a file is refused")
+        };
+        assert!(matches!(e, LoadError::NotADirectory(_)), "{e}");
+        assert!(e.to_string().contains("is not a directory"), "{e}");
+        assert_eq!(e.fallback_reason(), FallbackReason::ModelMissing);
+        let gone = tmp.path().join("gone");
+        let Err(e) = load_model_dir(&gone, &cfg, 0) else {
+            panic!("a missing dir is refused")
+        };
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
 }

@@ -29,9 +29,10 @@ fn check_min_share(min_share: f64) -> Result<(), SelectionError> {
     if min_share.is_finite() && (0.0..=1.0).contains(&min_share) {
         Ok(())
     } else {
-        Err(SelectionError::InvalidConfig(
-            "min_share must be finite and in 0..=1",
-        ))
+        Err(SelectionError::InvalidConfig {
+            field: "min_share",
+            reason: "must be finite and in 0..=1",
+        })
     }
 }
 

@@ -175,14 +175,16 @@ impl ConsistentHash {
     /// [`SelectionError::InvalidConfig`] if either is out of range.
     pub fn new(virtual_nodes: u32, load_factor: f64) -> Result<Self, SelectionError> {
         if virtual_nodes == 0 || virtual_nodes > MAX_VIRTUAL_NODES {
-            return Err(SelectionError::InvalidConfig(
-                "hash_virtual_nodes must be in 1..=4096",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "hash_virtual_nodes",
+                reason: "must be in 1..=4096",
+            });
         }
         if !(load_factor.is_finite() && load_factor >= 1.0) {
-            return Err(SelectionError::InvalidConfig(
-                "hash_load_factor must be finite and >= 1",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "hash_load_factor",
+                reason: "must be finite and >= 1",
+            });
         }
         Ok(Self::new_unchecked(virtual_nodes, load_factor))
     }

@@ -301,8 +301,13 @@ pub enum SelectionError {
     #[error("worker id {0:?} appears more than once")]
     DuplicateWorker(String),
     /// A [`SelectorConfig`] (or policy constructor) field was out of range.
-    #[error("invalid selector configuration: {0}")]
-    InvalidConfig(&'static str),
+    #[error("invalid selector configuration: {field} {reason}")]
+    InvalidConfig {
+        /// The [`SelectorConfig`] field (or policy constructor argument).
+        field: &'static str,
+        /// What its value must be.
+        reason: &'static str,
+    },
     /// [`PolicyKind::from_str`] got an unknown name.
     #[error(
         "unknown selection policy {0:?} (expected max, softmax, p2c, swrr, hash, prequal or none)"

@@ -133,14 +133,16 @@ impl Prequal {
     /// finite and in `(0, 1]`.
     pub fn new(probes: u32, q_rif: f64) -> Result<Self, SelectionError> {
         if probes == 0 {
-            return Err(SelectionError::InvalidConfig(
-                "prequal_probes must be at least 1",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "prequal_probes",
+                reason: "must be at least 1",
+            });
         }
         if !(q_rif.is_finite() && q_rif > 0.0 && q_rif <= 1.0) {
-            return Err(SelectionError::InvalidConfig(
-                "prequal_q_rif must be finite and in (0, 1]",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "prequal_q_rif",
+                reason: "must be finite and in (0, 1]",
+            });
         }
         Ok(Self { probes, q_rif })
     }

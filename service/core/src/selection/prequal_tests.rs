@@ -247,7 +247,7 @@ fn invalid_latency_and_config_are_errors() {
         };
         assert!(matches!(
             Selector::new(cfg),
-            Err(SelectionError::InvalidConfig(_))
+            Err(SelectionError::InvalidConfig { .. })
         ));
     }
     let cfg = SelectorConfig {

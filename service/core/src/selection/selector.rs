@@ -106,14 +106,16 @@ impl Selector {
     /// is 0, or `prequal_q_rif` is not finite and in `(0, 1]`.
     pub fn new(config: SelectorConfig) -> Result<Self, SelectionError> {
         if !(config.default_temperature.is_finite() && config.default_temperature >= 0.0) {
-            return Err(SelectionError::InvalidConfig(
-                "default_temperature must be finite and >= 0",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "default_temperature",
+                reason: "must be finite and >= 0",
+            });
         }
         if !(config.min_share.is_finite() && (0.0..=1.0).contains(&config.min_share)) {
-            return Err(SelectionError::InvalidConfig(
-                "min_share must be finite and in 0..=1",
-            ));
+            return Err(SelectionError::InvalidConfig {
+                field: "min_share",
+                reason: "must be finite and in 0..=1",
+            });
         }
         let hash = ConsistentHash::new(config.hash_virtual_nodes, config.hash_load_factor)?;
         let prequal = Prequal::new(config.prequal_probes, config.prequal_q_rif)?;

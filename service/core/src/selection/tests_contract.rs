@@ -213,7 +213,7 @@ fn default_config_is_valid_and_bad_config_is_rejected() {
     ];
     for c in bad {
         assert!(
-            matches!(Selector::new(c), Err(SelectionError::InvalidConfig(_))),
+            matches!(Selector::new(c), Err(SelectionError::InvalidConfig { .. })),
             "{c:?}"
         );
     }
