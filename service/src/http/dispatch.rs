@@ -23,8 +23,10 @@
 //!   `scripts/bench_shedding.sh` at 2× capacity shed nothing and accepted
 //!   calls waited 6–12 s).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+
+use crate::clock::{Clock, SystemClock};
 
 /// Length of a [`Busy`] window, ns (10 ms).
 pub const WINDOW_NS: u64 = 10_000_000;
@@ -78,21 +80,27 @@ impl Busy {
 use crate::config::ScoreDispatch;
 
 /// Score calls in progress (admitted, not yet answered) and the time they
-/// spent scoring.
-#[derive(Debug)]
+/// spent scoring, in windows of the injected clock's monotonic time.
 pub struct InProgress {
     count: AtomicUsize,
     busy: Busy,
-    epoch: Instant,
+    clock: Arc<dyn Clock>,
+}
+
+impl InProgress {
+    /// Windows on `clock`'s monotonic nanoseconds.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            count: AtomicUsize::new(0),
+            busy: Busy::default(),
+            clock,
+        }
+    }
 }
 
 impl Default for InProgress {
     fn default() -> Self {
-        Self {
-            count: AtomicUsize::new(0),
-            busy: Busy::default(),
-            epoch: Instant::now(),
-        }
+        Self::new(Arc::new(SystemClock::new()))
     }
 }
 
@@ -134,7 +142,7 @@ impl InProgress {
     }
 
     fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.clock.monotonic_ns()
     }
 }
 
@@ -223,12 +231,19 @@ mod tests {
 
     #[test]
     fn a_saturated_service_scores_on_the_pool_even_with_nothing_in_progress() {
-        let p = InProgress::default();
+        let clock = Arc::new(crate::clock::ManualClock::new(1_000, 0));
+        let p = InProgress::new(clock.clone());
         p.record_busy(std::time::Duration::from_nanos(WINDOW_NS));
         let alone = p.enter();
         assert_eq!(alone.ahead, 0);
         assert!(alone.saturated);
         assert_eq!(Run::choose(ScoreDispatch::Adaptive, &alone), Run::Pool);
         assert_eq!(Run::choose(ScoreDispatch::Inline, &alone), Run::Inline);
+        drop(alone);
+        // Two windows of the injected clock later the busy time is forgotten.
+        clock.advance(2 * WINDOW_NS / 1_000_000);
+        let later = p.enter();
+        assert!(!later.saturated);
+        assert_eq!(Run::choose(ScoreDispatch::Adaptive, &later), Run::Inline);
     }
 }

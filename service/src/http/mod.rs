@@ -78,12 +78,13 @@ impl AppState {
     pub fn new(engine: Engine, clock: Arc<dyn Clock>) -> Self {
         let engine = Arc::new(engine);
         let current = engine.clone();
+        let in_progress = Arc::new(InProgress::new(clock.clone()));
         Self {
             engine,
             clock,
             config_source: Arc::new(move || Ok((*current.config()).clone())),
             metrics: Arc::default(),
-            in_progress: Arc::default(),
+            in_progress,
             telemetry_warn: Arc::default(),
             promotions: Arc::default(),
         }
