@@ -32,7 +32,7 @@ pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
 pub use reconfigure::ConfigReloadReport;
 pub use score::{ScoreError, ScoreMode};
-pub use weight::selection_weight;
+pub use weight::{listed_weight, selection_weight};
 
 use crate::config::Config;
 use crate::decision_log::DecisionLog;

@@ -2,7 +2,7 @@
 //! `GET /v1/workers` reports.
 
 use crate::config::Config;
-use crate::dynamics::{EvidenceSnapshot, PenaltyView, slow_start_fraction};
+use crate::dynamics::{EvidenceSnapshot, PenaltyState, PenaltyView, slow_start_fraction};
 use crate::state::WorkerView;
 
 /// The selection weight of a live worker at `now_ms` (dimensionless, `>= 0`):
@@ -31,4 +31,24 @@ pub fn selection_weight(
         ramp = ramp.min(since(t));
     }
     ramp * v.capacity
+}
+
+/// The weight `GET /v1/workers` lists: [`selection_weight`] for a worker a
+/// decision could pick, 0 for one it cannot (dead, in cooldown, ejected),
+/// as a decision's own `weight` shows it.
+pub fn listed_weight(
+    v: &WorkerView,
+    pv: &PenaltyView,
+    evidence: &EvidenceSnapshot,
+    now_ms: u64,
+    cfg: &Config,
+) -> f64 {
+    let pickable = v.age_ms(now_ms) <= cfg.telemetry.dead_after_ms
+        && pv.state != PenaltyState::Cooldown
+        && !evidence.outlier.is_ejected(now_ms);
+    if pickable {
+        selection_weight(v, pv, evidence, now_ms, cfg)
+    } else {
+        0.0
+    }
 }

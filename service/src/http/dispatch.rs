@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 
 /// Length of a [`Busy`] window, ns (10 ms).
 pub const WINDOW_NS: u64 = 10_000_000;
@@ -95,12 +95,6 @@ impl InProgress {
             busy: Busy::default(),
             clock,
         }
-    }
-}
-
-impl Default for InProgress {
-    fn default() -> Self {
-        Self::new(Arc::new(SystemClock::new()))
     }
 }
 
@@ -190,7 +184,7 @@ mod tests {
 
     #[test]
     fn adaptive_scores_inline_only_when_nothing_else_is_in_progress() {
-        let p = InProgress::default();
+        let p = InProgress::new(Arc::new(crate::clock::ManualClock::new(1_000, 0)));
         let first = p.enter();
         assert_eq!(Run::choose(ScoreDispatch::Adaptive, &first), Run::Inline);
         let second = p.enter();

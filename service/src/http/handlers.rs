@@ -375,20 +375,11 @@ pub(super) async fn workers(
             let registered = v.registered_for_ms(now);
             let penalty = v.penalty.state_at(now, &cfg.penalty);
             let ev = slot.evidence().snapshot();
-            let alive = v.age_ms(now) <= cfg.telemetry.dead_after_ms;
-            // What a decision would use: 0 for a worker it cannot pick.
-            let selectable = alive
-                && penalty.state != crate::dynamics::PenaltyState::Cooldown
-                && !ev.outlier.is_ejected(now);
-            let weight = if selectable {
-                crate::engine::selection_weight(&v, &penalty, &ev, now, &cfg)
-            } else {
-                0.0
-            };
+            let weight = crate::engine::listed_weight(&v, &penalty, &ev, now, &cfg);
             WorkerInfo {
                 worker_id: v.worker_id.to_string(),
                 last_report_age_ms: v.age_ms(now),
-                alive,
+                alive: v.age_ms(now) <= cfg.telemetry.dead_after_ms,
                 reports: v.reports,
                 warming_up: registered < cfg.scoring.warmup_ms,
                 warmup_remaining_ms: cfg.scoring.warmup_ms.saturating_sub(registered),
