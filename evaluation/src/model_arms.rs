@@ -114,10 +114,11 @@ pub struct ModelArmInfo {
     pub fallbacks: Vec<(String, u64)>,
     /// Mean over decisions of the ratio of the largest to the smallest of
     /// the model's cost factors across the candidates (1 = the model changes
-    /// no ranking).
-    pub factor_spread_mean: f64,
-    /// Largest such ratio.
-    pub factor_spread_max: f64,
+    /// no ranking); `None` where it is not measured (the testbed scores over
+    /// HTTP, whose compact answer carries no factors).
+    pub factor_spread_mean: Option<f64>,
+    /// Largest such ratio; `None` where not measured.
+    pub factor_spread_max: Option<f64>,
     /// For `model-retrained`: how the model was trained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrain: Option<RetrainInfo>,
@@ -132,7 +133,7 @@ impl ModelArmInfo {
         spread: Option<crate::policies::ModelSpread>,
         retrain: Option<RetrainInfo>,
     ) -> Self {
-        let spread = spread.unwrap_or_default();
+        let spread = spread.filter(|s| s.decisions > 0);
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         let set = hub.current();
         let s = hub.stats().snapshot();
@@ -146,8 +147,8 @@ impl ModelArmInfo {
             decisions: s.calls,
             used: s.used,
             fallbacks: s.fallbacks.into_iter().filter(|(_, n)| *n > 0).collect(),
-            factor_spread_mean: r3(spread.mean_ratio),
-            factor_spread_max: r3(spread.max_ratio),
+            factor_spread_mean: spread.map(|s| r3(s.mean_ratio)),
+            factor_spread_max: spread.map(|s| r3(s.max_ratio)),
             retrain,
         }
     }

@@ -270,7 +270,7 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
         let _ = write!(
             s,
             "- `{}`: model `{}`, selection `{}`, budget {} µs; used on {} of {} decisions ({} fallbacks); \
-             spread of the model's cost factors across a decision's candidates (largest / smallest): mean ×{:.2}, max ×{:.2}",
+             spread of the model's cost factors across a decision's candidates (largest / smallest): {}",
             p.name,
             m.version,
             m.selection_policy,
@@ -278,8 +278,11 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
             m.used,
             m.decisions,
             fallbacks,
-            m.factor_spread_mean,
-            m.factor_spread_max,
+            match (m.factor_spread_mean, m.factor_spread_max) {
+                (Some(mean), Some(max)) => format!("mean ×{mean:.2}, max ×{max:.2}"),
+                _ => "not measured (scored over HTTP, whose compact answer has no factors)"
+                    .to_owned(),
+            },
         );
         if let Some(t) = &m.retrain {
             let c = &t.target_counts;

@@ -308,8 +308,8 @@ mod tests {
             decisions: 1,
             used: 1,
             fallbacks: Vec::new(),
-            factor_spread_mean: 0.0,
-            factor_spread_max: 0.0,
+            factor_spread_mean: None,
+            factor_spread_max: None,
             retrain: info,
         });
         p

@@ -3,7 +3,10 @@
 //! HTTP, `POST /v1/score`, or a baseline in-process), sends a GET or SET to
 //! that redis-server with a timeout, records the latency, and reports the
 //! outcome (`POST /v1/feedback`, off the request's path, or the baseline's
-//! `outcome`). Latency is the Redis operation's (the pick's own cost is
+//! `outcome`). Outcomes to the service are buffered and sent as one batch
+//! every `feedback_flush_ms` or [`FEEDBACK_BATCH_MAX`] outcomes, whichever
+//! comes first, as the API docs tell a router to (0 sends one call per
+//! outcome). Latency is the Redis operation's (the pick's own cost is
 //! measured separately). Bounded in time and in outstanding requests.
 
 use std::sync::{Arc, Mutex};
@@ -12,7 +15,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, mpsc};
 use tokio::task::JoinSet;
 
 use crate::router::{Op, Outcome, PickRequest, Router};
@@ -32,7 +35,30 @@ pub enum Picker {
         policy: Option<String>,
     },
     /// A baseline in-process.
-    Baseline(Box<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>),
+    Baseline {
+        /// The baseline and its random source.
+        router: Box<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>,
+        /// Diagnostic (`--baselines-call-service`): the service's client and
+        /// base URL. Each request also asks the service for a score and
+        /// sends it the outcome, as a service arm does, and routes by the
+        /// baseline's pick: what the scorer call costs the Redis operations
+        /// on a shared host, without the scorer's routing.
+        score_call: Option<(reqwest::Client, String)>,
+    },
+}
+
+impl Picker {
+    /// The service client, for the arms that call the service.
+    fn service(&self) -> Option<(&reqwest::Client, &str)> {
+        match self {
+            Self::Service { http, base, .. } => Some((http, base)),
+            Self::Baseline {
+                score_call: Some((http, base)),
+                ..
+            } => Some((http, base)),
+            Self::Baseline { .. } => None,
+        }
+    }
 }
 
 /// One finished request.
@@ -69,6 +95,58 @@ pub struct Load {
     pub seed: u64,
     /// Most requests outstanding at once; arrivals beyond it are dropped and counted.
     pub max_outstanding: usize,
+    /// A service arm's outcomes are sent in batches at least this often,
+    /// ms; 0 sends one `POST /v1/feedback` per outcome.
+    pub feedback_flush_ms: u64,
+}
+
+/// Most outcomes in one feedback batch (the API docs' "every 64 outcomes").
+pub const FEEDBACK_BATCH_MAX: usize = 64;
+
+/// Where a service arm's outcomes go.
+#[derive(Clone)]
+enum Feedback {
+    /// One `POST /v1/feedback` per outcome.
+    PerOutcome,
+    /// Buffered by [`flush_feedback`].
+    Batched(mpsc::UnboundedSender<Value>),
+}
+
+/// Send the buffered outcomes as `{"outcomes": [...]}` every `every`, or as
+/// soon as [`FEEDBACK_BATCH_MAX`] are waiting; flushes the rest and returns
+/// once every sender is gone.
+async fn flush_feedback(
+    http: reqwest::Client,
+    base: String,
+    mut rx: mpsc::UnboundedReceiver<Value>,
+    every: Duration,
+) {
+    let url = format!("{base}/v1/feedback");
+    let mut buf = Vec::with_capacity(FEEDBACK_BATCH_MAX);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let done = tokio::select! {
+            item = rx.recv() => match item {
+                Some(v) => {
+                    buf.push(v);
+                    if buf.len() < FEEDBACK_BATCH_MAX {
+                        continue;
+                    }
+                    false
+                }
+                None => true,
+            },
+            _ = tick.tick() => false,
+        };
+        if !buf.is_empty() {
+            let body = json!({ "outcomes": std::mem::take(&mut buf) });
+            let _ = http.post(&url).json(&body).send().await;
+        }
+        if done {
+            return;
+        }
+    }
 }
 
 /// Connections to the workers, re-established after errors.
@@ -114,6 +192,35 @@ impl Conns {
     }
 }
 
+/// `POST /v1/score` for all `n` workers; the pick and the decision id.
+async fn score(
+    http: &reqwest::Client,
+    base: &str,
+    policy: Option<&str>,
+    n: usize,
+    key: &str,
+    op: Op,
+    timeout_ms: f64,
+) -> Option<(usize, Option<String>)> {
+    let mut body = json!({
+        "key": key,
+        "candidates": (0..n).map(crate::policies::worker_id).collect::<Vec<_>>(),
+        "context": {"request_type": if op == Op::Put { "PUT" } else { "GET" }, "timeout_ms": timeout_ms as u64},
+    });
+    if let Some(policy) = policy {
+        body["policy"] = json!(policy);
+    }
+    let resp = http
+        .post(format!("{base}/v1/score"))
+        .json(&body)
+        .send()
+        .await
+        .ok()?;
+    let v: Value = resp.json().await.ok()?;
+    let w = v["pick"].as_str()?.strip_prefix('w')?.parse().ok()?;
+    Some((w, v["decision_id"].as_str().map(str::to_owned)))
+}
+
 async fn pick(
     picker: &Picker,
     n: usize,
@@ -124,26 +231,16 @@ async fn pick(
 ) -> Option<(usize, Option<String>)> {
     match picker {
         Picker::Service { http, base, policy } => {
-            let mut body = json!({
-                "key": key,
-                "candidates": (0..n).map(crate::policies::worker_id).collect::<Vec<_>>(),
-                "context": {"request_type": if op == Op::Put { "PUT" } else { "GET" }, "timeout_ms": timeout_ms as u64},
-            });
-            if let Some(policy) = policy {
-                body["policy"] = json!(policy);
-            }
-            let resp = http
-                .post(format!("{base}/v1/score"))
-                .json(&body)
-                .send()
-                .await
-                .ok()?;
-            let v: Value = resp.json().await.ok()?;
-            let w = v["pick"].as_str()?.strip_prefix('w')?.parse().ok()?;
-            Some((w, v["decision_id"].as_str().map(str::to_owned)))
+            score(http, base, policy.as_deref(), n, key, op, timeout_ms).await
         }
-        Picker::Baseline(m) => {
-            let mut g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Picker::Baseline { router, score_call } => {
+            let decision = match score_call {
+                Some((http, base)) => score(http, base, None, n, key, op, timeout_ms).await?.1,
+                None => None,
+            };
+            let mut g = router
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (router, rng) = &mut *g;
             let p = router.pick(
                 &PickRequest {
@@ -155,23 +252,27 @@ async fn pick(
                 },
                 rng,
             );
-            Some((p.worker, None))
+            Some((p.worker, decision))
         }
     }
 }
 
 async fn report(
     picker: &Picker,
+    feedback: &Feedback,
     worker: usize,
     decision: Option<String>,
     latency_ms: f64,
     success: bool,
     now_ms: f64,
 ) {
-    match picker {
-        Picker::Service { http, base, .. } => {
-            if let Some(id) = decision {
-                let body = json!({"decision_id": id, "worker_id": crate::policies::worker_id(worker), "latency_ms": latency_ms, "success": success});
+    if let (Some((http, base)), Some(id)) = (picker.service(), decision) {
+        let body = json!({"decision_id": id, "worker_id": crate::policies::worker_id(worker), "latency_ms": latency_ms, "success": success});
+        match feedback {
+            Feedback::Batched(tx) => {
+                let _ = tx.send(body);
+            }
+            Feedback::PerOutcome => {
                 let _ = http
                     .post(format!("{base}/v1/feedback"))
                     .json(&body)
@@ -179,17 +280,19 @@ async fn report(
                     .await;
             }
         }
-        Picker::Baseline(m) => {
-            let mut g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            g.0.outcome(&Outcome {
-                worker,
-                decision_id: None,
-                latency_ms,
-                success,
-                now_ms,
-                router: 0,
-            });
-        }
+    }
+    if let Picker::Baseline { router, .. } = picker {
+        let mut g = router
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0.outcome(&Outcome {
+            worker,
+            decision_id: None,
+            latency_ms,
+            success,
+            now_ms,
+            router: 0,
+        });
     }
 }
 
@@ -211,6 +314,15 @@ pub async fn run(
     let mut next = 0.0f64;
     let timeout = load.timeout;
     let timeout_ms = timeout.as_secs_f64() * 1000.0;
+    let (feedback, flusher) = match picker.service() {
+        Some((http, base)) if load.feedback_flush_ms > 0 => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let every = Duration::from_millis(load.feedback_flush_ms);
+            let flusher = tokio::spawn(flush_feedback(http.clone(), base.to_owned(), rx, every));
+            (Feedback::Batched(tx), Some(flusher))
+        }
+        _ => (Feedback::PerOutcome, None),
+    };
     while next < load.duration.as_secs_f64() * 1000.0 {
         let wait = Duration::from_secs_f64(next / 1000.0).saturating_sub(start.elapsed());
         if !wait.is_zero() {
@@ -234,7 +346,7 @@ pub async fn run(
             dropped += 1;
             continue;
         }
-        let (picker, conns) = (picker.clone(), conns.clone());
+        let (picker, conns, feedback) = (picker.clone(), conns.clone(), feedback.clone());
         tasks.spawn(async move {
             let at = start.elapsed().as_secs_f64() * 1000.0;
             let t0 = Instant::now();
@@ -270,7 +382,10 @@ pub async fn run(
                 Err(_) => (timeout_ms, false, true),
             };
             let now = start.elapsed().as_secs_f64() * 1000.0;
-            report(&picker, worker, decision, latency_ms, success, now).await;
+            report(
+                &picker, &feedback, worker, decision, latency_ms, success, now,
+            )
+            .await;
             Some(Sample {
                 at_ms: at,
                 worker,
@@ -286,6 +401,10 @@ pub async fn run(
             Ok(Some(s)) => samples.push(s),
             _ => dropped += 1,
         }
+    }
+    drop(feedback);
+    if let Some(flusher) = flusher {
+        let _ = flusher.await;
     }
     (samples, dropped)
 }

@@ -64,7 +64,24 @@ pub struct TestbedArgs {
     /// Seed of the request stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The service arms' router sends its outcomes in one batch at least
+    /// this often, ms, as the API docs advise; 0 sends one feedback call
+    /// per outcome.
+    #[arg(long, default_value_t = DEFAULT_FEEDBACK_FLUSH_MS)]
+    pub feedback_flush_ms: u64,
+    /// Diagnostic: the baselines also ask the service for a score and send
+    /// it the outcome on every request, as a service arm does, but route by
+    /// their own pick. Their latency then carries the scorer call's cost on
+    /// this shared host without the scorer's routing.
+    #[arg(long)]
+    pub baselines_call_service: bool,
 }
+
+/// The router's feedback flush interval, ms: the low end of the API docs'
+/// advice (2–5 ms), ten Redis operations long on this testbed.
+pub const DEFAULT_FEEDBACK_FLUSH_MS: u64 = 2;
+/// Longest feedback flush interval, ms.
+pub const MAX_FEEDBACK_FLUSH_MS: u64 = 1_000;
 
 impl TestbedArgs {
     /// Defaults for `scenario`, writing to `out`.
@@ -80,6 +97,8 @@ impl TestbedArgs {
             fault_ms: 3000,
             timeout_ms: 500,
             seed: 1,
+            feedback_flush_ms: DEFAULT_FEEDBACK_FLUSH_MS,
+            baselines_call_service: false,
         }
     }
 }
@@ -121,6 +140,12 @@ impl TestbedArgs {
         }
         if self.timeout_ms == 0 {
             return Err("--timeout-ms must be at least 1".to_owned());
+        }
+        if self.feedback_flush_ms > MAX_FEEDBACK_FLUSH_MS {
+            return Err(format!(
+                "--feedback-flush-ms must be in 0..={MAX_FEEDBACK_FLUSH_MS}, got {}",
+                self.feedback_flush_ms
+            ));
         }
         if self.fault_ms == 0 {
             return Err("--fault-ms must be at least 1 (the run injects its fault)".to_owned());
@@ -213,7 +238,8 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         description: format!(
             "{n} real redis-server workers on 127.0.0.1, agent every 1 s, service over HTTP (default config); \
              open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET, timeout {} ms, no retries; \
-             fault `{}` on w0 at {:.1} s for {} ms ({}). Latency is the Redis operation's; the pick's own cost is listed separately.",
+             fault `{}` on w0 at {:.1} s for {} ms ({}). The service arms' outcomes go back {}. \
+             Latency is the Redis operation's; the pick's own cost is listed separately.",
             args.rate,
             args.duration_s,
             args.timeout_ms,
@@ -221,6 +247,15 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             args.fault_at_s,
             args.fault_ms,
             faults::describe(&args.scenario),
+            if args.feedback_flush_ms == 0 {
+                "in one feedback call each".to_owned()
+            } else {
+                format!(
+                    "in feedback batches every {} ms or {} outcomes",
+                    args.feedback_flush_ms,
+                    loadgen::FEEDBACK_BATCH_MAX
+                )
+            },
         ),
         seed: args.seed,
         workers: n,
@@ -452,10 +487,15 @@ async fn run_policy(
         } else {
             let router = policies::build(name, n, None, &Config::default(), None)
                 .ok_or_else(|| format!("policy {name}"))?;
-            Picker::Baseline(Box::new(Mutex::new((
-                router,
-                ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
-            ))))
+            Picker::Baseline {
+                router: Box::new(Mutex::new((
+                    router,
+                    ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
+                ))),
+                score_call: args
+                    .baselines_call_service
+                    .then(|| (http.clone(), base.clone())),
+            }
         };
         let conns = Arc::new(Conns::new(workers.iter().map(|w| w.port).collect()));
         let load = Load {
@@ -466,6 +506,7 @@ async fn run_policy(
             keys: 1000,
             seed: setup.seed,
             max_outstanding: 4096,
+            feedback_flush_ms: args.feedback_flush_ms,
         };
         let load_fut = loadgen::run(Arc::new(picker), conns, n, &load);
         let fault_fut = async {
