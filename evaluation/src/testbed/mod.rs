@@ -238,7 +238,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         description: format!(
             "{n} real redis-server workers on 127.0.0.1, agent every 1 s, service over HTTP (default config); \
              open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET, timeout {} ms, no retries; \
-             fault `{}` on w0 at {:.1} s for {} ms ({}). The service arms' outcomes go back {}. \
+             fault `{}` on w0 at {:.1} s for {} ms ({}). The service arms' outcomes go back {}.{} \
              Latency is the Redis operation's; the pick's own cost is listed separately.",
             args.rate,
             args.duration_s,
@@ -255,6 +255,12 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
                     args.feedback_flush_ms,
                     loadgen::FEEDBACK_BATCH_MAX
                 )
+            },
+            if args.baselines_call_service {
+                " Diagnostic run: the baselines also call the service for a score and send it the \
+                 outcome on every request, and route by their own pick."
+            } else {
+                ""
             },
         ),
         seed: args.seed,
