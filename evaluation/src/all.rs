@@ -12,22 +12,34 @@ use crate::scenario::SCENARIOS;
 use crate::targets::{self, TargetCheck};
 
 /// The arms `evaluate all` runs by default: every policy but the
-/// diagnostics `rules-max` and `rules-softmax` (still runnable with
+/// diagnostics `rules-max`, `rules-softmax`, `rules-prequal` and `model`
+/// (the `service` arm under its older name; all still runnable with
 /// `--policies`), to keep the run time reasonable on a small machine.
-pub const ALL_POLICIES: [&str; 9] = [
+pub const ALL_POLICIES: [&str; 11] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
+    "least-request-all",
+    "envoy",
+    "oracle",
     "service",
     "service-rules",
     "rules-p2c",
-    "model",
     "model-retrained",
 ];
 
+/// Arms that exist only in the simulator (the testbed has no true state
+/// to give the oracle).
+pub const SIM_ONLY: [&str; 1] = ["oracle"];
+
+/// Default simulated duration per scenario and seed in `evaluate all`, s:
+/// shorter than `evaluate sim`'s 120 s so that three seeds fit the time
+/// budget (docs/evaluation.md, "Seeds", says how the ranking was checked).
+pub const ALL_DURATION_S: f64 = 60.0;
+
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 2] = ["pause", "kill-restart"];
+pub const TESTBED_SCENARIOS: [&str; 3] = ["pause", "kill-restart", "loaded"];
 
 /// Options of `evaluate all`.
 #[derive(Debug, Clone)]
@@ -38,8 +50,9 @@ pub struct AllOptions {
     pub out: PathBuf,
     /// Where to write EVALUATION.md.
     pub evaluation_md: PathBuf,
-    /// Seed.
-    pub seed: u64,
+    /// Seeds every simulator scenario runs on (each row is the median
+    /// seed's run, [`crate::seeds`]).
+    pub seeds: Vec<u64>,
     /// Simulated duration per scenario, s.
     pub duration_s: f64,
     /// Skip the real-Redis testbed.
@@ -65,8 +78,8 @@ impl AllOptions {
             policies: ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect(),
             out: out.to_path_buf(),
             evaluation_md: evaluation_md.to_path_buf(),
-            seed: 1,
-            duration_s: crate::scenario::DEFAULT_DURATION_S,
+            seeds: crate::seeds::EVALUATION_SEEDS.to_vec(),
+            duration_s: ALL_DURATION_S,
             skip_testbed: false,
             log_dir: None,
             jobs: default_jobs(),
@@ -104,7 +117,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
             let started = Instant::now();
             let dir = out.join("testbed").join(name);
             let mut args = crate::testbed::TestbedArgs::defaults(name, &dir);
-            args.policies = Some(opts.policies.clone());
+            args.policies = Some(testbed_policies(&opts.policies));
             let run = match crate::testbed::run(&args) {
                 Ok(r) => {
                     let w = report::write_scenario(
@@ -112,7 +125,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
                         &r,
                         &format!(
                             "evaluate testbed --scenario {name} --policies {} --out {}",
-                            opts.policies.join(","),
+                            testbed_policies(&opts.policies).join(","),
                             dir.display()
                         ),
                     )?;
@@ -144,50 +157,56 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One simulator scenario: run, write its files, print its wall time.
-fn run_one_sim(
-    opts: &AllOptions,
-    name: &str,
-) -> Result<(ScenarioResults, report::Written), String> {
-    let (seed, duration_s) = (opts.seed, opts.duration_s);
+/// The arms of `policies` that the testbed can run.
+fn testbed_policies(policies: &[String]) -> Vec<String> {
+    policies
+        .iter()
+        .filter(|p| !SIM_ONLY.contains(&p.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// One simulator scenario on one seed; prints its wall time.
+fn run_one_sim(opts: &AllOptions, name: &str, seed: u64) -> Result<ScenarioResults, String> {
     let started = Instant::now();
     let mut o = SimOptions::new(name);
     o.policies.clone_from(&opts.policies);
     o.seed = seed;
-    o.duration_s = duration_s;
+    o.duration_s = opts.duration_s;
     o.log_dir.clone_from(&opts.log_dir);
     let r = run_sim(&o)?;
-    let dir = opts.out.join("sim").join(name);
-    let w = report::write_scenario(
-        &dir,
-        &r,
-        &format!(
-            "evaluate sim --scenario {name} --policies {} --seed {seed} --duration-s {duration_s} --out {}",
-            opts.policies.join(","),
-            dir.display()
-        ),
-    )?;
     eprintln!(
-        "sim {name}: {:.1} s wall time",
+        "sim {name} seed {seed}: {:.1} s wall time",
         started.elapsed().as_secs_f64()
     );
-    Ok((r, w))
+    Ok(r)
 }
 
-/// Every simulator scenario, `opts.jobs` at a time, in [`SCENARIOS`] order.
+/// Every simulator scenario on every seed, `opts.jobs` runs at a time;
+/// each scenario's seeds become one result ([`crate::seeds::median_of_seeds`])
+/// whose files are written, in [`SCENARIOS`] order.
 fn run_sims(opts: &AllOptions) -> Result<Vec<(ScenarioResults, report::Written)>, String> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    if opts.seeds.is_empty() {
+        return Err("at least one seed is needed".to_owned());
+    }
+    let work: Vec<(&str, u64)> = SCENARIOS
+        .iter()
+        .flat_map(|name| opts.seeds.iter().map(move |&seed| (*name, seed)))
+        .collect();
     let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<_, String>>>> =
-        SCENARIOS.iter().map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<Result<ScenarioResults, String>>>> =
+        work.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
-        for _ in 0..opts.jobs.clamp(1, SCENARIOS.len()) {
+        for _ in 0..opts.jobs.clamp(1, work.len()) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(name) = SCENARIOS.get(i) else { break };
-                    let r = run_one_sim(opts, name);
+                    let Some(&(name, seed)) = work.get(i) else {
+                        break;
+                    };
+                    let r = run_one_sim(opts, name, seed);
                     *slots[i]
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
@@ -195,15 +214,33 @@ fn run_sims(opts: &AllOptions) -> Result<Vec<(ScenarioResults, report::Written)>
             });
         }
     });
-    slots
-        .into_iter()
-        .zip(SCENARIOS)
-        .map(|(slot, name)| {
-            slot.into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .unwrap_or_else(|| Err(format!("sim {name}: not run")))
-        })
-        .collect()
+    let mut results = slots.into_iter().zip(&work).map(|(slot, (name, seed))| {
+        slot.into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(|| Err(format!("sim {name} seed {seed}: not run")))
+    });
+    let mut out = Vec::new();
+    for name in SCENARIOS {
+        let runs = results
+            .by_ref()
+            .take(opts.seeds.len())
+            .collect::<Result<Vec<_>, String>>()?;
+        let r = crate::seeds::median_of_seeds(&opts.seeds, runs)?;
+        let dir = opts.out.join("sim").join(name);
+        let seeds: Vec<String> = opts.seeds.iter().map(u64::to_string).collect();
+        let w = report::write_scenario(
+            &dir,
+            &r,
+            &format!(
+                "evaluate sim --scenario {name} --policies {} --seed {{{}}} --duration-s {} (one run per seed; each row is the arm's median seed)",
+                opts.policies.join(","),
+                seeds.join(","),
+                opts.duration_s,
+            ),
+        )?;
+        out.push((r, w));
+    }
+    Ok(out)
 }
 
 fn rel(p: &Path, base: &Path) -> String {
@@ -239,46 +276,101 @@ pub fn evaluation_markdown(
     base: &Path,
 ) -> String {
     let mut s = String::from("# Evaluation: does scoring cut tail latency?\n\n");
+    let cal = crate::calibration::HttpScoreCalibration::shipped();
+    let sc = crate::scenario::Scenario::default();
+    let seeds = sims
+        .first()
+        .map(|(r, _)| {
+            if r.seeds.is_empty() {
+                vec![r.seed]
+            } else {
+                r.seeds.clone()
+            }
+        })
+        .unwrap_or_default();
+    let seed_list: Vec<String> = seeds.iter().map(u64::to_string).collect();
+    let tuned: Vec<String> = seeds
+        .iter()
+        .filter(|&&x| crate::seeds::is_tuning_or_training(x))
+        .map(u64::to_string)
+        .collect();
     let _ = writeln!(
         s,
         "Generated by `{command}` (release build: `cargo run --release -p evaluation --bin evaluate -- all` from the repository root, on the shared 2-core machine). Every number below comes from that one run; \
          per-scenario `results.json`, `report.md` and plots are under `{results}/`.\n\n\
+         **What each arm pays and sees.** A baseline decides inside the router (as a sidecar does): its pick costs nothing and it learns each of its own outcomes at once. \
+         A service arm pays for its decision as a router calling the service does. In the simulator each pick is a `POST /v1/score` to a simulated scorer \
+         with {cores} cores and one FIFO queue shared by every router: a {rtt:.0} µs network round trip plus an in-service time drawn from the calibration \
+         `{cal_path}` (measured {date} on {host}, commit {commit}, {samples} calls at one connection: score call p50 {p50:.0} µs, p99 {p99:.0} µs; \
+         `/healthz` round trip {rtt:.0} µs; in-service p50 {is50:.0} µs, p99 {is99:.0} µs). The request reaches its worker only when the answer is back, and its latency \
+         counts from its arrival at the router. Outcomes reach the service in batches every {flush} ms (or {batch} outcomes) plus half a round trip; \
+         telemetry {tele} ms after the snapshot. Every one of these is a scenario key (docs/evaluation.md). In the testbed the service is a real process over HTTP.\n\n\
+         **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
+         The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains on seed + {offset}); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
-         (Finagle/Linkerd) are implemented in the harness from their published descriptions with \
-         their published defaults. `service` is the service exactly as users run it: \
+         (Linkerd/Finagle, decaying on every read as tower does), `least-request-all` (HAProxy `leastconn`, NGINX `least_conn`) and `envoy` \
+         (P2C least-request with Envoy's outlier detection at its defaults) are implemented in the harness from their published descriptions with \
+         their published defaults. `oracle` knows every worker's true queue, speed and fault state, picks the shortest expected delay and pays nothing: \
+         the physical-limit anchor (simulator only). `service` is the service exactly as users run it: \
          `service::Engine` with the default configuration, no selection policy in the score \
          request (so the configured default, `{default_policy}`, selects) and the shipped default \
          model (`models/default`) in its scoring path; `service-rules` is the same with the model \
-         off. Both are called in-process (simulator) or over HTTP (testbed). The other arms are \
-         diagnostics: `rules-max`, `rules-softmax` and `rules-p2c` name a selection policy \
-         (`rules-max` and `rules-softmax` run only with `--policies`); `model` is the `service` arm \
-         under its older name (the shipped model, the configured default policy), and \
-         `model-retrained` the service as shipped (the configured default policy selects) with a \
+         off. The other arms are diagnostics: `rules-p2c` names the `p2c` selection policy; \
+         `model-retrained` is the service as shipped with a \
          model retrained by the trainer library on this harness's own `{logging}` decision logs \
-         (same scenario, held-out seed = seed + {offset}), so that `model-retrained` vs \
+         (same scenario, held-out seed), so that `model-retrained` vs \
          `{logging}` is what a model trained on the service's own logs adds. In the simulator \
          the arms with a model run with an inference budget of {budget} µs so that wall-clock \
-         inference time never changes a simulated run (no budget fallback occurs; see \
-         `model.fallbacks` in results.json). The testbed runs them over HTTP with the service's \
+         inference time never changes a simulated run; the in-service time they pay is the calibrated one. \
+         The testbed runs them over HTTP with the service's \
          default budget (real wall-clock misses fall back and are counted in `model.fallbacks`); \
          its `model-retrained` trains on a `{logging}` testbed run with a decision log on the \
          held-out seed. In `many-routers` each baseline runs one independent instance per router \
-         (as a sidecar does), while the service arms share one service.\n",
+         (as a sidecar does), while the service arms share one scorer whose queue all eight routers' calls wait in.\n",
         default_policy = service::config::Config::default().selection.default_policy,
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
         budget = crate::model_arms::SIM_BUDGET_US,
         results = rel(out, base),
+        cores = sc.scorer_cores,
+        rtt = sc.scorer_round_trip_us,
+        cal_path = crate::calibration::SHIPPED_PATH,
+        date = cal.date,
+        host = cal.host,
+        commit = cal.commit,
+        samples = cal.samples,
+        p50 = cal.score_p50_us,
+        p99 = cal.score_p99_us,
+        is50 = cal.quantile_us(0.5),
+        is99 = cal.quantile_us(0.99),
+        flush = sc.feedback_flush_ms,
+        batch = sc.feedback_batch_max,
+        tele = sc.telemetry_delay_ms,
+        seed_list = seed_list.join(", "),
+        tuned_note = if tuned.is_empty() {
+            "none of the reported seeds was used for either.".to_owned()
+        } else {
+            format!(
+                "**seeds {} of this run were used for tuning or training: not an evaluation.**",
+                tuned.join(", ")
+            )
+        },
     );
     s.push_str("## Targets\n\n");
     s.push_str(
-        "Each target compares arms of this run. \"The better of p2c-least-request and \
-         p2c-peak-ewma\" is the one with the lower p99; \"errors\" are requests failed after \
-         all retries; drain, peak share on return and oscillations are defined under the tables.\n\n",
+        "Each target compares arms of this run. \"The best of\" the baselines is the one with \
+         the lowest p99; \"errors\" are requests failed after all retries; drain, peak share on \
+         return and oscillations are defined under the tables.\n\n",
     );
     let sim_refs: Vec<&ScenarioResults> = sims.iter().map(|(r, _)| r).collect();
     for t in targets::sim_targets(&sim_refs) {
         target_line(&mut s, &t);
+    }
+    if let Some(anchor) = targets::oracle_anchor(&sim_refs) {
+        let _ = writeln!(
+            s,
+            "- **ANCHOR** — every `service*` arm's p99 as a ratio to the `oracle`'s (reported, not judged)\n  - measured: {anchor}"
+        );
     }
     if skip_testbed {
         s.push_str("- **NOT RUN** — testbed targets (skipped with --skip-testbed)\n");
@@ -305,12 +397,17 @@ pub fn evaluation_markdown(
         };
         let _ = writeln!(
             s,
-            "### {}\n\n{} ({} workers{routers}, {:.0} s, seed {}, load {:.0}%)\n",
+            "### {}\n\n{} ({} workers{routers}, {:.0} s, {}, load {:.0}%)\n",
             r.scenario,
             r.description,
             r.workers,
             r.duration_s,
-            r.seed,
+            if r.seeds.is_empty() {
+                format!("seed {}", r.seed)
+            } else {
+                let list: Vec<String> = r.seeds.iter().map(u64::to_string).collect();
+                format!("median of seeds {}", list.join(", "))
+            },
             r.load * 100.0
         );
         s.push_str(&report::table_with_columns(&r.policies));
@@ -337,7 +434,7 @@ pub fn evaluation_markdown(
                 let _ = writeln!(s, "{}\n", r.description);
                 s.push_str(&report::table_with_columns(&r.policies));
                 s.push('\n');
-                let notes = report::model_notes(&r.policies);
+                let notes = report::model_notes(&r.policies) + &report::router_notes(&r.policies);
                 if !notes.is_empty() {
                     s.push_str(&notes);
                     s.push('\n');

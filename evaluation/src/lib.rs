@@ -23,8 +23,10 @@
 
 pub mod all;
 pub mod baselines;
+pub mod calibration;
 pub mod metrics;
 pub mod model_arms;
+pub mod oracle;
 pub mod per_router;
 pub mod plot;
 pub mod policies;
@@ -33,6 +35,7 @@ pub mod router;
 pub mod runner;
 pub mod scenario;
 pub mod scenario_file;
+pub mod seeds;
 pub mod sim;
 pub mod targets;
 pub mod testbed;

@@ -78,11 +78,13 @@ enum Cmd {
         /// Where to write EVALUATION.md.
         #[arg(long, default_value = "EVALUATION.md")]
         evaluation_md: PathBuf,
-        /// Seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Simulated duration per scenario, s.
-        #[arg(long, default_value_t = evaluation::scenario::DEFAULT_DURATION_S)]
+        /// Seeds every simulator scenario runs on, comma-separated; each
+        /// row is the arm's median seed [default: the evaluation seeds
+        /// 101,102,103, on which nothing was tuned].
+        #[arg(long, value_delimiter = ',')]
+        seeds: Option<Vec<u64>>,
+        /// Simulated duration per scenario and seed, s.
+        #[arg(long, default_value_t = evaluation::all::ALL_DURATION_S)]
         duration_s: f64,
         /// Skip the real-Redis testbed.
         #[arg(long)]
@@ -176,7 +178,7 @@ fn main() -> ExitCode {
             policies,
             out,
             evaluation_md,
-            seed,
+            seeds,
             duration_s,
             skip_testbed,
             log_dir,
@@ -186,7 +188,9 @@ fn main() -> ExitCode {
             if let Some(p) = policies {
                 opts.policies = p;
             }
-            opts.seed = seed;
+            if let Some(seeds) = seeds {
+                opts.seeds = seeds;
+            }
             opts.duration_s = duration_s;
             opts.skip_testbed = skip_testbed;
             opts.log_dir = log_dir;

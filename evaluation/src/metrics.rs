@@ -83,6 +83,31 @@ pub struct PolicyResult {
     /// decisions used the model, and (for `model-retrained`) its training.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::model_arms::ModelArmInfo>,
+    /// What a pick cost the router, p50, µs: the score call for a service
+    /// arm (simulated from the calibration, or measured over HTTP), the
+    /// in-process choice for a baseline (0 in the simulator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pick_us_p50: Option<f64>,
+    /// The same, p99, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pick_us_p99: Option<f64>,
+    /// Over several seeds: the p99 of each and which seed's run this row
+    /// is ([`crate::seeds`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<crate::seeds::SeedSpread>,
+    /// Testbed: score calls that failed or hit the router's scorer timeout;
+    /// the router then picked by itself (counted in `fallbacks`) and served
+    /// the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scorer_errors: Option<u64>,
+    /// Testbed: arrivals the load generator did not send (too many
+    /// requests outstanding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
+    /// Testbed: the cores the redis-servers, the service, the agent and the
+    /// load generator shared (`available_parallelism`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
 }
 
 impl PolicyResult {
@@ -109,6 +134,12 @@ impl PolicyResult {
             fallbacks: None,
             picks_per_worker: Vec::new(),
             model: None,
+            seeds: None,
+            pick_us_p50: None,
+            pick_us_p99: None,
+            scorer_errors: None,
+            dropped: None,
+            cores: None,
         }
     }
 
@@ -130,6 +161,16 @@ impl PolicyResult {
             None => (None, None, None),
         };
         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        // The pick's cost, µs: the simulated score calls of a remote arm;
+        // nothing for an arm that decides in the router.
+        let mut pick = rec.decision_ms.clone();
+        pick.sort_by(f64::total_cmp);
+        let pick_us = |q| Some(round3(percentile_sorted(&pick, q) * 1_000.0));
+        let (pick_us_p50, pick_us_p99) = if pick.is_empty() {
+            (Some(0.0), Some(0.0))
+        } else {
+            (pick_us(0.5), pick_us(0.99))
+        };
         Self {
             name: name.to_owned(),
             status: "ok".to_owned(),
@@ -151,6 +192,12 @@ impl PolicyResult {
             fallbacks: Some(rec.fallbacks),
             picks_per_worker: per_worker,
             model: None,
+            seeds: None,
+            pick_us_p50,
+            pick_us_p99,
+            scorer_errors: None,
+            dropped: None,
+            cores: None,
         }
     }
 }

@@ -23,6 +23,9 @@ pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
     RGBColor(255, 127, 0),   // random: orange
     RGBColor(55, 126, 184),  // p2c-least-request: blue
     RGBColor(152, 78, 163),  // p2c-peak-ewma: purple
+    RGBColor(0, 0, 139),     // least-request-all: navy
+    RGBColor(255, 20, 147),  // envoy: deep pink
+    RGBColor(255, 215, 0),   // oracle: yellow
     RGBColor(0, 90, 0),      // service: dark green
     RGBColor(128, 128, 128), // service-rules: grey
     RGBColor(77, 175, 74),   // rules-max: green

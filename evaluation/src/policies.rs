@@ -1,7 +1,9 @@
 //! The compared policies by name, and the service arms.
 //!
 //! Names (used in results.json): `round-robin`, `random`,
-//! `p2c-least-request`, `p2c-peak-ewma` (baselines, see [`crate::baselines`]),
+//! `p2c-least-request`, `p2c-peak-ewma`, `least-request-all`, `envoy`
+//! (baselines, see [`crate::baselines`]), `oracle` (the physical-limit
+//! anchor, simulator only: [`crate::oracle`]),
 //! `service` (the service exactly as shipped: default configuration, the
 //! configured default selection policy — the score request names no
 //! policy — and the shipped default model `models/default`),
@@ -40,18 +42,21 @@ use service::scoring::{RequestContext, RequestType};
 use service::telemetry::Snapshot;
 
 use crate::baselines::{
-    p2c_least_request::P2cLeastRequest, p2c_peak_ewma::P2cPeakEwma, random::Random,
-    round_robin::RoundRobin,
+    envoy::Envoy, least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
+    p2c_peak_ewma::P2cPeakEwma, random::Random, round_robin::RoundRobin,
 };
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Every policy name, in report order: the baselines, what users run
 /// (`service`, `service-rules`), then the diagnostic arms.
-pub const POLICIES: [&str; 12] = [
+pub const POLICIES: [&str; 15] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
+    "least-request-all",
+    "envoy",
+    "oracle",
     "service",
     "service-rules",
     "rules-max",
@@ -132,7 +137,8 @@ pub fn build_arm(
     service_config: &Config,
     models: Option<Arc<ModelHub>>,
 ) -> Option<Box<dyn Router + Send>> {
-    if routers <= 1 || is_service_arm(name) {
+    // The oracle reads the true state, which no router's view limits.
+    if routers <= 1 || is_service_arm(name) || name == "oracle" {
         return build(name, n, log, service_config, models);
     }
     let instances = (0..routers)
@@ -163,6 +169,9 @@ pub fn build(
         "random" => Box::new(Random::new(n)),
         "p2c-least-request" => Box::new(P2cLeastRequest::new(n)),
         "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
+        "least-request-all" => Box::new(LeastRequestAll::new(n)),
+        "envoy" => Box::new(Envoy::new(n)),
+        "oracle" => Box::new(crate::oracle::Oracle::new(n)),
         "service" => {
             Box::new(ServiceRouter::shipped(n, log, service_config.clone()).with_models(models?))
         }
@@ -352,6 +361,10 @@ impl Router for ServiceRouter {
 
     fn fallbacks(&self) -> u64 {
         self.fallbacks
+    }
+
+    fn remote(&self) -> bool {
+        true
     }
 
     fn model_spread(&self) -> Option<ModelSpread> {

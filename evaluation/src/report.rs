@@ -75,7 +75,7 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
         );
     }
     md.push_str(&table_with_columns(&r.policies));
-    let notes = model_notes(&r.policies);
+    let notes = model_notes(&r.policies) + &router_notes(&r.policies);
     if !notes.is_empty() {
         md.push('\n');
         md.push_str(&notes);
@@ -201,7 +201,10 @@ pub fn this_run(r: &ScenarioResults) -> String {
 
 /// What each column of [`table`] means; written next to every table.
 pub const COLUMNS: &str = "Columns: policy = the arm (`service` = the service as shipped: default configuration, default selection policy, shipped model; `service-rules` = the same without the model; `rules-*`, `model*` = diagnostic arms); \
-latency percentiles (p50/p95/p99/p99.9, ms) over every request, first attempt to final answer, retries included; \
+latency percentiles (p50/p95/p99/p99.9, ms) over every request, from its arrival at the router to its final answer, the scorer call and retries included; \
+over several seeds each row is the run of the arm's median seed by p99, and the p99 column adds the lowest–highest p99 over the seeds in parentheses; \
+× oracle = p99 / the `oracle` arm's p99 (the physical-limit anchor; – without an oracle); \
+pick µs = what a pick cost the router, p50/p99 (a baseline decides in the router: 0 in the simulator, its measured local pick in the testbed; a `service*` arm: the score call, drawn from the calibration in the simulator, measured over HTTP in the testbed); \
 errors = requests failed after all retries, % of requests; timeouts = attempts that hit the client timeout, % of attempts; \
 retries = retry attempts sent; balance CV = coefficient of variation of picks per worker (0 = even); \
 oscillations = share swings > 2× between consecutive windows; \
@@ -209,6 +212,31 @@ drain ms = time from the fault's start until the impaired worker gets < 10% of i
 recovery ms = time after the fault until it is back to half its fair share; \
 peak share on return = its largest share in the 10 s after the fault, × fair share (– = no fault window). \
 Definitions: `evaluation/src/metrics.rs`.";
+
+/// What the router saw besides the table, per arm: failed score calls
+/// (answered by the router's own fallback pick), arrivals the load
+/// generator could not send, and the cores the processes shared. Empty
+/// when none of these was measured (the simulator).
+pub fn router_notes(policies: &[PolicyResult]) -> String {
+    let mut s = String::new();
+    if let Some(cores) = policies.iter().find_map(|p| p.cores) {
+        let _ = writeln!(
+            s,
+            "- the redis-servers, the service, the agent and the load generator shared {cores} cores"
+        );
+    }
+    for p in policies {
+        let (errors, dropped) = (p.scorer_errors.unwrap_or(0), p.dropped.unwrap_or(0));
+        if errors > 0 || dropped > 0 {
+            let _ = writeln!(
+                s,
+                "- `{}`: {errors} score calls failed or timed out (the router picked by itself and served the request); {dropped} arrivals not sent (too many outstanding)",
+                p.name
+            );
+        }
+    }
+    s
+}
 
 /// The Markdown table of `policies` followed by [`COLUMNS`].
 pub fn table_with_columns(policies: &[PolicyResult]) -> String {
@@ -223,17 +251,42 @@ fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "never".to_owned(), |x| format!("{:.0}", x))
 }
 
+/// p99, with the seeds' lowest–highest when the row is a median of seeds.
+fn p99_cell(p: &PolicyResult) -> String {
+    match &p.seeds {
+        Some(s) => format!(
+            "{} ({:.2}–{:.2})",
+            f(p.p99_ms, 2),
+            s.p99_ms_min,
+            s.p99_ms_max
+        ),
+        None => f(p.p99_ms, 2),
+    }
+}
+
+/// The pick's cost to the router, p50/p99 µs.
+fn pick_cell(p: &PolicyResult) -> String {
+    match (p.pick_us_p50, p.pick_us_p99) {
+        (Some(a), Some(b)) => format!("{a:.0}/{b:.0}"),
+        _ => "–".to_owned(),
+    }
+}
+
 /// The Markdown table of a scenario's policies.
 pub fn table(policies: &[PolicyResult]) -> String {
     let mut s = String::from(
-        "| policy | p50 ms | p95 ms | p99 ms | p99.9 ms | errors | timeouts | retries | balance CV | oscillations | drain ms | recovery ms | peak share on return |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| policy | p50 ms | p95 ms | p99 ms | p99.9 ms | × oracle | pick µs | errors | timeouts | retries | balance CV | oscillations | drain ms | recovery ms | peak share on return |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let oracle = policies
+        .iter()
+        .find(|p| p.name == "oracle" && p.status == "ok")
+        .and_then(|p| p.p99_ms);
     for p in policies {
         if p.status != "ok" {
             let _ = writeln!(
                 s,
-                "| {} | {} | | | | | | | | | | | |",
+                "| {} | {} | | | | | | | | | | | | | |",
                 p.name,
                 p.skip_reason.as_deref().unwrap_or("skipped")
             );
@@ -241,12 +294,14 @@ pub fn table(policies: &[PolicyResult]) -> String {
         }
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             p.name,
             f(p.p50_ms, 2),
             f(p.p95_ms, 2),
-            f(p.p99_ms, 2),
+            p99_cell(p),
             f(p.p999_ms, 2),
+            f(p.p99_ms.zip(oracle).map(|(a, o)| a / o.max(1e-9)), 2),
+            pick_cell(p),
             f(p.error_rate.map(|x| x * 100.0), 3) + "%",
             f(p.timeout_rate.map(|x| x * 100.0), 3) + "%",
             p.retries.unwrap_or(0),
@@ -319,6 +374,7 @@ mod run_tests {
             scenario: sc.name.clone(),
             description: sc.description.clone(),
             seed: 1,
+            seeds: Vec::new(),
             workers: sc.workers.len(),
             duration_s: sc.duration_ms / 1000.0,
             load: sc.load,
@@ -345,5 +401,22 @@ mod run_tests {
         let r = results(Scenario::preset("homogeneous", 12, 30.0).unwrap());
         assert!(this_run(&r).ends_with("; no fault."), "{}", this_run(&r));
         assert_eq!(fault_window_s(&r), None);
+    }
+
+    #[test]
+    fn router_notes_name_failed_calls_drops_and_cores() {
+        let mut svc = PolicyResult::skipped("service", "x");
+        (svc.scorer_errors, svc.dropped, svc.cores) = (Some(3), Some(1), Some(2));
+        let mut base = PolicyResult::skipped("envoy", "x");
+        (base.scorer_errors, base.dropped, base.cores) = (Some(0), Some(0), Some(2));
+        let notes = router_notes(&[base, svc]);
+        assert!(notes.contains("shared 2 cores"), "{notes}");
+        assert!(
+            notes.contains("`service`: 3 score calls failed")
+                && notes.contains("1 arrivals not sent"),
+            "{notes}"
+        );
+        assert!(!notes.contains("`envoy`"), "{notes}");
+        assert_eq!(router_notes(&[PolicyResult::skipped("oracle", "x")]), "");
     }
 }

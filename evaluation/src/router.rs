@@ -72,6 +72,23 @@ pub trait Router {
     fn fallbacks(&self) -> u64 {
         0
     }
+    /// Whether a pick is a call to a remote scorer (the service arms): the
+    /// simulator then charges the call's network round trip and queueing,
+    /// batches the outcomes and delays the telemetry. A baseline decides
+    /// inside the router: free, with its own outcomes at once.
+    fn remote(&self) -> bool {
+        false
+    }
+    /// Whether the policy reads the workers' true state (the `oracle`):
+    /// the simulator then calls [`Router::truth`] before every pick.
+    fn wants_truth(&self) -> bool {
+        false
+    }
+    /// The expected delay of the request about to be picked at each worker,
+    /// from the simulator's true state: wait behind its work plus the
+    /// request's own expected service time, ms (infinite when the worker
+    /// is down or a black hole).
+    fn truth(&mut self, _expected_delay_ms: &[f64]) {}
     /// For a service arm with a model: how much the model separated the
     /// candidates of a decision.
     fn model_spread(&self) -> Option<crate::policies::ModelSpread> {

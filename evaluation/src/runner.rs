@@ -68,8 +68,12 @@ pub struct ScenarioResults {
     pub scenario: String,
     /// What it models.
     pub description: String,
-    /// Seed.
+    /// Seed (the first of [`Self::seeds`] when there are several).
     pub seed: u64,
+    /// The seeds each row is the median of ([`crate::seeds`]); empty for a
+    /// run on one seed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<u64>,
     /// Workers.
     pub workers: usize,
     /// Run length, s.
@@ -116,6 +120,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         scenario: sc.name.clone(),
         description: sc.description.clone(),
         seed: opts.seed,
+        seeds: Vec::new(),
         workers: sc.workers.len(),
         duration_s: sc.duration_ms / 1000.0,
         load: sc.load,

@@ -206,7 +206,34 @@ pub struct Scenario {
     /// runs one independent instance per router, the service arms share one
     /// service (see [`crate::per_router`]).
     pub routers: usize,
+    /// Cores of the simulated HTTP scorer that the service arms call: a
+    /// call is handled by a free core, or waits in its FIFO queue.
+    pub scorer_cores: usize,
+    /// Network round trip between a router and the scorer, µs: a score call
+    /// pays it (half each way) and a feedback batch half of it. Default:
+    /// the calibration's loopback round trip ([`crate::calibration`]).
+    pub scorer_round_trip_us: f64,
+    /// Multiplier of the calibrated in-service time of a score call (1: as
+    /// measured; 0: scoring itself is free).
+    pub scorer_service_scale: f64,
+    /// A service arm's router sends its buffered outcomes every this many
+    /// ms (the API docs advise 2–5 ms), ms.
+    pub feedback_flush_ms: f64,
+    /// … or as soon as this many are buffered (the API docs' 64).
+    pub feedback_batch_max: usize,
+    /// Telemetry reaches the service this long after the snapshot, ms.
+    pub telemetry_delay_ms: f64,
 }
+
+/// Default [`Scenario::scorer_cores`].
+pub const DEFAULT_SCORER_CORES: usize = 2;
+/// Default [`Scenario::feedback_flush_ms`]: the low end of the API docs'
+/// 2–5 ms, as the testbed's router does.
+pub const DEFAULT_FEEDBACK_FLUSH_MS: f64 = 2.0;
+/// Default [`Scenario::feedback_batch_max`].
+pub const DEFAULT_FEEDBACK_BATCH_MAX: usize = 64;
+/// Default [`Scenario::telemetry_delay_ms`].
+pub const DEFAULT_TELEMETRY_DELAY_MS: f64 = 1.0;
 
 /// Routers of the `many-routers` preset.
 pub const MANY_ROUTERS: usize = 8;
@@ -279,6 +306,12 @@ impl Scenario {
             faults: Vec::new(),
             window_ms: 1_000.0,
             routers: 1,
+            scorer_cores: DEFAULT_SCORER_CORES,
+            scorer_round_trip_us: crate::calibration::HttpScoreCalibration::shipped().round_trip_us,
+            scorer_service_scale: 1.0,
+            feedback_flush_ms: DEFAULT_FEEDBACK_FLUSH_MS,
+            feedback_batch_max: DEFAULT_FEEDBACK_BATCH_MAX,
+            telemetry_delay_ms: DEFAULT_TELEMETRY_DELAY_MS,
         }
     }
 

@@ -88,6 +88,45 @@ fn window(key: &str, from_ms: f64, to_ms: f64, duration_ms: f64) -> Result<(), S
     }
 }
 
+/// Most cores of the simulated scorer.
+pub const MAX_SCORER_CORES: usize = 1_024;
+/// Longest delay a scenario may model (scorer round trip, feedback flush,
+/// telemetry transport), ms.
+pub const MAX_DELAY_MS: f64 = 60_000.0;
+
+fn delay(key: &str, v: f64, max: f64) -> Result<(), String> {
+    if v.is_finite() && (0.0..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{key}` must be a finite number in 0..={max}, got {v}"
+        ))
+    }
+}
+
+/// The decision's cost: scorer cores 1..=[`MAX_SCORER_CORES`], delays in
+/// 0..=[`MAX_DELAY_MS`], a flush interval > 0, a batch of at least 1.
+fn check_decision_cost(sc: &Scenario) -> Result<(), String> {
+    if !(1..=MAX_SCORER_CORES).contains(&sc.scorer_cores) {
+        return Err(format!(
+            "`scorer_cores` must be in 1..={MAX_SCORER_CORES}, got {}",
+            sc.scorer_cores
+        ));
+    }
+    delay(
+        "scorer_round_trip_us",
+        sc.scorer_round_trip_us,
+        MAX_DELAY_MS * 1000.0,
+    )?;
+    delay("scorer_service_scale", sc.scorer_service_scale, 1_000.0)?;
+    positive("feedback_flush_ms", sc.feedback_flush_ms)?;
+    delay("feedback_flush_ms", sc.feedback_flush_ms, MAX_DELAY_MS)?;
+    if sc.feedback_batch_max == 0 {
+        return Err("`feedback_batch_max` must be at least 1".to_owned());
+    }
+    delay("telemetry_delay_ms", sc.telemetry_delay_ms, MAX_DELAY_MS)
+}
+
 /// Check every value of `sc`: at least 2 and at most
 /// [`MAX_WORKERS`] workers with positive speeds and concurrency ≥ 1;
 /// positive load, times and costs; fractions in 0..=1; a run of
@@ -170,6 +209,7 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             sc.routers
         ));
     }
+    check_decision_cost(sc)?;
     for (i, f) in sc.faults.iter().enumerate() {
         let key = format!("faults[{i}]");
         if f.worker() >= n {
@@ -301,6 +341,12 @@ mod tests {
             ("duration_ms = 10.0\n", "`duration_ms`"),
             ("timeout_ms = -1.0\n", "`timeout_ms`"),
             ("routers = 0\n", "`routers`"),
+            ("scorer_cores = 0\n", "`scorer_cores`"),
+            ("scorer_round_trip_us = -1.0\n", "`scorer_round_trip_us`"),
+            ("scorer_service_scale = nan\n", "`scorer_service_scale`"),
+            ("feedback_flush_ms = 0.0\n", "`feedback_flush_ms`"),
+            ("feedback_batch_max = 0\n", "`feedback_batch_max`"),
+            ("telemetry_delay_ms = inf\n", "`telemetry_delay_ms`"),
             ("window_ms = 999999.0\n", "`window_ms`"),
             ("name = \"../x\"\n", "`name`"),
             (

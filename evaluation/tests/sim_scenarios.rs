@@ -210,15 +210,19 @@ fn log_dir_writes_the_service_decision_log_for_the_service_arms() {
     let root = dir.join("slow-worker").join("rules-softmax");
     let decisions = read_dir(&root.join("decisions"), LogKind::Decisions).expect("decisions");
     let outcomes = read_dir(&root.join("outcomes"), LogKind::Outcomes).expect("outcomes");
-    // One row per candidate (4 workers) per decision; one outcome per attempt.
+    // One row per candidate (4 workers) per decision; one outcome per
+    // attempt. Picks before the first telemetry reaches the service (1 ms
+    // in) find no known worker: the router's fallback makes them, unlogged.
+    let fallbacks = r.policies[1].fallbacks.unwrap_or(0) as usize;
+    assert!(fallbacks < 10, "{fallbacks} fallbacks");
     assert!(
-        decisions.rows >= 4 * requests,
-        "{} rows for {requests} requests",
+        decisions.rows >= 4 * (requests - fallbacks),
+        "{} rows for {requests} requests, {fallbacks} fallbacks",
         decisions.rows
     );
     assert!(
-        outcomes.rows >= requests,
-        "{} outcomes for {requests} requests",
+        outcomes.rows >= requests - fallbacks,
+        "{} outcomes for {requests} requests, {fallbacks} fallbacks",
         outcomes.rows
     );
     assert!(

@@ -10,15 +10,26 @@
 //!   `LEAST_REQUEST` load balancer with `choice_count = 2`
 //!   (<https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/load_balancers>).
 //! - [`p2c_peak_ewma::P2cPeakEwma`]: power of two choices on
-//!   `peak-EWMA RTT × (in-flight + 1)` — Finagle's `Balancers.p2cPeakEwma`
-//!   (<https://twitter.github.io/finagle/guide/Clients.html#power-of-two-choices-p2c-peak-ewma>)
-//!   and Linkerd2-proxy's `tower::load::PeakEwma`
-//!   (<https://linkerd.io/2021/05/27/linkerd-load-balancing/>).
+//!   `peak-EWMA RTT × (in-flight + 1)`, the estimate decaying on every read
+//!   — Linkerd2-proxy's `tower::load::PeakEwma` with Linkerd's defaults
+//!   (<https://linkerd.io/2021/05/27/linkerd-load-balancing/>), after
+//!   Finagle's `Balancers.p2cPeakEwma`
+//!   (<https://twitter.github.io/finagle/guide/Clients.html#power-of-two-choices-p2c-peak-ewma>).
+//! - [`least_request_all::LeastRequestAll`]: the fewest in flight over all
+//!   workers, ties at random — HAProxy `balance leastconn`
+//!   (`src/lb_fwlc.c`), NGINX `least_conn`.
+//! - [`envoy::Envoy`]: Envoy as deployed — `LEAST_REQUEST` P2C (draws with
+//!   replacement) with outlier detection at its default settings
+//!   (consecutive 5xx, success rate, ejection backoff, `max_ejection_percent`)
+//!   and the 50 % healthy-panic threshold.
 //!
 //! All keep their own in-flight counts from picks and outcomes, as a proxy
 //! does; none sees worker telemetry. Their parameters are the published
-//! defaults, never tuned for these scenarios.
+//! defaults, never tuned for these scenarios. Each module's docs cite the
+//! source functions it follows.
 
+pub mod envoy;
+pub mod least_request_all;
 pub mod p2c_least_request;
 pub mod p2c_peak_ewma;
 pub mod random;

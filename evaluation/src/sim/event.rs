@@ -49,6 +49,43 @@ pub enum Event {
         /// Index into the scenario's faults (the burst).
         fault: usize,
     },
+    /// A service arm's score call for request `req` reaches the scorer.
+    ScoreCall {
+        /// Request index.
+        req: usize,
+    },
+    /// A scorer core starts on request `req`'s call: the service decides
+    /// now; the answer leaves after `service_ms`.
+    Decide {
+        /// Request index.
+        req: usize,
+        /// How long the call holds the core, ms.
+        service_ms: f64,
+    },
+    /// The score answer reaches the router, which sends the request.
+    Answer {
+        /// Request index.
+        req: usize,
+        /// The picked worker.
+        worker: usize,
+        /// The decision id to report the outcome under.
+        decision_id: Option<String>,
+    },
+    /// Router `router`'s feedback flush clock ticks.
+    FeedbackFlush {
+        /// Router index.
+        router: usize,
+    },
+    /// Feedback batch `batch` reaches the service.
+    FeedbackArrive {
+        /// Index of the batch in transit.
+        batch: usize,
+    },
+    /// Telemetry batch `batch` reaches the service.
+    TelemetryArrive {
+        /// Index of the batch in transit.
+        batch: usize,
+    },
     /// A compaction on a worker starts or ends.
     Compaction {
         /// Index into the scenario's faults.

@@ -16,24 +16,41 @@
 //!   uniformly from the workload stream (so every policy sees the same
 //!   assignment); its retries and outcomes belong to the same router.
 //!
-//! Three RNG streams from one seed: the workload (arrivals, ops, keys,
-//! sizes — identical for every policy), service times, and the policy's own
-//! choices. Time is simulated: nothing sleeps, a run is a pure function of
+//! - A service arm ([`Router::remote`]) pays for its decision as a router
+//!   does: the request reaches its worker only after the score call's
+//!   network round trip, queueing at the simulated scorer's cores and
+//!   in-service time ([`remote::RemoteScorer`]); its outcomes reach the
+//!   service in batches ([`remote::Outbox`]) half a round trip later, its
+//!   telemetry `telemetry_delay_ms` after the snapshot. A baseline decides
+//!   inside the router at no cost and learns its outcomes at once. A
+//!   request's latency always counts from its arrival at the router.
+//! - The `oracle` ([`Router::wants_truth`]) is told every worker's true
+//!   expected delay before each pick.
+//!
+//! Four RNG streams from one seed: the workload (arrivals, ops, keys,
+//! sizes — identical for every policy), service times, the policy's own
+//! choices and the scorer's in-service times. Time is simulated: nothing sleeps, a run is a pure function of
 //! (scenario, policy, seed).
 
+#[cfg(test)]
+mod cost_tests;
 pub mod dist;
 pub mod event;
+mod faults;
+pub mod remote;
 pub mod worker;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::calibration::HttpScoreCalibration;
 use crate::policies::{WALL_EPOCH_MS, worker_id};
 use crate::router::{Op, Outcome, PickRequest, Router};
 use crate::scenario::{Fault, Scenario};
 use dist::{Zipf, exponential, lognormal_unit_mean};
 use event::{Event, EventQueue};
-use worker::{BACKGROUND_BASE, Job, Memtable, SimWorker};
+use remote::{Buffered, Outbox, PendingOutcome, RemoteScorer};
+use worker::{BACKGROUND_BASE, Job, SimWorker};
 
 /// Everything a run records; [`crate::metrics`] summarises it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -57,11 +74,16 @@ pub struct RunRecord {
     pub window_ms: f64,
     /// Picks for which the policy fell back to a uniform choice.
     pub fallbacks: u64,
+    /// Per attempt of a service arm: from sending the score call to having
+    /// the answer, ms (empty for an arm that decides in the router).
+    pub decision_ms: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
 struct Request {
     start_ms: f64,
+    /// When the latest attempt asked for its pick, ms.
+    asked_ms: f64,
     attempts: u32,
     op: Op,
     key_rank: usize,
@@ -95,6 +117,12 @@ pub struct Sim<'a> {
     mean_cost_ms: f64,
     next_background: usize,
     rec: RunRecord,
+    remote: bool,
+    scorer: RemoteScorer,
+    outbox: Outbox,
+    feedback_in_transit: Vec<Option<Vec<PendingOutcome>>>,
+    telemetry_in_transit: Vec<Option<Vec<service::telemetry::Snapshot>>>,
+    truth: Vec<f64>,
 }
 
 impl<'a> Sim<'a> {
@@ -102,11 +130,12 @@ impl<'a> Sim<'a> {
     pub fn new(sc: &'a Scenario, router: &'a mut dyn Router, seed: u64) -> Self {
         let n = sc.workers.len();
         let windows = (sc.duration_ms / sc.window_ms).ceil().max(1.0) as usize;
+        let remote = router.remote();
         Self {
             sc,
             router,
             q: EventQueue::new(),
-            workers: workers(sc),
+            workers: faults::workers(sc),
             ids: (0..n).map(worker_id).collect(),
             reqs: Vec::new(),
             attempts: Vec::new(),
@@ -121,6 +150,12 @@ impl<'a> Sim<'a> {
                 window_ms: sc.window_ms,
                 ..RunRecord::default()
             },
+            remote,
+            scorer: RemoteScorer::new(sc, HttpScoreCalibration::shipped(), seed ^ 0x5c0_4e11),
+            outbox: Outbox::new(sc),
+            feedback_in_transit: Vec::new(),
+            telemetry_in_transit: Vec::new(),
+            truth: vec![0.0; n],
         }
     }
 
@@ -130,53 +165,7 @@ impl<'a> Sim<'a> {
         self.q.push(0.0, Event::Telemetry);
         let first = exponential(&mut self.workload_rng, 1.0 / self.sc.arrival_rate_per_ms());
         self.q.push(first, Event::Arrival);
-        for (i, f) in self.sc.faults.iter().enumerate() {
-            match f {
-                Fault::Compaction {
-                    first_ms,
-                    period_ms,
-                    duration_ms,
-                    ..
-                } => {
-                    let mut t = *first_ms;
-                    while t < self.sc.duration_ms && *period_ms > 0.0 {
-                        self.q.push(
-                            t,
-                            Event::Compaction {
-                                fault: i,
-                                start: true,
-                            },
-                        );
-                        self.q.push(
-                            t + duration_ms,
-                            Event::Compaction {
-                                fault: i,
-                                start: false,
-                            },
-                        );
-                        t += period_ms;
-                    }
-                }
-                _ => {
-                    if let Some((from, to)) = f.window_ms() {
-                        self.q.push(
-                            from,
-                            Event::Fault {
-                                fault: i,
-                                start: true,
-                            },
-                        );
-                        self.q.push(
-                            to,
-                            Event::Fault {
-                                fault: i,
-                                start: false,
-                            },
-                        );
-                    }
-                }
-            }
-        }
+        faults::schedule(self.sc, &mut self.q);
         while let Some((t, ev)) = self.q.pop() {
             self.handle(t, ev);
         }
@@ -209,6 +198,7 @@ impl<'a> Sim<'a> {
                 self.q.push(next, Event::Arrival);
                 self.reqs.push(Request {
                     start_ms: t,
+                    asked_ms: t,
                     attempts: 0,
                     op,
                     key_rank,
@@ -218,6 +208,50 @@ impl<'a> Sim<'a> {
                 self.dispatch(self.reqs.len() - 1, t);
             }
             Event::Retry { req } => self.dispatch(req, t),
+            Event::ScoreCall { req } => {
+                let (start_ms, service_ms) = self.scorer.admit(t);
+                self.q.push(start_ms, Event::Decide { req, service_ms });
+            }
+            Event::Decide { req, service_ms } => {
+                let pick = self.decide(req, t);
+                self.q.push(
+                    t + service_ms + self.scorer.one_way_ms(),
+                    Event::Answer {
+                        req,
+                        worker: pick.worker,
+                        decision_id: pick.decision_id,
+                    },
+                );
+            }
+            Event::Answer {
+                req,
+                worker,
+                decision_id,
+            } => {
+                self.rec.decision_ms.push(t - self.reqs[req].asked_ms);
+                self.send(req, worker, decision_id, t);
+            }
+            Event::FeedbackFlush { router } => {
+                let batch = self.outbox.tick(router);
+                self.send_feedback(batch, t);
+            }
+            Event::FeedbackArrive { batch } => {
+                for o in self.feedback_in_transit[batch].take().unwrap_or_default() {
+                    self.router.outcome(&Outcome {
+                        worker: o.worker,
+                        decision_id: o.decision_id.as_deref(),
+                        latency_ms: o.latency_ms,
+                        success: o.success,
+                        now_ms: t,
+                        router: o.router,
+                    });
+                }
+            }
+            Event::TelemetryArrive { batch } => {
+                if let Some(b) = self.telemetry_in_transit[batch].take() {
+                    self.router.telemetry(&b, t);
+                }
+            }
             Event::JobDone { worker, attempt } => {
                 let (was, next) = self.workers[worker].finish(attempt, t);
                 if !was {
@@ -256,7 +290,17 @@ impl<'a> Sim<'a> {
                     })
                     .collect();
                 if !batch.is_empty() {
-                    self.router.telemetry(&batch, t);
+                    if self.remote && self.sc.telemetry_delay_ms > 0.0 {
+                        self.telemetry_in_transit.push(Some(batch));
+                        self.q.push(
+                            t + self.sc.telemetry_delay_ms,
+                            Event::TelemetryArrive {
+                                batch: self.telemetry_in_transit.len() - 1,
+                            },
+                        );
+                    } else {
+                        self.router.telemetry(&batch, t);
+                    }
                 }
                 let next = t + self.sc.report_interval_ms;
                 if next < self.sc.duration_ms {
@@ -341,12 +385,38 @@ impl<'a> Sim<'a> {
     fn dispatch(&mut self, req: usize, t: f64) {
         let r = &mut self.reqs[req];
         r.attempts += 1;
+        r.asked_ms = t;
         if r.attempts > 1 {
             self.rec.retries += 1;
         }
+        if self.remote {
+            // The score call crosses to the scorer; the pick comes back later.
+            self.q
+                .push(t + self.scorer.one_way_ms(), Event::ScoreCall { req });
+            return;
+        }
+        let pick = self.decide(req, t);
+        self.send(req, pick.worker, pick.decision_id, t);
+    }
+
+    /// The policy picks a worker for `req` at `t`.
+    fn decide(&mut self, req: usize, t: f64) -> crate::router::Pick {
+        let r = &self.reqs[req];
         let (op, large, rank, router) = (r.op, r.large, r.key_rank, r.router);
         let key = format!("user:{rank}:profile");
-        let pick = self.router.pick(
+        if self.router.wants_truth() {
+            let job = Job {
+                id: usize::MAX,
+                enqueued_ms: t,
+                base_cost_ms: self.mean_job_cost_ms(op, large),
+                op,
+            };
+            for (d, w) in self.truth.iter_mut().zip(&self.workers) {
+                *d = w.expected_delay_ms(&job, t);
+            }
+            self.router.truth(&self.truth);
+        }
+        let mut pick = self.router.pick(
             &PickRequest {
                 now_ms: t,
                 key: &key,
@@ -356,16 +426,34 @@ impl<'a> Sim<'a> {
             },
             &mut self.policy_rng,
         );
-        let worker = pick.worker.min(self.workers.len() - 1);
+        pick.worker = pick.worker.min(self.workers.len() - 1);
         let window = ((t / self.sc.window_ms) as usize).min(self.rec.window_picks.len() - 1);
-        self.rec.window_picks[window][worker] += 1;
+        self.rec.window_picks[window][pick.worker] += 1;
+        pick
+    }
+
+    /// Mean service time of a request of this kind at speed 1, ms.
+    fn mean_job_cost_ms(&self, op: Op, large: bool) -> f64 {
+        let kind = match op {
+            Op::Get => self.sc.get_cost_ms,
+            Op::Put => self.sc.put_cost_ms,
+        };
+        kind * if large { self.sc.large_factor } else { 1.0 }
+    }
+
+    /// The router sends `req` to `worker` at `t`: a new attempt.
+    fn send(&mut self, req: usize, worker: usize, decision_id: Option<String>, t: f64) {
+        let (op, large, router) = {
+            let r = &self.reqs[req];
+            (r.op, r.large, r.router)
+        };
         self.rec.attempts += 1;
         let attempt = self.attempts.len();
         self.attempts.push(Attempt {
             req,
             worker,
             start_ms: t,
-            decision_id: pick.decision_id,
+            decision_id,
             done: false,
             router,
         });
@@ -376,12 +464,8 @@ impl<'a> Sim<'a> {
             self.q.push(t + 0.1, Event::Refused { attempt });
             return;
         }
-        let kind = match op {
-            Op::Get => self.sc.get_cost_ms,
-            Op::Put => self.sc.put_cost_ms,
-        };
-        let size = if large { self.sc.large_factor } else { 1.0 };
-        let base = kind * size * lognormal_unit_mean(&mut self.service_rng, self.sc.sigma);
+        let base = self.mean_job_cost_ms(op, large)
+            * lognormal_unit_mean(&mut self.service_rng, self.sc.sigma);
         let job = Job {
             id: attempt,
             enqueued_ms: t,
@@ -399,6 +483,20 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// A batch of outcomes leaves a router's buffer at `t`.
+    fn send_feedback(&mut self, batch: Vec<PendingOutcome>, t: f64) {
+        if batch.is_empty() {
+            return;
+        }
+        self.feedback_in_transit.push(Some(batch));
+        self.q.push(
+            t + self.scorer.one_way_ms(),
+            Event::FeedbackArrive {
+                batch: self.feedback_in_transit.len() - 1,
+            },
+        );
+    }
+
     /// Attempt `attempt` ended at `t` (success, timeout or refusal).
     fn complete(&mut self, attempt: usize, t: f64, success: bool) {
         let a = &mut self.attempts[attempt];
@@ -406,14 +504,29 @@ impl<'a> Sim<'a> {
         let (req, worker, router) = (a.req, a.worker, a.router);
         let latency = t - a.start_ms;
         let id = a.decision_id.take();
-        self.router.outcome(&Outcome {
-            worker,
-            decision_id: id.as_deref(),
-            latency_ms: latency,
-            success,
-            now_ms: t,
-            router,
-        });
+        if self.remote {
+            let pending = PendingOutcome {
+                worker,
+                decision_id: id,
+                latency_ms: latency,
+                success,
+                router,
+            };
+            match self.outbox.push(pending, t) {
+                Buffered::SendNow(batch) => self.send_feedback(batch, t),
+                Buffered::TickAt(tick) => self.q.push(tick, Event::FeedbackFlush { router }),
+                Buffered::Wait => {}
+            }
+        } else {
+            self.router.outcome(&Outcome {
+                worker,
+                decision_id: id.as_deref(),
+                latency_ms: latency,
+                success,
+                now_ms: t,
+                router,
+            });
+        }
         let r = &self.reqs[req];
         if success {
             self.rec.latencies_ms.push(t - r.start_ms);
@@ -424,32 +537,6 @@ impl<'a> Sim<'a> {
             self.rec.latencies_ms.push(t - r.start_ms);
         }
     }
-}
-
-/// The scenario's workers, idle, with their memtables (a
-/// [`Fault::Memtable`] is a property of its worker from the start: no event
-/// turns it on or off).
-fn workers(sc: &Scenario) -> Vec<SimWorker> {
-    let mut ws: Vec<SimWorker> = sc.workers.iter().cloned().map(SimWorker::new).collect();
-    for f in &sc.faults {
-        if let Fault::Memtable {
-            worker,
-            offset_ms,
-            period_ms,
-            peak_bytes,
-            put_slowdown_per_gib,
-        } = *f
-            && let Some(w) = ws.get_mut(worker)
-        {
-            w.memtable = Some(Memtable {
-                offset_ms,
-                period_ms,
-                peak_bytes: peak_bytes as f64,
-                put_slowdown_per_gib,
-            });
-        }
-    }
-    ws
 }
 
 /// Run `router` on `scenario` with `seed`.

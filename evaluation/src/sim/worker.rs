@@ -58,8 +58,8 @@ pub struct SimWorker {
     /// Static description.
     pub spec: WorkerSpec,
     queue: VecDeque<Job>,
-    /// (job id, enqueued at ms) of jobs in service.
-    in_service: Vec<(usize, f64)>,
+    /// (job id, enqueued at ms, ends at ms) of jobs in service.
+    in_service: Vec<(usize, f64, f64)>,
     /// Service-time multiplier of a slow-down fault (1 = healthy).
     pub slow_factor: f64,
     /// Compaction in progress: (PUT factor, GET factor).
@@ -130,19 +130,21 @@ impl SimWorker {
         }
         let job = self.queue.pop_front()?;
         self.account(now_ms);
+        let service = self.service_ms(&job, now_ms);
         // Latency as the worker measures it: enqueue to completion.
-        self.in_service.push((job.id, job.enqueued_ms));
-        Some((job.id, self.service_ms(&job, now_ms)))
+        self.in_service
+            .push((job.id, job.enqueued_ms, now_ms + service));
+        Some((job.id, service))
     }
 
     /// Job `id` finished at `now_ms`. Returns `false` if it was not in
     /// service (lost in a crash), else `true` and the next job to start.
     pub fn finish(&mut self, id: usize, now_ms: f64) -> (bool, Option<(usize, f64)>) {
-        let Some(pos) = self.in_service.iter().position(|&(j, _)| j == id) else {
+        let Some(pos) = self.in_service.iter().position(|&(j, ..)| j == id) else {
             return (false, None);
         };
         self.account(now_ms);
-        let (_, enqueued_ms) = self.in_service.swap_remove(pos);
+        let (_, enqueued_ms, _) = self.in_service.swap_remove(pos);
         self.interval_latencies_ms.push(now_ms - enqueued_ms);
         (true, self.start_next(now_ms))
     }
@@ -152,7 +154,7 @@ impl SimWorker {
     pub fn crash(&mut self, now_ms: f64) -> Vec<usize> {
         self.account(now_ms);
         self.down = true;
-        let mut lost: Vec<usize> = self.in_service.drain(..).map(|(j, _)| j).collect();
+        let mut lost: Vec<usize> = self.in_service.drain(..).map(|(j, ..)| j).collect();
         lost.extend(self.queue.drain(..).map(|j| j.id));
         lost
     }
@@ -220,6 +222,29 @@ impl SimWorker {
         Some(s)
     }
 
+    /// What an oracle knows: how long `job`, sent now, would take to
+    /// finish here, ms: the work left in service and queued ahead of it
+    /// spread over the worker's concurrency, plus its own service time at
+    /// the worker's speed, faults and memtable now. Infinite while the
+    /// worker is down or a black hole.
+    pub fn expected_delay_ms(&self, job: &Job, now_ms: f64) -> f64 {
+        if self.down || self.zombie {
+            return f64::INFINITY;
+        }
+        let left: f64 = self
+            .in_service
+            .iter()
+            .map(|&(.., ends_ms)| (ends_ms - now_ms).max(0.0))
+            .sum();
+        let queued: f64 = self.queue.iter().map(|j| self.service_ms(j, now_ms)).sum();
+        let wait = if self.in_service.len() < self.spec.concurrency {
+            0.0
+        } else {
+            (left + queued) / self.spec.concurrency as f64
+        };
+        wait + self.service_ms(job, now_ms)
+    }
+
     /// Jobs waiting (not in service).
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -239,6 +264,37 @@ mod tests {
             peak_bytes: 4.0 * GIB,
             put_slowdown_per_gib: 0.75,
         }
+    }
+
+    #[test]
+    fn the_expected_delay_is_the_work_ahead_plus_the_own_service() {
+        let job = |id, cost| Job {
+            id,
+            enqueued_ms: 0.0,
+            base_cost_ms: cost,
+            op: Op::Get,
+        };
+        let mut w = SimWorker::new(WorkerSpec {
+            speed: 2.0,
+            concurrency: 1,
+        });
+        // Idle: only its own 4 ms at speed 2.
+        assert_eq!(w.expected_delay_ms(&job(9, 4.0), 0.0), 2.0);
+        assert_eq!(w.enqueue(job(1, 10.0), 0.0), Some((1, 5.0)));
+        assert_eq!(w.enqueue(job(2, 6.0), 0.0), None);
+        // At 1 ms: 4 ms left of job 1, 3 ms queued, 2 ms its own.
+        assert_eq!(w.expected_delay_ms(&job(9, 4.0), 1.0), 9.0);
+        w.slow_factor = 2.0;
+        assert_eq!(w.expected_delay_ms(&job(9, 4.0), 1.0), 4.0 + 6.0 + 4.0);
+        w.zombie = true;
+        assert_eq!(w.expected_delay_ms(&job(9, 4.0), 1.0), f64::INFINITY);
+        // Two servers, one free: no wait.
+        let mut two = SimWorker::new(WorkerSpec {
+            speed: 1.0,
+            concurrency: 2,
+        });
+        two.enqueue(job(1, 10.0), 0.0);
+        assert_eq!(two.expected_delay_ms(&job(9, 3.0), 0.0), 3.0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! - `pause`: `CLIENT PAUSE <ms> ALL` — the server stops answering clients
 //!   for `ms`, then resumes by itself;
 //! - `debug-sleep`: `DEBUG SLEEP <s>` — the server's only thread sleeps
-//!   (needs `--enable-debug-command yes`, which the testbed sets);
+//!   (needs `--enable-debug-command`, which the testbed sets to `local`);
 //! - `bgsave`: `BGSAVE` on a worker filled beforehand with `DEBUG POPULATE`
 //!   (1 M keys), so the fork and copy-on-write are visible and the
 //!   `rdb_bgsave_in_progress` (compacting) flag is reported;

@@ -27,7 +27,8 @@ fn spawn(port: u16, dir: &Path) -> std::io::Result<Child> {
     Command::new("redis-server")
         .args(["--port", &port.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .args(["--enable-debug-command", "yes"])
+        // DEBUG (SLEEP, POPULATE) from loopback connections only.
+        .args(["--enable-debug-command", "local"])
         .arg("--dir")
         .arg(dir)
         .stdin(Stdio::null())

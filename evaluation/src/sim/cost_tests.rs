@@ -1,0 +1,175 @@
+//! What the simulator charges a remote decision: each test runs the same
+//! workload with a probe policy that is remote (a service arm) or local (a
+//! baseline) and compares what it saw.
+
+use rand_chacha::ChaCha8Rng;
+use service::telemetry::Snapshot;
+
+use super::simulate;
+use crate::router::{Outcome, Pick, PickRequest, Router};
+use crate::scenario::Scenario;
+
+/// Round robin that records when it picked, learned and heard telemetry.
+struct Probe {
+    remote: bool,
+    n: usize,
+    picks_ms: Vec<f64>,
+    outcomes_ms: Vec<f64>,
+    telemetry_ms: Vec<f64>,
+}
+
+impl Probe {
+    fn new(remote: bool, n: usize) -> Self {
+        Self {
+            remote,
+            n,
+            picks_ms: Vec::new(),
+            outcomes_ms: Vec::new(),
+            telemetry_ms: Vec::new(),
+        }
+    }
+}
+
+impl Router for Probe {
+    fn pick(&mut self, req: &PickRequest<'_>, _rng: &mut ChaCha8Rng) -> Pick {
+        self.picks_ms.push(req.now_ms);
+        Pick {
+            worker: self.picks_ms.len() % self.n,
+            decision_id: Some(format!("d{}", self.picks_ms.len())),
+        }
+    }
+    fn outcome(&mut self, o: &Outcome<'_>) {
+        self.outcomes_ms.push(o.now_ms);
+    }
+    fn telemetry(&mut self, _batch: &[Snapshot], now_ms: f64) {
+        self.telemetry_ms.push(now_ms);
+    }
+    fn remote(&self) -> bool {
+        self.remote
+    }
+}
+
+/// Light load, fixed 2 ms GETs: nothing queues at a worker, so a latency is
+/// 2 ms plus what the decision cost.
+fn quiet() -> Scenario {
+    let mut sc = Scenario {
+        duration_ms: 5_000.0,
+        load: 0.05,
+        sigma: 0.0,
+        put_fraction: 0.0,
+        scorer_round_trip_us: 1_000.0,
+        scorer_service_scale: 0.0,
+        ..Scenario::default()
+    };
+    sc.workers.truncate(4);
+    sc
+}
+
+#[test]
+fn a_remote_pick_waits_for_the_call_and_a_local_one_does_not() {
+    let sc = quiet();
+    let local = simulate(&sc, &mut Probe::new(false, 4), 3);
+    let remote = simulate(&sc, &mut Probe::new(true, 4), 3);
+    assert!(local.decision_ms.is_empty());
+    assert_eq!(remote.decision_ms.len() as u64, remote.attempts);
+    // A free scorer: the call is the 1 ms round trip, counted in latency.
+    for d in &remote.decision_ms {
+        assert!((d - 1.0).abs() < 1e-9, "{d}");
+    }
+    // Every request reaches its worker exactly 1 ms later, so the same
+    // requests queue behind each other and each latency is 1 ms longer.
+    let sorted = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (l, r) = (sorted(&local.latencies_ms), sorted(&remote.latencies_ms));
+    assert_eq!(l.len(), r.len());
+    assert!(
+        (l[l.len() / 2] - 2.0).abs() < 1e-9,
+        "local median {}",
+        l[l.len() / 2]
+    );
+    for (l, r) in l.iter().zip(&r) {
+        assert!((r - l - 1.0).abs() < 1e-9, "local {l}, remote {r}");
+    }
+}
+
+#[test]
+fn the_in_service_time_comes_from_the_calibration() {
+    let mut sc = quiet();
+    sc.scorer_round_trip_us = 0.0;
+    sc.scorer_service_scale = 1.0;
+    let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+    let cal = crate::calibration::HttpScoreCalibration::shipped();
+    let mean_ms = r.decision_ms.iter().sum::<f64>() / r.decision_ms.len() as f64;
+    let want_ms = cal.mean_in_service_us() / 1_000.0;
+    assert!(
+        (mean_ms - want_ms).abs() < 0.15 * want_ms,
+        "mean {mean_ms} ms vs calibration {want_ms} ms"
+    );
+}
+
+#[test]
+fn outcomes_reach_the_service_in_batches_after_the_flush_tick() {
+    let mut sc = quiet();
+    sc.feedback_flush_ms = 5.0;
+    let mut remote = Probe::new(true, 4);
+    simulate(&sc, &mut remote, 3);
+    let mut local = Probe::new(false, 4);
+    simulate(&sc, &mut local, 3);
+    assert_eq!(remote.outcomes_ms.len(), local.outcomes_ms.len());
+    // Every batch lands half a round trip after a tick of the 5 ms clock.
+    for t in &remote.outcomes_ms {
+        let since_tick = (t - 0.5).rem_euclid(5.0);
+        assert!(since_tick < 1e-6 || 5.0 - since_tick < 1e-6, "{t}");
+    }
+    // A baseline hears each outcome when it happens, off the ticks.
+    let off_tick = local
+        .outcomes_ms
+        .iter()
+        .filter(|t| ((*t - 0.5).rem_euclid(5.0)) > 1e-3)
+        .count();
+    assert!(off_tick > local.outcomes_ms.len() / 2);
+    // And never later than the remote router does.
+    for (l, r) in local.outcomes_ms.iter().zip(&remote.outcomes_ms) {
+        assert!(l <= r, "{l} vs {r}");
+    }
+}
+
+#[test]
+fn telemetry_reaches_a_remote_scorer_after_the_transport_delay() {
+    let mut sc = quiet();
+    sc.telemetry_delay_ms = 7.0;
+    let mut remote = Probe::new(true, 4);
+    simulate(&sc, &mut remote, 3);
+    let mut local = Probe::new(false, 4);
+    simulate(&sc, &mut local, 3);
+    assert_eq!(local.telemetry_ms, [0.0, 2_000.0, 4_000.0]);
+    assert_eq!(remote.telemetry_ms, [7.0, 2_007.0, 4_007.0]);
+}
+
+#[test]
+fn calls_from_many_routers_queue_at_the_scorers_cores() {
+    let mut sc = quiet();
+    sc.routers = 8;
+    sc.load = 0.7;
+    sc.scorer_round_trip_us = 0.0;
+    // Each call holds a core ~60× the calibrated time: one core is
+    // overloaded at this rate, 64 are not.
+    sc.scorer_service_scale = 60.0;
+    let mean = |cores: usize| {
+        let mut sc = sc.clone();
+        sc.scorer_cores = cores;
+        let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+        r.decision_ms.iter().sum::<f64>() / r.decision_ms.len() as f64
+    };
+    let cal = crate::calibration::HttpScoreCalibration::shipped();
+    let service_ms = 60.0 * cal.mean_in_service_us() / 1_000.0;
+    let (many, one) = (mean(64), mean(1));
+    assert!(
+        (many - service_ms).abs() < 0.2 * service_ms,
+        "{many} vs {service_ms}"
+    );
+    assert!(one > 3.0 * many, "one core {one} ms, 64 cores {many} ms");
+}

@@ -1,0 +1,290 @@
+//! One arm's run: a fresh service (the `service` crate's axum app, served
+//! in this process on a loopback port, on its own runtime) and a fresh
+//! agent, bounded polling until every worker has reported, then the load
+//! with the scenario's fault (or the `loaded` scenario's service times).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use service::clock::SystemClock;
+use service::config::Config;
+use service::model::ModelHub;
+use service::{AppState, Engine};
+
+use super::conns::Conns;
+use super::loadgen::{self, Load};
+use super::picker::Picker;
+use super::procs::RedisProc;
+use super::{TestbedArgs, faults, loaded};
+use crate::policies::{self, worker_id};
+
+/// How one run's service is set up beyond the default config.
+#[derive(Debug, Default)]
+pub(super) struct Setup {
+    /// Load this model into the scoring path (default budget: wall-clock
+    /// time is real here, so budget misses are real and counted in
+    /// results.json's `model.fallbacks`).
+    pub model_dir: Option<PathBuf>,
+    /// Write the decision log here (the `model-retrained` logging run).
+    pub log_dir: Option<PathBuf>,
+    /// Load generator seed.
+    pub seed: u64,
+}
+
+/// What one arm's run saw.
+pub(super) struct PolicyRun {
+    /// The load's requests and the router's counters.
+    pub load: loadgen::Run,
+    /// The arm's model hub, if it has one.
+    pub hub: Option<Arc<ModelHub>>,
+}
+
+/// The policy that picks for `name`: the model arms pick as the shipped
+/// service does (`service-rules`: the score request names no policy, so the
+/// configured default selects; the model is the setup's).
+pub(super) fn picker_name(name: &str) -> String {
+    if policies::is_model_arm(name) {
+        "service-rules".to_owned()
+    } else {
+        name.to_owned()
+    }
+}
+
+/// `model-retrained` in the testbed: the `service-rules` arm runs with a
+/// decision log on a held-out seed (seed + `RETRAIN_SEED_OFFSET`), the
+/// trainer library trains on it (`trainer train`'s defaults), and the
+/// caller runs the scenario again with that model.
+pub(super) async fn retrain(
+    args: &TestbedArgs,
+    workers: &mut [RedisProc],
+) -> Result<crate::model_arms::Retrained, String> {
+    let (work, keep) = crate::model_arms::retrain_dir(None, &format!("testbed-{}", args.scenario));
+    let seed = args.seed + crate::model_arms::RETRAIN_SEED_OFFSET;
+    let setup = Setup {
+        model_dir: None,
+        log_dir: Some(work.join("logs")),
+        seed,
+    };
+    run_policy(
+        args,
+        crate::model_arms::RETRAIN_LOGGING_ARM,
+        &setup,
+        workers,
+    )
+    .await?;
+    let logs = work.join("logs");
+    tokio::task::spawn_blocking(move || crate::model_arms::train_on_logs(&logs, &work, keep, seed))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+/// How `name` picks, calling the service at `base` when it is a service
+/// arm (or, diagnostic, a baseline with `--baselines-call-service`).
+fn picker(
+    args: &TestbedArgs,
+    name: &str,
+    setup: &Setup,
+    n: usize,
+    http: &reqwest::Client,
+    base: &str,
+) -> Result<Picker, String> {
+    let scorer_timeout = Duration::from_millis(args.scorer_timeout_ms);
+    let service = |policy: Option<String>| Picker::Service {
+        http: http.clone(),
+        base: base.to_owned(),
+        policy,
+        scorer_timeout,
+    };
+    if let Some(policy) = name.strip_prefix("rules-") {
+        return Ok(service(Some(policy.to_owned())));
+    }
+    if policies::is_shipped_arm(name) {
+        // As shipped: the score request names no policy.
+        return Ok(service(None));
+    }
+    let router = policies::build(name, n, None, &Config::default(), None)
+        .ok_or_else(|| format!("policy {name}"))?;
+    Ok(Picker::Baseline {
+        router: Box::new(Mutex::new((
+            router,
+            ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
+        ))),
+        score_call: args
+            .baselines_call_service
+            .then(|| (http.clone(), base.to_owned(), scorer_timeout)),
+    })
+}
+
+/// The load of one run: the `loaded` scenario offers its share of the
+/// workers' capacity; the fault scenarios offer `--rate`.
+fn load(args: &TestbedArgs, setup: &Setup, n: usize) -> Load {
+    let is_loaded = args.scenario == loaded::NAME;
+    Load {
+        rate: if is_loaded {
+            loaded::rate(n)
+        } else {
+            args.rate
+        },
+        duration: Duration::from_secs_f64(args.duration_s),
+        timeout: Duration::from_millis(args.timeout_ms),
+        put_fraction: 0.1,
+        keys: 1000,
+        seed: setup.seed,
+        max_outstanding: 4096,
+        feedback_flush_ms: args.feedback_flush_ms,
+        cost_sigma: loaded::SIGMA,
+    }
+}
+
+/// Longest wait for the workers to answer what was queued before the next
+/// arm (the `loaded` scenario's timed-out requests still hold their sleeps).
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// One policy: fresh service and agent, wait for telemetry, load + fault.
+pub(super) async fn run_policy(
+    args: &TestbedArgs,
+    name: &str,
+    setup: &Setup,
+    workers: &mut [RedisProc],
+) -> Result<PolicyRun, String> {
+    let n = workers.len();
+    let mut config = Config::default();
+    let mut engine = Engine::new(config.clone());
+    let hub = match &setup.model_dir {
+        Some(dir) => {
+            let hub = crate::model_arms::load_hub(dir, config.model.budget_us, &config)?;
+            engine = engine.with_models(hub.clone());
+            Some(hub)
+        }
+        None => None,
+    };
+    let log = match &setup.log_dir {
+        Some(dir) => {
+            config.log.dir = dir.join("decisions");
+            let log = service::decision_log::DecisionLog::start(
+                config.log.clone(),
+                Arc::new(SystemClock::new()),
+            )
+            .map_err(|e| e.to_string())?;
+            let log = Arc::new(log);
+            engine = engine.with_log(log.clone());
+            Some(log)
+        }
+        None => None,
+    };
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| e.to_string())?;
+    let base = format!(
+        "http://{}",
+        std_listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let picker = picker(args, name, setup, n, &http, &base)?;
+    // The service and the agent get their own runtime, so the load
+    // generator's tasks cannot starve them (and the other way round).
+    let svc_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("testbed-service")
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = svc_rt.spawn(async move {
+        let state = AppState::new(engine, Arc::new(SystemClock::new()));
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        axum::serve(listener, service::app(state))
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let specs = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| agent::WorkerSpec {
+            id: worker_id(i),
+            host: "127.0.0.1".to_owned(),
+            port: w.port,
+        })
+        .collect();
+    let agent_cfg = agent::AgentConfig::new(base.clone(), specs);
+    let (agent_stop_tx, agent_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent_task = svc_rt.spawn(agent::run(agent_cfg, async {
+        let _ = agent_stop_rx.await;
+    }));
+    let ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
+    let result = if ready {
+        let is_loaded = args.scenario == loaded::NAME;
+        let conns = Arc::new(Conns::new(
+            workers.iter().map(|w| w.port).collect(),
+            is_loaded.then(|| loaded::service_ms(n)),
+        ));
+        let load = load(args, setup, n);
+        let load_fut = loadgen::run(picker, conns.clone(), n, &load);
+        let fault_fut = async {
+            if is_loaded {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_secs_f64(args.fault_at_s)).await;
+            faults::inject(
+                &args.scenario,
+                &mut workers[0],
+                Duration::from_millis(args.fault_ms),
+            )
+            .await
+        };
+        let (run, fault) = tokio::join!(load_fut, fault_fut);
+        fault?;
+        if is_loaded {
+            conns.drain(DRAIN_LIMIT).await;
+        } else if args.scenario != "kill-restart" {
+            // Let a pause / sleep end before the next policy (a killed
+            // worker is back already: its injection returns once it
+            // answers again).
+            tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
+        }
+        Ok(PolicyRun { load: run, hub })
+    } else {
+        Err("the agent's telemetry did not reach the service within 10 s".to_owned())
+    };
+    let _ = agent_stop_tx.send(());
+    let _ = agent_task.await;
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    svc_rt.shutdown_background();
+    if let Some(log) = log {
+        // Requests have drained: close the files so the trainer reads them.
+        log.shutdown().map_err(|e| e.to_string())?;
+    }
+    result
+}
+
+/// Poll `/v1/score` (policy none) until every worker is eligible or `limit` passes.
+async fn wait_all_reported(http: &reqwest::Client, base: &str, n: usize, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let body = serde_json::json!({"key": "k", "candidates": (0..n).map(worker_id).collect::<Vec<_>>(), "policy": "none"});
+    while Instant::now() < deadline {
+        if let Ok(resp) = http
+            .post(format!("{base}/v1/score"))
+            .json(&body)
+            .send()
+            .await
+            && let Ok(v) = resp.json::<serde_json::Value>().await
+            && v["scores"]
+                .as_array()
+                .is_some_and(|a| a.len() == n && a.iter().all(|s| s["eligible"] == true))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
