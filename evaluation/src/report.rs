@@ -188,6 +188,20 @@ pub fn this_run(r: &ScenarioResults) -> String {
         r.workers,
         r.load * 100.0
     );
+    if let Some(p) = &r.parameters {
+        let _ = write!(
+            out,
+            "; a `service*` pick costs a score call to a scorer of {} cores ({} µs round trip, \
+             in-service time × {} of the calibration), feedback every {} ms or {} outcomes, \
+             telemetry {} ms after the snapshot",
+            p.scorer_cores,
+            p.scorer_round_trip_us,
+            p.scorer_service_scale,
+            p.feedback_flush_ms,
+            p.feedback_batch_max,
+            p.telemetry_delay_ms
+        );
+    }
     match r.parameters.as_ref().map(|p| &p.faults) {
         Some(faults) if !faults.is_empty() => {
             let list: Vec<String> = faults.iter().map(describe_fault).collect();
@@ -400,6 +414,11 @@ mod run_tests {
         );
         let r = results(Scenario::preset("homogeneous", 12, 30.0).unwrap());
         assert!(this_run(&r).ends_with("; no fault."), "{}", this_run(&r));
+        assert!(
+            this_run(&r).contains("scorer of 2 cores") && this_run(&r).contains("telemetry 1 ms"),
+            "{}",
+            this_run(&r)
+        );
         assert_eq!(fault_window_s(&r), None);
     }
 

@@ -464,7 +464,11 @@ fn host() -> String {
         "{} {}, {cpu}, {} logical cores",
         command_output("uname", &["-s", "-r"]),
         std::env::consts::ARCH,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        // Counted from /proc/cpuinfo: the pinned bench's own affinity would say 1.
+        std::fs::read_to_string("/proc/cpuinfo").map_or(0, |c| c
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count())
     )
 }
 
