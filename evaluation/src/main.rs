@@ -65,11 +65,11 @@ enum Cmd {
     },
     /// Run one scenario on real redis-server workers.
     Testbed(evaluation::testbed::TestbedArgs),
-    /// Run every simulator scenario and the testbed pause and kill-restart
-    /// scenarios; write EVALUATION.md.
+    /// Run every simulator scenario on the evaluation seeds and the testbed
+    /// pause, kill-restart and loaded scenarios; write EVALUATION.md.
     All {
         /// Comma-separated policy names [default: every policy but the
-        /// diagnostics rules-max and rules-softmax].
+        /// diagnostics rules-max, rules-softmax, rules-prequal and model].
         #[arg(long, value_delimiter = ',')]
         policies: Option<Vec<String>>,
         /// Output directory for per-scenario results and plots.
