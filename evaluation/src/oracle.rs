@@ -68,18 +68,7 @@ impl Router for Oracle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::Op;
     use rand::SeedableRng;
-
-    fn req() -> PickRequest<'static> {
-        PickRequest {
-            now_ms: 0.0,
-            key: "k",
-            op: Op::Get,
-            timeout_ms: 100.0,
-            router: 0,
-        }
-    }
 
     #[test]
     fn picks_the_shortest_expected_delay_ties_at_random() {
@@ -87,17 +76,17 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         o.truth(&[3.0, 1.5, f64::INFINITY, 2.0]);
         for _ in 0..50 {
-            assert_eq!(o.pick(&req(), &mut rng).worker, 1);
+            assert_eq!(o.pick(&PickRequest::test_get(0.0), &mut rng).worker, 1);
         }
         o.truth(&[1.0, 4.0, 1.0, f64::INFINITY]);
         let mut seen = [0u32; 4];
         for _ in 0..400 {
-            seen[o.pick(&req(), &mut rng).worker] += 1;
+            seen[o.pick(&PickRequest::test_get(0.0), &mut rng).worker] += 1;
         }
         assert_eq!((seen[1], seen[3]), (0, 0));
         assert!(seen[0] > 150 && seen[2] > 150, "{seen:?}");
         // All down: still a pick in range.
         o.truth(&[f64::INFINITY; 4]);
-        assert!(o.pick(&req(), &mut rng).worker < 4);
+        assert!(o.pick(&PickRequest::test_get(0.0), &mut rng).worker < 4);
     }
 }

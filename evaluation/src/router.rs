@@ -30,6 +30,20 @@ pub struct PickRequest<'a> {
     pub router: usize,
 }
 
+#[cfg(test)]
+impl PickRequest<'static> {
+    /// A test's GET of key `k` from router 0 at `now_ms`, 100 ms timeout.
+    pub(crate) fn test_get(now_ms: f64) -> Self {
+        Self {
+            now_ms,
+            key: "k",
+            op: Op::Get,
+            timeout_ms: 100.0,
+            router: 0,
+        }
+    }
+}
+
 /// A router's choice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pick {

@@ -2,18 +2,7 @@
 //! mode and the P2C draw.
 
 use super::*;
-use crate::router::Op;
 use rand::SeedableRng;
-
-fn at(now_ms: f64) -> PickRequest<'static> {
-    PickRequest {
-        now_ms,
-        key: "k",
-        op: Op::Get,
-        timeout_ms: 100.0,
-        router: 0,
-    }
-}
 
 fn result(worker: usize, success: bool, now_ms: f64) -> Outcome<'static> {
     Outcome {
@@ -39,7 +28,7 @@ fn picks(p: &mut Envoy, rng: &mut ChaCha8Rng, from_ms: f64, to_ms: f64) -> Vec<u
     let mut seen = vec![0u32; p.hosts.len()];
     let mut t = from_ms;
     while t < to_ms {
-        let w = p.pick(&at(t), rng).worker;
+        let w = p.pick(&PickRequest::test_get(t), rng).worker;
         seen[w] += 1;
         p.outcome(&result(w, true, t));
         t += 10.0;
@@ -100,7 +89,7 @@ fn sweeps_run_lazily_on_the_times_passed_in() {
     assert!(p.is_ejected(0));
     // No call for 90 s: the next pick runs the nine sweeps due (10 s …
     // 90 s); the host came back at 40 s and its multiplier fell to 0 at 50 s.
-    p.pick(&at(95_000.0), &mut rng);
+    p.pick(&PickRequest::test_get(95_000.0), &mut rng);
     assert!(!p.is_ejected(0));
     assert_eq!(p.ejection_backoff(0), 0);
 }

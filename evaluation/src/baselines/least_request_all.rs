@@ -81,18 +81,7 @@ impl Router for LeastRequestAll {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::Op;
     use rand::SeedableRng;
-
-    fn req() -> PickRequest<'static> {
-        PickRequest {
-            now_ms: 0.0,
-            key: "k",
-            op: Op::Get,
-            timeout_ms: 100.0,
-            router: 0,
-        }
-    }
 
     fn done(worker: usize) -> Outcome<'static> {
         Outcome {
@@ -113,7 +102,7 @@ mod tests {
         for i in 0..5_000u32 {
             let before = p.in_flight.clone();
             let least = *before.iter().min().expect("workers");
-            let w = p.pick(&req(), &mut rng).worker;
+            let w = p.pick(&PickRequest::test_get(0.0), &mut rng).worker;
             assert_eq!(before[w], least, "picked {w} with {before:?}");
             assert_eq!(p.in_flight(w), least + 1);
             open.push(w);
@@ -132,7 +121,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(8);
         let mut seen = [0u32; 5];
         for _ in 0..30_000 {
-            let w = p.pick(&req(), &mut rng).worker;
+            let w = p.pick(&PickRequest::test_get(0.0), &mut rng).worker;
             seen[w] += 1;
             p.outcome(&done(w)); // back to 1: the tie stays
         }
@@ -146,8 +135,8 @@ mod tests {
     fn a_single_worker_always_gets_the_pick() {
         let mut p = LeastRequestAll::new(1);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        assert_eq!(p.pick(&req(), &mut rng).worker, 0);
-        assert_eq!(p.pick(&req(), &mut rng).worker, 0);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, 0);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, 0);
         assert_eq!(p.in_flight(0), 2);
     }
 }

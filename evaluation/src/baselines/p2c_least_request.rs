@@ -59,32 +59,21 @@ impl Router for P2cLeastRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::Op;
     use rand::SeedableRng;
-
-    fn req() -> PickRequest<'static> {
-        PickRequest {
-            now_ms: 0.0,
-            key: "k",
-            op: Op::Get,
-            timeout_ms: 1.0,
-            router: 0,
-        }
-    }
 
     #[test]
     fn two_workers_always_the_less_loaded() {
         let mut p = P2cLeastRequest::new(2);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         // Worker 0 gets the first pick (tie → first drawn, either); then the other.
-        let first = p.pick(&req(), &mut rng).worker;
-        let second = p.pick(&req(), &mut rng).worker;
+        let first = p.pick(&PickRequest::test_get(0.0), &mut rng).worker;
+        let second = p.pick(&PickRequest::test_get(0.0), &mut rng).worker;
         assert_ne!(first, second);
         // Load worker `first` with two more; the next picks go to `second`
         // until counts are equal.
         p.in_flight[first] = 3;
-        assert_eq!(p.pick(&req(), &mut rng).worker, second); // 3 vs 1 → second (now 2)
-        assert_eq!(p.pick(&req(), &mut rng).worker, second); // 3 vs 2 → second (now 3)
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, second); // 3 vs 1 → second (now 2)
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, second); // 3 vs 2 → second (now 3)
         p.outcome(&Outcome {
             worker: first,
             decision_id: None,
@@ -94,7 +83,7 @@ mod tests {
             router: 0,
         });
         assert_eq!(p.in_flight(first), 2);
-        assert_eq!(p.pick(&req(), &mut rng).worker, first);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, first);
     }
 
     #[test]
@@ -103,7 +92,7 @@ mod tests {
         p.in_flight[0] = 100;
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         for _ in 0..300 {
-            let w = p.pick(&req(), &mut rng).worker;
+            let w = p.pick(&PickRequest::test_get(0.0), &mut rng).worker;
             assert_ne!(w, 0);
             p.outcome(&Outcome {
                 worker: w,

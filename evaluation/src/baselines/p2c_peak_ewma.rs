@@ -170,7 +170,6 @@ impl Router for P2cPeakEwma {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::Op;
     use rand::SeedableRng;
 
     fn done(w: usize, lat: f64, now: f64) -> Outcome<'static> {
@@ -180,16 +179,6 @@ mod tests {
             latency_ms: lat,
             success: true,
             now_ms: now,
-            router: 0,
-        }
-    }
-
-    fn at(now_ms: f64) -> PickRequest<'static> {
-        PickRequest {
-            now_ms,
-            key: "k",
-            op: Op::Get,
-            timeout_ms: 100.0,
             router: 0,
         }
     }
@@ -225,9 +214,9 @@ mod tests {
         let mut p = P2cPeakEwma::with_params(1, 1_000.0, 20.0);
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         assert_eq!(p.load(0, 0.0), 20.0);
-        p.pick(&at(100.0), &mut rng); // rsp0 in flight
+        p.pick(&PickRequest::test_get(100.0), &mut rng); // rsp0 in flight
         assert!(p.load(0, 100.0) > 20.0);
-        p.pick(&at(200.0), &mut rng); // rsp1 in flight
+        p.pick(&PickRequest::test_get(200.0), &mut rng); // rsp1 in flight
         assert!(p.load(0, 200.0) > 40.0);
         p.outcome(&done(0, 200.0, 300.0)); // rsp0: 200 ms, a new peak
         assert_eq!(p.load(0, 300.0), 400.0); // 200 × (1 pending + 1)
@@ -244,13 +233,13 @@ mod tests {
         p.outcome(&done(0, 90.0, 0.0)); // worker 0: 90 ms, worker 1: 30 ms default
         assert_eq!(p.load(0, 0.0), 90.0);
         // 30×1 < 90 → 1; 30×2 < 90 → 1; 30×3 = 90: a tie goes to the first drawn.
-        assert_eq!(p.pick(&at(0.0), &mut rng).worker, 1);
-        assert_eq!(p.pick(&at(0.0), &mut rng).worker, 1);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, 1);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, 1);
         assert_eq!(p.pending(1), 2);
         assert_eq!(p.load(1, 0.0), 90.0);
         p.outcome(&done(1, 30.0, 0.0));
         assert_eq!(p.load(1, 0.0), 60.0);
-        assert_eq!(p.pick(&at(0.0), &mut rng).worker, 1);
+        assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, 1);
     }
 
     /// Fails without decay on read: worker 0 peaked at 100 ms at t = 0 and
@@ -267,7 +256,7 @@ mod tests {
         let mut first_back_ms = None;
         for step in 1..=200 {
             let t = f64::from(step) * 100.0;
-            let w = p.pick(&at(t), &mut rng).worker;
+            let w = p.pick(&PickRequest::test_get(t), &mut rng).worker;
             if w == 0 {
                 first_back_ms = Some(t);
                 break;
