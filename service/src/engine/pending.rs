@@ -2,14 +2,15 @@
 //! the feedback needs to learn from the outcome, and an expiry.
 //!
 //! A bounded table (16 shards so the score path never contends on one
-//! lock). Each shard keeps its ids in insertion order; inserting into a
-//! shard first retires, from the front, the picks that expired or that the
-//! capacity no longer holds: each stops counting as outstanding for its
-//! worker ([`crate::dynamics::LocalEvidence::expire`]). A pick therefore
-//! stops counting at most `max_expiry_ms` after it was made, or when
-//! `remembered_decisions` newer picks pushed it out.
+//! lock). Each shard indexes its picks twice: by deadline, so that every
+//! pick stops counting as outstanding for its worker
+//! ([`crate::dynamics::LocalEvidence::expire`]) at its own `expires_ms`
+//! however long the picks made before it wait, and by age, so that when
+//! `remembered_decisions` newer picks fill the table the oldest goes first.
+//! Inserting retires the shard's expired picks; the binary retires every
+//! shard's once a second.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::dynamics::PickRecord;
@@ -30,10 +31,41 @@ pub(super) struct PendingPick {
     pub expires_ms: u64,
 }
 
+/// A pick in its shard, with the keys of its two indexes.
+#[derive(Debug)]
+struct Entry {
+    pick: PendingPick,
+    seq: u64,
+}
+
 #[derive(Debug, Default)]
 struct Shard {
-    picks: HashMap<String, PendingPick>,
-    order: VecDeque<String>,
+    picks: HashMap<String, Entry>,
+    /// (expires_ms, seq) → id: the next pick to expire first.
+    by_deadline: BTreeMap<(u64, u64), String>,
+    /// seq → id: the oldest pick first.
+    by_age: BTreeMap<u64, String>,
+    next_seq: u64,
+}
+
+impl Shard {
+    fn insert(&mut self, id: &str, pick: PendingPick) -> Option<PendingPick> {
+        let old = self.remove(id);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.by_deadline
+            .insert((pick.expires_ms, seq), id.to_owned());
+        self.by_age.insert(seq, id.to_owned());
+        self.picks.insert(id.to_owned(), Entry { pick, seq });
+        old
+    }
+
+    fn remove(&mut self, id: &str) -> Option<PendingPick> {
+        let e = self.picks.remove(id)?;
+        self.by_deadline.remove(&(e.pick.expires_ms, e.seq));
+        self.by_age.remove(&e.seq);
+        Some(e.pick)
+    }
 }
 
 /// Bounded map decision id → pending pick.
@@ -80,11 +112,9 @@ impl PendingPicks {
     pub(super) fn remember(&self, decision_id: &str, pick: PendingPick, now_ms: u64) {
         let mut s = self.shard(decision_id);
         retire(&mut s, now_ms, self.per_shard.saturating_sub(1));
-        if let Some(old) = s.picks.insert(decision_id.to_owned(), pick) {
+        if let Some(old) = s.insert(decision_id, pick) {
             // A repeated id: the earlier pick no longer waits for anything.
             old.slot.evidence().expire();
-        } else {
-            s.order.push_back(decision_id.to_owned());
         }
     }
 
@@ -103,33 +133,32 @@ impl PendingPicks {
         let mut s = self.shard(decision_id);
         match s.picks.get(decision_id) {
             None => Lookup::Unknown,
-            Some(p) if &*p.worker_id != worker_id => Lookup::OtherWorker,
-            Some(_) => match s.picks.remove(decision_id) {
-                Some(p) => Lookup::Picked(Box::new(p)),
-                None => Lookup::Unknown,
-            },
+            Some(e) if &*e.pick.worker_id != worker_id => Lookup::OtherWorker,
+            Some(_) => s
+                .remove(decision_id)
+                .map_or(Lookup::Unknown, |p| Lookup::Picked(Box::new(p))),
         }
     }
 }
 
-/// Pops from the front of `s` the ids already answered, the picks expired
-/// at `now_ms`, and any beyond `keep`; each retired pick stops counting.
+/// Retires from `s` every pick expired at `now_ms`, whatever its place,
+/// then the oldest beyond `keep`; each retired pick stops counting.
 fn retire(s: &mut Shard, now_ms: u64, keep: usize) {
-    while let Some(front) = s.order.front() {
-        let expired = match s.picks.get(front) {
-            None => {
-                s.order.pop_front();
-                continue;
-            }
-            Some(p) => p.expires_ms <= now_ms || s.picks.len() > keep,
-        };
-        if !expired {
-            break;
+    while let Some(next) = s.by_deadline.first_entry()
+        && next.key().0 <= now_ms
+    {
+        let id = next.remove();
+        if let Some(e) = s.picks.remove(&id) {
+            s.by_age.remove(&e.seq);
+            e.pick.slot.evidence().expire();
         }
-        if let Some(id) = s.order.pop_front()
-            && let Some(p) = s.picks.remove(&id)
-        {
-            p.slot.evidence().expire();
+    }
+    while s.picks.len() > keep
+        && let Some((_, id)) = s.by_age.pop_first()
+    {
+        if let Some(e) = s.picks.remove(&id) {
+            s.by_deadline.remove(&(e.pick.expires_ms, e.seq));
+            e.pick.slot.evidence().expire();
         }
     }
 }
