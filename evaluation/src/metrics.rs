@@ -143,6 +143,16 @@ impl PolicyResult {
         }
     }
 
+    /// A test's arm that ran, every figure unset but its p99, ms.
+    #[cfg(test)]
+    pub(crate) fn test_ran(name: &str, p99_ms: f64) -> Self {
+        let mut p = Self::skipped(name, "");
+        p.status = "ok".to_owned();
+        p.skip_reason = None;
+        p.p99_ms = Some(p99_ms);
+        p
+    }
+
     /// Summarise `rec`; `fault` is the impaired worker and its window, ms.
     pub fn from_record(name: &str, rec: &RunRecord, fault: Option<(usize, f64, f64)>) -> Self {
         let mut lat = rec.latencies_ms.clone();

@@ -118,10 +118,7 @@ mod tests {
     use super::*;
 
     fn arm(name: &str, p99_ms: f64) -> PolicyResult {
-        let mut p = PolicyResult::skipped(name, "");
-        p.status = "ok".to_owned();
-        p.skip_reason = None;
-        p.p99_ms = Some(p99_ms);
+        let mut p = PolicyResult::test_ran(name, p99_ms);
         p.p50_ms = Some(p99_ms / 4.0);
         p
     }

@@ -343,10 +343,7 @@ pub(crate) mod tests {
     use super::*;
 
     fn arm(name: &str, p99_ms: f64, error_rate: f64) -> PolicyResult {
-        let mut p = PolicyResult::skipped(name, "");
-        p.status = "ok".to_owned();
-        p.skip_reason = None;
-        p.p99_ms = Some(p99_ms);
+        let mut p = PolicyResult::test_ran(name, p99_ms);
         p.error_rate = Some(error_rate);
         p
     }

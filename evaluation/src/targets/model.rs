@@ -290,9 +290,7 @@ mod tests {
     use crate::model_arms::{ModelArmInfo, RetrainInfo};
 
     fn arm(name: &str, p99_ms: f64) -> PolicyResult {
-        let mut p = PolicyResult::skipped(name, "");
-        p.status = "ok".to_owned();
-        p.skip_reason = None;
+        let mut p = PolicyResult::test_ran(name, p99_ms);
         (p.p50_ms, p.p95_ms, p.p99_ms, p.p999_ms) =
             (Some(1.0), Some(2.0), Some(p99_ms), Some(2.0 * p99_ms));
         p.error_rate = Some(0.0);
