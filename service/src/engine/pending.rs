@@ -40,11 +40,11 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Shard {
-    picks: HashMap<String, Entry>,
+    picks: HashMap<Arc<str>, Entry>,
     /// (expires_ms, seq) → id: the next pick to expire first.
-    by_deadline: BTreeMap<(u64, u64), String>,
+    by_deadline: BTreeMap<(u64, u64), Arc<str>>,
     /// seq → id: the oldest pick first.
-    by_age: BTreeMap<u64, String>,
+    by_age: BTreeMap<u64, Arc<str>>,
     next_seq: u64,
 }
 
@@ -53,10 +53,10 @@ impl Shard {
         let old = self.remove(id);
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.by_deadline
-            .insert((pick.expires_ms, seq), id.to_owned());
-        self.by_age.insert(seq, id.to_owned());
-        self.picks.insert(id.to_owned(), Entry { pick, seq });
+        let id: Arc<str> = Arc::from(id);
+        self.by_deadline.insert((pick.expires_ms, seq), id.clone());
+        self.by_age.insert(seq, id.clone());
+        self.picks.insert(id, Entry { pick, seq });
         old
     }
 
