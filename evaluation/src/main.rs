@@ -147,7 +147,7 @@ fn main() -> ExitCode {
                 // The service's own vetting: a directory it would refuse is
                 // an error here, not an arm reported as skipped.
                 if let Err(e) =
-                    service::model::load_model_dir(&dir, &service::model::ModelConfig::default(), 0)
+                    scorer_model::load_model_dir(&dir, &scorer_model::ModelConfig::default(), 0)
                 {
                     eprintln!("error: --model-dir {}: {e}", dir.display());
                     return ExitCode::FAILURE;

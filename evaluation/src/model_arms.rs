@@ -42,10 +42,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use scorer_core::clock::SystemClock;
+use scorer_model::{ModelHub, Slot};
 use serde::Serialize;
-use service::clock::SystemClock;
 use service::config::Config;
-use service::model::{ModelHub, Slot};
 
 /// The selection policy arm `name` picks with under `config`: the suffix of
 /// a `rules-*` arm, else (the shipped arms `service`, `service-rules` and

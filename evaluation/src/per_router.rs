@@ -11,7 +11,7 @@
 //! [`crate::policies::build_arm`]).
 
 use rand_chacha::ChaCha8Rng;
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 
 use crate::router::{Outcome, Pick, PickRequest, Router};
 

@@ -32,14 +32,14 @@ use std::sync::Arc;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::scoring::{RequestContext, RequestType};
+use scorer_core::telemetry::Snapshot;
+use scorer_log::DecisionLog;
+use scorer_model::ModelHub;
 use service::Engine;
 use service::api::ScoreRequest;
 use service::config::Config;
-use service::decision_log::DecisionLog;
 use service::engine::Feedback;
-use service::model::ModelHub;
-use service::scoring::{RequestContext, RequestType};
-use service::telemetry::Snapshot;
 
 use crate::baselines::{
     envoy::Envoy, least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,

@@ -3,7 +3,7 @@
 //! the service arms) take telemetry.
 
 use rand_chacha::ChaCha8Rng;
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 
 /// Kind of a KV request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use scorer_core::clock::SystemClock;
+use scorer_log::{DecisionLog, LogConfig};
 use serde::Serialize;
-use service::clock::SystemClock;
 use service::config::Config;
-use service::decision_log::{DecisionLog, LogConfig};
 
 use crate::metrics::PolicyResult;
 use crate::model_arms;

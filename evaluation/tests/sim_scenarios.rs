@@ -201,7 +201,7 @@ fn unknown_names_are_refused() {
 
 #[test]
 fn log_dir_writes_the_service_decision_log_for_the_service_arms() {
-    use service::decision_log::{LogKind, read_dir};
+    use scorer_log::{LogKind, read_dir};
     let dir = std::env::temp_dir().join(format!("eval-log-{}", std::process::id()));
     let mut o = short("slow-worker", &["round-robin", "rules-softmax"]);
     o.log_dir = Some(dir.clone());

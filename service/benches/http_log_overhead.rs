@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use cpu_time::ProcessTime;
 
+use scorer_core::clock::SystemClock;
+use scorer_log::DecisionLog;
 use serde_json::json;
-use service::clock::SystemClock;
 use service::config::Config;
-use service::decision_log::DecisionLog;
 use service::{AppState, Engine, app};
 
 const WORKERS: usize = 16;

@@ -10,10 +10,10 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use service::decision_log::batch::decisions_batch_sampled;
-use service::decision_log::rolling::writer_properties;
-use service::decision_log::{CandidateRow, DecisionRecord, LogConfig, decisions_schema};
-use service::features::FEATURE_COUNT;
+use scorer_core::features::FEATURE_COUNT;
+use scorer_log::batch::decisions_batch_sampled;
+use scorer_log::rolling::writer_properties;
+use scorer_log::{CandidateRow, DecisionRecord, LogConfig, decisions_schema};
 
 const DECISIONS: usize = 10_000;
 const CANDIDATES: usize = 16;

@@ -39,16 +39,16 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::clock::SystemClock;
+use scorer_core::features::FEATURE_COUNT;
+use scorer_core::scoring::{RequestContext, RequestType};
+use scorer_core::telemetry::Snapshot;
+use scorer_model::fixture::{random_model, random_row, write_model_dir};
+use scorer_model::op::attributes_from_node;
+use scorer_model::{FlatEnsemble, ModelHub, load_model_dir, run};
 use service::Engine;
 use service::api::ScoreRequest;
-use service::clock::SystemClock;
 use service::config::Config;
-use service::features::FEATURE_COUNT;
-use service::model::fixture::{random_model, random_row, write_model_dir};
-use service::model::op::attributes_from_node;
-use service::model::{FlatEnsemble, ModelHub, load_model_dir, run};
-use service::scoring::{RequestContext, RequestType};
-use service::telemetry::Snapshot;
 
 /// The allocator the service binary uses (`service/src/main.rs`): mimalloc
 /// with the `mimalloc` feature, the system's without.
@@ -176,7 +176,7 @@ fn main() {
         loaded.card.num_trees
     );
 
-    let plan = service::model::load_model(dir.join("model.onnx").as_path()).expect("plan");
+    let plan = scorer_model::load_model(dir.join("model.onnx").as_path()).expect("plan");
     let flat = {
         use prost::Message;
         let bytes = std::fs::read(dir.join("model.onnx")).expect("model.onnx");
@@ -187,7 +187,7 @@ fn main() {
             .and_then(|g| {
                 g.node
                     .iter()
-                    .find(|n| n.op_type == service::model::op::OP_TYPE)
+                    .find(|n| n.op_type == scorer_model::op::OP_TYPE)
             })
             .expect("ensemble node");
         FlatEnsemble::from_attributes(&attributes_from_node(node).expect("attributes"))

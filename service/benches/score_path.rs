@@ -8,11 +8,11 @@
 use criterion::{BenchmarkId, Criterion, black_box, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::scoring::{RequestContext, RequestType};
+use scorer_core::telemetry::Snapshot;
 use service::Engine;
 use service::api::ScoreRequest;
 use service::config::Config;
-use service::scoring::{RequestContext, RequestType};
-use service::telemetry::Snapshot;
 
 /// The allocator the service binary uses (`service/src/main.rs`): mimalloc
 /// with the `mimalloc` feature, the system's without.

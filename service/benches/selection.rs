@@ -7,7 +7,7 @@
 use criterion::{BenchmarkId, Criterion, black_box, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use service::selection::{Candidate, PolicyKind, Selector};
+use scorer_core::selection::{Candidate, PolicyKind, Selector};
 
 fn candidates(ids: &[String]) -> Vec<Candidate<'_>> {
     ids.iter()

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::features::FEATURE_COUNT;
-use crate::scoring::{Adjustment, RequestContext};
+use scorer_core::features::FEATURE_COUNT;
+use scorer_core::scoring::{Adjustment, RequestContext};
 
 /// Longest accepted key, bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -152,12 +152,12 @@ pub struct WorkerScore {
     pub penalty_state: &'static str,
     /// Rule score, 0..=100: 100 plus the `rule`-stage adjustments (shown
     /// rounded to 1e-12 to drop binary float noise, e.g. `86.255333`).
-    #[serde(serialize_with = "crate::fmt::serialize_points")]
+    #[serde(serialize_with = "scorer_core::fmt::serialize_points")]
     #[schema(required = false)]
     pub rule_score: f64,
     /// Final score, 0..=100: 100 plus every adjustment (rule, dynamics,
     /// model; shown rounded to 1e-12).
-    #[serde(serialize_with = "crate::fmt::serialize_points")]
+    #[serde(serialize_with = "scorer_core::fmt::serialize_points")]
     pub final_score: f64,
     /// Effective selection weight: capacity × slow-start ramp (> 0), or 0 when not selectable.
     #[schema(required = false)]
@@ -269,7 +269,7 @@ pub struct ShadowDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scoring::Explained;
+    use scorer_core::scoring::Explained;
 
     #[test]
     fn scores_are_shown_without_float_noise_and_still_add_up() {

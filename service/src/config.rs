@@ -13,14 +13,14 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::decision_log::LogConfig;
-pub use crate::dynamics::PenaltyConfig;
-use crate::selection::{PolicyKind, SelectionError, SelectorConfig};
+pub use scorer_core::dynamics::PenaltyConfig;
 pub use scorer_core::scoring::ScoringConfig;
+use scorer_core::selection::{PolicyKind, SelectionError, SelectorConfig};
 pub use scorer_core::telemetry::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_EWMA_ALPHA, DEFAULT_FORGET_AFTER_MS, DEFAULT_MAX_CLOCK_SKEW_MS,
     DEFAULT_MAX_WORKERS, TelemetryConfig,
 };
+pub use scorer_log::LogConfig;
 
 #[path = "config_server.rs"]
 mod server;
@@ -68,17 +68,17 @@ pub struct Config {
     pub freshness: FreshnessSection,
     /// `[evidence]`: the service's own per-worker evidence (outstanding
     /// picks, outcome latency, unseen backlog).
-    pub evidence: crate::dynamics::EvidenceConfig,
+    pub evidence: scorer_core::dynamics::EvidenceConfig,
     /// `[outlier]`: ejection from outcomes (Envoy semantics).
-    pub outlier: crate::dynamics::OutlierConfig,
+    pub outlier: scorer_core::dynamics::OutlierConfig,
     /// `[cost]`: the expected-latency cost that orders the candidates.
-    pub cost: crate::scoring::CostConfig,
+    pub cost: scorer_core::scoring::CostConfig,
     /// `[selection]`: policies, propensities and panic mode (issue #3).
     pub selection: SelectionSection,
     /// `[log]`: the Parquet decision log (issue #4).
     pub log: LogConfig,
     /// `[model]`: the ONNX model in the scoring path (issue #6).
-    pub model: crate::model::ModelConfig,
+    pub model: scorer_model::ModelConfig,
     /// `[admin]`: admin endpoint protection (issue #8).
     pub admin: AdminConfig,
     /// `[reload]`: limits on what a hot reload may change (issue #8).
@@ -98,7 +98,7 @@ pub struct FreshnessSection {
 impl Default for FreshnessSection {
     fn default() -> Self {
         Self {
-            fresh_ms: crate::dynamics::DEFAULT_FRESH_MS,
+            fresh_ms: scorer_core::dynamics::DEFAULT_FRESH_MS,
             stale_max_deduct: 10.0,
         }
     }
@@ -139,12 +139,12 @@ impl Default for SelectionSection {
     fn default() -> Self {
         Self {
             default_policy: "max".to_owned(),
-            temperature: crate::selection::DEFAULT_TEMPERATURE,
-            hash_virtual_nodes: crate::selection::DEFAULT_HASH_VIRTUAL_NODES,
-            hash_load_factor: crate::selection::DEFAULT_HASH_LOAD_FACTOR,
-            min_share: crate::selection::DEFAULT_MIN_SHARE,
-            prequal_probes: crate::selection::DEFAULT_PREQUAL_PROBES,
-            prequal_q_rif: crate::selection::DEFAULT_PREQUAL_Q_RIF,
+            temperature: scorer_core::selection::DEFAULT_TEMPERATURE,
+            hash_virtual_nodes: scorer_core::selection::DEFAULT_HASH_VIRTUAL_NODES,
+            hash_load_factor: scorer_core::selection::DEFAULT_HASH_LOAD_FACTOR,
+            min_share: scorer_core::selection::DEFAULT_MIN_SHARE,
+            prequal_probes: scorer_core::selection::DEFAULT_PREQUAL_PROBES,
+            prequal_q_rif: scorer_core::selection::DEFAULT_PREQUAL_Q_RIF,
             panic_mode: true,
             slow_start_new_workers: true,
             remembered_decisions: 100_000,
@@ -413,7 +413,7 @@ impl Config {
         if let Err(e) = sel.policy() {
             return bad("selection.default_policy", e.to_string());
         }
-        if let Err(e) = crate::selection::Selector::new(sel.selector_config()) {
+        if let Err(e) = scorer_core::selection::Selector::new(sel.selector_config()) {
             let key = match e {
                 // `SelectorConfig::default_temperature` is the section's `temperature`.
                 SelectionError::InvalidConfig {

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use service::clock::SystemClock;
+use scorer_core::clock::SystemClock;
+use scorer_log::DecisionLog;
+use scorer_model::ModelHub;
 use service::config::Config;
-use service::decision_log::DecisionLog;
-use service::model::ModelHub;
 use service::{AppState, Engine, app};
 use tracing_subscriber::EnvFilter;
 
@@ -159,6 +159,6 @@ async fn reload_on_sighup(state: AppState) {
 }
 
 async fn shutdown_signal() {
-    service::signal::interrupt_or_terminate().await;
+    scorer_signal::interrupt_or_terminate().await;
     tracing::info!("shutdown signal received; draining");
 }

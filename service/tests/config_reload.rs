@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
 use common::{TestApp, WALL, no_warmup};
+use scorer_core::clock::ManualClock;
+use scorer_log::{DecisionLog, LogKind, read_dir};
 use serde_json::{Value, json};
-use service::clock::ManualClock;
 use service::config::Config;
-use service::decision_log::{DecisionLog, LogKind, read_dir};
 use service::{AppState, Engine, app};
 
 /// An app whose reload source returns whatever the test last put in `next`.

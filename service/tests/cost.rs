@@ -6,12 +6,12 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::scoring::{Explained, RequestContext, RequestType};
+use scorer_core::telemetry::Snapshot;
 use service::Engine;
 use service::api::{ScoreRequest, ScoreResponse, WorkerScore};
 use service::config::Config;
 use service::engine::Feedback;
-use service::scoring::{Explained, RequestContext, RequestType};
-use service::telemetry::Snapshot;
 
 const WALL: u64 = 1_750_000_000_000;
 

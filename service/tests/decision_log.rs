@@ -10,10 +10,10 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float32Type, Float64Type};
 use axum::http::StatusCode;
 use common::{WALL, no_warmup};
+use scorer_core::clock::ManualClock;
+use scorer_log::{DecisionLog, LogConfig, LogKind, join_outcomes, read_dir};
 use serde_json::{Value, json};
-use service::clock::ManualClock;
 use service::config::Config;
-use service::decision_log::{DecisionLog, LogConfig, LogKind, join_outcomes, read_dir};
 use service::{AppState, Engine, app};
 
 struct TempDir(PathBuf);
@@ -196,7 +196,7 @@ async fn decisions_round_trip_through_parquet_bit_equal() {
     let again = read_dir(&rewritten, LogKind::Decisions).expect("readable");
     assert!(again.skipped.is_empty(), "{:?}", again.skipped);
     assert_eq!(again.rows, decisions.rows);
-    let flat = |log: &service::decision_log::LoadedLog| -> Vec<u32> {
+    let flat = |log: &scorer_log::LoadedLog| -> Vec<u32> {
         log.batches
             .iter()
             .flat_map(|b| {

@@ -4,12 +4,12 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::dynamics::PenaltyState;
+use scorer_core::scoring::RequestContext;
+use scorer_core::telemetry::Snapshot;
 use service::Engine;
 use service::api::{ScoreRequest, ScoreResponse};
 use service::config::Config;
-use service::dynamics::PenaltyState;
-use service::scoring::RequestContext;
-use service::telemetry::Snapshot;
 
 const WALL: u64 = 1_750_000_000_000;
 
@@ -481,7 +481,7 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
         .iter()
         .find(|a| a.code == "outstanding")
         .expect("outstanding line");
-    assert_eq!(line.stage, service::scoring::Stage::Cost);
+    assert_eq!(line.stage, scorer_core::scoring::Stage::Cost);
     assert!((line.factor.expect("multiply") - 0.5f64.powf(b)).abs() < 1e-12);
     // Both report a queue of 2 the service did not send (unseen backlog): the
     // pick waits behind 1 + 2, the other behind 2.

@@ -232,7 +232,7 @@ async fn features_endpoint_serves_the_schema() {
     let (s, b) = app.get("/v1/features").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["count"], 42);
-    assert_eq!(b["hash"], service::features::schema_hash());
+    assert_eq!(b["hash"], scorer_core::features::schema_hash());
     let f = b["features"].as_array().expect("features");
     assert_eq!(f.len(), 42);
     assert_eq!(f[11]["name"], "rtt_ms_p99");

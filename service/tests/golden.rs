@@ -5,10 +5,10 @@ mod common;
 
 use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
+use scorer_core::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext, Stage};
+use scorer_core::telemetry::Snapshot;
 use serde_json::{Value, json};
 use service::api::{Explain, ScoreRequest};
-use service::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext, Stage};
-use service::telemetry::Snapshot;
 
 fn rng() -> rand_chacha::ChaCha8Rng {
     rand::SeedableRng::seed_from_u64(7)
@@ -225,7 +225,7 @@ fn invariant_holds_for_many_random_workers() {
     engine.ingest(&batch, 1_000, WALL).expect("valid");
     let req = ScoreRequest::new("order:7:x", (0..300).map(|i| format!("w{i}")).collect());
     let ctx = RequestContext {
-        request_type: Some(service::scoring::RequestType::Put),
+        request_type: Some(scorer_core::scoring::RequestType::Put),
         ..RequestContext::default()
     };
     let resp = engine

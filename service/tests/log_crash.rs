@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use scorer_log::{LogKind, read_dir};
 use serde_json::{Value, json};
-use service::decision_log::{LogKind, read_dir};
 
 struct Service {
     child: Child,

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use common::TestApp;
 use common::model_fixture::{TEST_BUDGET_US, app_with, config, fixture, refusal, report};
+use scorer_core::clock::SystemClock;
+use scorer_core::features::FEATURE_COUNT;
+use scorer_model::export::LgbModel;
+use scorer_model::fixture::{predict_f64, random_model, write_model_dir};
+use scorer_model::{FallbackReason, ModelHub};
 use serde_json::{Value, json};
-use service::clock::SystemClock;
-use service::features::FEATURE_COUNT;
-use service::model::export::LgbModel;
-use service::model::fixture::{predict_f64, random_model, write_model_dir};
-use service::model::{FallbackReason, ModelHub};
 
 fn adjustment<'a>(w: &'a Value, code: &str) -> Option<&'a Value> {
     w["adjustments"]
@@ -26,7 +26,7 @@ fn adjustment<'a>(w: &'a Value, code: &str) -> Option<&'a Value> {
 /// The model actions the service should serve for `scores` (every one a
 /// selectable candidate): the model's predictions centred on their mean,
 /// clamped to the default factor bounds, in log space.
-fn expected_actions(model: &service::model::LgbModel, scores: &[serde_json::Value]) -> Vec<f64> {
+fn expected_actions(model: &scorer_model::LgbModel, scores: &[serde_json::Value]) -> Vec<f64> {
     let preds: Vec<f64> = scores
         .iter()
         .map(|w| {
@@ -254,7 +254,7 @@ fn non_finite_model_outputs_are_discarded() {
     let mut m = random_model(2, 1, 3);
     m.trees[0].leaf_value = vec![1e39, 1e39];
     m.trees[1].leaf_value = vec![-1e39, -1e39];
-    let mut proto = service::model::export::model_proto(&m, &Default::default()).expect("proto");
+    let mut proto = scorer_model::export::model_proto(&m, &Default::default()).expect("proto");
     let graph = proto.graph.as_mut().expect("graph");
     graph.node.truncate(1);
     graph.node[0].output = vec!["probability".into()];
@@ -263,17 +263,17 @@ fn non_finite_model_outputs_are_discarded() {
     let bytes = prost::Message::encode_to_vec(&proto);
     let fx = fixture("nan");
     let dir = fx.dir.join("v1");
-    let loaded = service::model::LoadedModel {
+    let loaded = scorer_model::LoadedModel {
         dir: dir.clone(),
-        card: service::model::read_card(&dir).expect("card"),
+        card: scorer_model::read_card(&dir).expect("card"),
         onnx_sha256: String::new(),
         golden_rows: 0,
         golden_max_abs_diff: 0.0,
         loaded_at_ms: 0,
-        runner: service::model::Runner::new(
-            service::model::load_model(&bytes).expect("tract loads it"),
+        runner: scorer_model::Runner::new(
+            scorer_model::load_model(&bytes).expect("tract loads it"),
         ),
-        breaker: service::model::Breaker::new(20, 5_000),
+        breaker: scorer_model::Breaker::new(20, 5_000),
     };
     let hub = ModelHub::load(&config(&dir).model, Arc::new(SystemClock::new()));
     let mut out = Vec::new();
@@ -409,7 +409,7 @@ async fn ab_arms_follow_the_key_and_shadow_is_compared() {
         let (_, r2) = app.post_json("/v1/score", &body).await;
         let arm = r1["model"]["arm"].as_str().expect("arm").to_owned();
         assert_eq!(r2["model"]["arm"], arm.as_str(), "stable per key");
-        let expect = service::model::arm_for(&key, 0.3).as_str();
+        let expect = scorer_model::arm_for(&key, 0.3).as_str();
         assert_eq!(arm, expect);
         assert_eq!(r1["model"]["version"], if arm == "b" { "v2" } else { "v1" });
         b_count += usize::from(arm == "b");

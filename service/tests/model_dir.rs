@@ -8,11 +8,11 @@ use std::path::Path;
 
 use common::WALL;
 use common::model_fixture::{app_with, config, fixture, refusal, report};
+use scorer_core::features::FEATURE_COUNT;
+use scorer_model::card::{GOLDEN_FILE, ONNX_FILE, read_golden};
+use scorer_model::fixture::write_model_dir;
+use scorer_model::load_model_dir;
 use serde_json::json;
-use service::features::FEATURE_COUNT;
-use service::model::card::{GOLDEN_FILE, ONNX_FILE, read_golden};
-use service::model::fixture::write_model_dir;
-use service::model::load_model_dir;
 
 #[test]
 fn served_predictions_match_every_golden_row() {
@@ -50,7 +50,7 @@ async fn broken_models_are_refused_with_a_reason_and_rules_keep_serving() {
     let schema = fx.dir.join("schema");
     write_model_dir(&schema, &fx.models[0].1, "s", 5, 1).expect("fixture");
     let card = std::fs::read_to_string(schema.join("card.json")).expect("card");
-    let hash = service::features::schema_hash();
+    let hash = scorer_core::features::schema_hash();
     std::fs::write(
         schema.join("card.json"),
         card.replace(hash, "0000000000000000"),
@@ -120,7 +120,10 @@ fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/default");
     let cfg = config(&dir).model;
     let m = load_model_dir(&dir, &cfg, WALL).expect("models/default is vetted by the service");
-    assert_eq!(m.card.feature_schema_hash, service::features::schema_hash());
+    assert_eq!(
+        m.card.feature_schema_hash,
+        scorer_core::features::schema_hash()
+    );
     let golden = read_golden(&dir, FEATURE_COUNT).expect("golden");
     assert!(golden.rows.len() >= 24, "a few dozen golden rows");
     let rows: Vec<f32> = golden.rows.iter().flat_map(|r| r.values()).collect();
@@ -142,8 +145,8 @@ fn the_shipped_default_model_passes_its_golden_rows_in_the_service() {
 fn a_refused_reload_says_the_current_model_stays_not_rules_alone() {
     let fx = fixture("reload-log");
     let good = config(&fx.dir.join("v1")).model;
-    let clock = std::sync::Arc::new(service::clock::ManualClock::new(0, WALL));
-    let hub = service::model::ModelHub::load(&good, clock);
+    let clock = std::sync::Arc::new(scorer_core::clock::ManualClock::new(0, WALL));
+    let hub = scorer_model::ModelHub::load(&good, clock);
     let mut bad = good.clone();
     bad.dir = fx.dir.join("absent");
     let log = common::logs_of(tracing::Level::WARN, || {
@@ -161,8 +164,8 @@ fn a_refused_reload_says_the_current_model_stays_not_rules_alone() {
     assert!(!log.contains("rules alone"), "{log}");
     // At start-up a refused model does leave the rules alone.
     let log = common::logs_of(tracing::Level::WARN, || {
-        let clock = std::sync::Arc::new(service::clock::ManualClock::new(0, WALL));
-        let _ = service::model::ModelHub::load(&bad, clock);
+        let clock = std::sync::Arc::new(scorer_core::clock::ManualClock::new(0, WALL));
+        let _ = scorer_model::ModelHub::load(&bad, clock);
     });
     assert!(
         log.contains("model refused; scoring on rules alone"),

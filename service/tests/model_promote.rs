@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use axum::http::StatusCode;
 use common::model_fixture::{config, fixture};
 use common::{TestApp, WALL};
+use scorer_core::clock::{ManualClock, SystemClock};
+use scorer_model::ModelHub;
 use serde_json::json;
-use service::clock::{ManualClock, SystemClock};
 use service::config::Config;
-use service::model::ModelHub;
 use service::{AppState, Engine, app};
 
 /// An app whose reload source is `source` (what the binary re-reads).

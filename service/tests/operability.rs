@@ -9,9 +9,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use common::{TestApp, test_app};
-use service::clock::SystemClock;
-use service::model::ModelHub;
-use service::model::fixture::{random_model, write_model_dir};
+use scorer_core::clock::SystemClock;
+use scorer_model::ModelHub;
+use scorer_model::fixture::{random_model, write_model_dir};
 use service::{AppState, Engine};
 use tower::ServiceExt;
 
@@ -293,7 +293,7 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     );
     let app = TestApp {
         router: service::app(state.clone()),
-        clock: Arc::new(service::clock::ManualClock::new(0, 0)),
+        clock: Arc::new(scorer_core::clock::ManualClock::new(0, 0)),
         state,
     };
     let (s, b) = app.post("/v1/admin/reload", "").await;
@@ -458,7 +458,7 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
     assert_eq!(
         app.state
             .engine
-            .forget_silent(service::clock::Clock::monotonic_ms(app.clock.as_ref())),
+            .forget_silent(scorer_core::clock::Clock::monotonic_ms(app.clock.as_ref())),
         1
     );
     let text = metrics_text(&app).await;

@@ -4,11 +4,11 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::scoring::RequestContext;
+use scorer_core::telemetry::Snapshot;
 use service::Engine;
 use service::api::ScoreRequest;
 use service::config::Config;
-use service::scoring::RequestContext;
-use service::telemetry::Snapshot;
 
 const WALL: u64 = 1_750_000_000_000;
 

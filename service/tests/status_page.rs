@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use service::clock::{Clock, SystemClock};
+use scorer_core::clock::{Clock, SystemClock};
 use service::config::Config;
 use service::{AppState, Engine, app};
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent::{AgentConfig, WorkerSpec};
+use scorer_core::clock::SystemClock;
 use serde_json::{Value, json};
-use service::clock::SystemClock;
 use service::config::Config;
 use service::{AppState, Engine};
 use tokio::sync::oneshot;

@@ -3,7 +3,7 @@
 //! baseline) and compares what it saw.
 
 use rand_chacha::ChaCha8Rng;
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 
 use super::simulate;
 use crate::router::{Outcome, Pick, PickRequest, Router};

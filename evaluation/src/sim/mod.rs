@@ -121,7 +121,7 @@ pub struct Sim<'a> {
     scorer: RemoteScorer,
     outbox: Outbox,
     feedback_in_transit: Vec<Option<Vec<PendingOutcome>>>,
-    telemetry_in_transit: Vec<Option<Vec<service::telemetry::Snapshot>>>,
+    telemetry_in_transit: Vec<Option<Vec<scorer_core::telemetry::Snapshot>>>,
     truth: Vec<f64>,
 }
 

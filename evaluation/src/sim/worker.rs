@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use service::telemetry::Snapshot;
+use scorer_core::telemetry::Snapshot;
 
 use crate::router::Op;
 use crate::scenario::WorkerSpec;

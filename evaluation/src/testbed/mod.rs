@@ -223,7 +223,7 @@ pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
     let finished = rt.block_on(async {
         tokio::select! {
             r = &mut running => Some(r),
-            () = service::signal::interrupt_or_terminate() => None,
+            () = scorer_signal::interrupt_or_terminate() => None,
         }
     });
     match finished {

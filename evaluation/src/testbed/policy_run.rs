@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use service::clock::SystemClock;
+use scorer_core::clock::SystemClock;
+use scorer_model::ModelHub;
 use service::config::Config;
-use service::model::ModelHub;
 use service::{AppState, Engine};
 
 use super::conns::Conns;
@@ -164,11 +164,9 @@ pub(super) async fn run_policy(
     let log = match &setup.log_dir {
         Some(dir) => {
             config.log.dir = dir.join("decisions");
-            let log = service::decision_log::DecisionLog::start(
-                config.log.clone(),
-                Arc::new(SystemClock::new()),
-            )
-            .map_err(|e| e.to_string())?;
+            let log =
+                scorer_log::DecisionLog::start(config.log.clone(), Arc::new(SystemClock::new()))
+                    .map_err(|e| e.to_string())?;
             let log = Arc::new(log);
             engine = engine.with_log(log.clone());
             Some(log)

@@ -1,17 +1,17 @@
 //! The cost stage of a scoring: each selectable candidate's expected
 //! latency from the service's own evidence and its snapshot
-//! ([`crate::scoring::apply_cost`]), relative to the fastest candidate.
+//! ([`scorer_core::scoring::apply_cost`]), relative to the fastest candidate.
 
 use std::sync::Arc;
 
 use super::Engine;
 use crate::config::Config;
-use crate::dynamics::EvidenceSnapshot;
-use crate::features::CandidateEvidence;
-use crate::scoring::{
+use scorer_core::dynamics::EvidenceSnapshot;
+use scorer_core::features::CandidateEvidence;
+use scorer_core::scoring::{
     CostInputs, Explained, Reason, ReasonKind, RequestContext, Stage, apply_cost,
 };
-use crate::state::{WorkerSlot, WorkerView};
+use scorer_core::state::{WorkerSlot, WorkerView};
 
 /// One candidate while it is being scored.
 pub(super) struct Scored {

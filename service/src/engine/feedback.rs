@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use super::pending::Lookup;
-use crate::dynamics::EjectionCause;
-use crate::state::WorkerSlot;
-use crate::telemetry::validate::MAX_LATENCY_MS;
+use scorer_core::dynamics::EjectionCause;
+use scorer_core::state::WorkerSlot;
+use scorer_core::telemetry::validate::MAX_LATENCY_MS;
 
 /// Body of `POST /v1/feedback`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -93,7 +93,7 @@ impl Engine {
                 "must be 1..=64 bytes without control characters",
             );
         }
-        if !crate::telemetry::validate::is_valid_worker_id(&f.worker_id) {
+        if !scorer_core::telemetry::validate::is_valid_worker_id(&f.worker_id) {
             return bad(
                 "worker_id",
                 "must be 1..=128 bytes without control or invisible formatting characters or whitespace at either end",
@@ -193,7 +193,7 @@ impl Engine {
                     .map(|r| (i, r))
             })
             .collect();
-        for i in crate::dynamics::outlier::success_rate_outliers(&rates, &cfg.outlier) {
+        for i in scorer_core::dynamics::outlier::success_rate_outliers(&rates, &cfg.outlier) {
             self.try_eject(&slots[i], now_ms, EjectionCause::SuccessRate);
         }
         for s in &slots {

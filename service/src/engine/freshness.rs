@@ -9,8 +9,8 @@
 //! toward what its busy peers report rather than looking idle.
 
 use crate::config::ScoringConfig;
-use crate::dynamics::pull_toward_prior;
-use crate::state::Smoothed;
+use scorer_core::dynamics::pull_toward_prior;
+use scorer_core::state::Smoothed;
 
 /// Per-signal priors for one request.
 #[derive(Debug, Clone, Copy, PartialEq)]

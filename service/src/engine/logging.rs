@@ -6,9 +6,9 @@ use rand::RngCore;
 
 use super::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
 use crate::api::{ScoreRequest, ScoreResponse};
-use crate::decision_log::{CandidateRow, DecisionRecord, OutcomeRecord};
-use crate::key::KeyFingerprint;
-use crate::scoring::RequestContext;
+use scorer_core::key::KeyFingerprint;
+use scorer_core::scoring::RequestContext;
+use scorer_log::{CandidateRow, DecisionRecord, OutcomeRecord};
 
 fn wall_i64(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
@@ -132,4 +132,4 @@ pub fn shadow_record(
     primary.shadow(&shadow.version, &shadow.rows)
 }
 
-pub use crate::decision_log::SHADOW_ARM;
+pub use scorer_log::SHADOW_ARM;

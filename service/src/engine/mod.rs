@@ -35,12 +35,12 @@ pub use score::{ScoreError, ScoreMode};
 pub use weight::{listed_weight, selection_weight};
 
 use crate::config::Config;
-use crate::decision_log::DecisionLog;
-use crate::key::{SecondSegmentSharding, ShardingStrategy};
-use crate::scoring::{RuleInputs, rule_score};
-use crate::selection::Selector;
-use crate::state::{IngestConfig, IngestError, IngestOutcome, Registry};
-use crate::telemetry::Snapshot;
+use scorer_core::key::{SecondSegmentSharding, ShardingStrategy};
+use scorer_core::scoring::{RuleInputs, rule_score};
+use scorer_core::selection::Selector;
+use scorer_core::state::{IngestConfig, IngestError, IngestOutcome, Registry};
+use scorer_core::telemetry::Snapshot;
+use scorer_log::DecisionLog;
 
 /// Counters exposed by `GET /v1/stats`.
 #[derive(Debug, Default)]
@@ -101,7 +101,7 @@ pub struct Engine {
     next_outlier_sweep_ms: AtomicU64,
     counters: Counters,
     log: Option<Arc<DecisionLog>>,
-    models: Arc<crate::model::ModelHub>,
+    models: Arc<scorer_model::ModelHub>,
     /// Serialises hot reloads: each plans against the config it replaces.
     reload_lock: std::sync::Mutex<()>,
 }
@@ -119,9 +119,9 @@ impl Engine {
         // A validated config always builds a selector; fall back to defaults otherwise.
         let selector = Selector::new(config.selection.selector_config()).unwrap_or_default();
         let pending = pending::PendingPicks::new(config.selection.remembered_decisions);
-        let models = Arc::new(crate::model::ModelHub::unloaded(
+        let models = Arc::new(scorer_model::ModelHub::unloaded(
             &config.model,
-            Arc::new(crate::clock::SystemClock::new()),
+            Arc::new(scorer_core::clock::SystemClock::new()),
         ));
         Self {
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
@@ -139,13 +139,13 @@ impl Engine {
 
     /// Use `models` in the scoring path (issue #6). Without this call the
     /// engine scores on rules alone and reports `model_missing`.
-    pub fn with_models(mut self, models: Arc<crate::model::ModelHub>) -> Self {
+    pub fn with_models(mut self, models: Arc<scorer_model::ModelHub>) -> Self {
         self.models = models;
         self
     }
 
     /// The model hub in use.
-    pub fn models(&self) -> &Arc<crate::model::ModelHub> {
+    pub fn models(&self) -> &Arc<scorer_model::ModelHub> {
         &self.models
     }
 
@@ -212,7 +212,7 @@ impl Engine {
             now_ms: now_mono_ms,
             warmup: false,
         };
-        let score = |v: &crate::state::WorkerView| rule_score(v, &inputs).0.score;
+        let score = |v: &scorer_core::state::WorkerView| rule_score(v, &inputs).0.score;
         let icfg = IngestConfig {
             telemetry: &cfg.telemetry,
             max_batch: cfg.server.max_batch,

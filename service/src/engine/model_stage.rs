@@ -3,18 +3,18 @@
 //! observation vectors as one batch; each prediction of `ln(latency / E)`
 //! becomes a bounded factor on the candidate's expected latency (line
 //! `model`), and the deterministic rule action adds its points
-//! ([`crate::model::blend`]); or the stage falls back to the rule action
-//! alone with a [`crate::model::FallbackReason`]. The shadow model runs after selection on the same
+//! ([`scorer_model::blend`]); or the stage falls back to the rule action
+//! alone with a [`scorer_model::FallbackReason`]. The shadow model runs after selection on the same
 //! batch and only feeds statistics and the decision log.
 
 use std::cell::RefCell;
 
 use crate::api::{ModelDecision, ShadowDecision};
-use crate::features::FEATURE_COUNT;
-use crate::features::schema::EXPECTED_LATENCY_FEATURE;
-use crate::model::blend::{mean_prediction, rule_actions};
-use crate::model::{Arm, ModelHub, ModelSet, arm_for};
-use crate::scoring::{Explained, Reason, ReasonKind, Stage};
+use scorer_core::features::FEATURE_COUNT;
+use scorer_core::features::schema::EXPECTED_LATENCY_FEATURE;
+use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};
+use scorer_model::blend::{mean_prediction, rule_actions};
+use scorer_model::{Arm, ModelHub, ModelSet, arm_for};
 
 thread_local! {
     /// Reused per thread: the model's outputs (its `n × 42` input is the
@@ -70,8 +70,8 @@ pub(super) fn apply(
     let mut model_a = vec![None; n];
     let mut raw = vec![0f32; n];
     let result = match slot {
-        crate::model::Slot::Refused { reason, .. } => Err(*reason),
-        crate::model::Slot::Ready(m) => {
+        scorer_model::Slot::Refused { reason, .. } => Err(*reason),
+        scorer_model::Slot::Ready(m) => {
             decision.version = Some(m.card.model_version.clone());
             OUTPUTS.with(|b| {
                 let out = &mut *b.borrow_mut();

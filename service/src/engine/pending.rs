@@ -4,7 +4,7 @@
 //! A bounded table (16 shards so the score path never contends on one
 //! lock). Each shard indexes its picks twice: by deadline, so that every
 //! pick stops counting as outstanding for its worker
-//! ([`crate::dynamics::LocalEvidence::expire`]) at its own `expires_ms`
+//! ([`scorer_core::dynamics::LocalEvidence::expire`]) at its own `expires_ms`
 //! however long the picks made before it wait, and by age, so that when
 //! `remembered_decisions` newer picks fill the table the oldest goes first.
 //! Inserting retires the shard's expired picks; the binary retires every
@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::dynamics::PickRecord;
-use crate::state::WorkerSlot;
+use scorer_core::dynamics::PickRecord;
+use scorer_core::state::WorkerSlot;
 
 const SHARDS: usize = 16;
 

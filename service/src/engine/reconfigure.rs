@@ -8,8 +8,8 @@ use serde::Serialize;
 use super::{ActiveConfig, Engine};
 use crate::config::Config;
 use crate::config_reload::{ConfigChange, ReloadError, plan};
-use crate::model::ReloadReport;
-use crate::selection::Selector;
+use scorer_core::selection::Selector;
+use scorer_model::ReloadReport;
 
 /// What an applied reload changed.
 #[derive(Debug, Clone, Serialize)]

@@ -5,7 +5,7 @@
 //! rule deductions, the penalty state factor (observation ×0.85, cooldown
 //! ×0.2 and ineligible), outlier ejection (ineligible); then the cost stage
 //! — the expected latency from the service's own evidence
-//! ([`crate::scoring::apply_cost`]); then a pick over the eligible
+//! ([`scorer_core::scoring::apply_cost`]); then a pick over the eligible
 //! candidates with the requested policy and the propensity of every
 //! candidate. When none is eligible, panic mode ranks
 //! and picks among live candidates on their rule scores, ignoring penalty
@@ -23,16 +23,16 @@ use super::Engine;
 use super::cost_stage::Scored;
 use super::freshness::Priors;
 use crate::api::{Explain, MAX_KEY_BYTES, ScoreRequest, ScoreResponse, WorkerScore};
-use crate::dynamics::{
+use scorer_core::dynamics::{
     EvidenceSnapshot, FreshnessConfig, PenaltyState, PickRecord, freshness_factor,
 };
-use crate::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
-use crate::key::KeyFingerprint;
-use crate::scoring::{
+use scorer_core::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
+use scorer_core::key::KeyFingerprint;
+use scorer_core::scoring::{
     Explained, Reason, ReasonKind, RequestContext, RuleInputs, Stage, rule_score,
 };
-use crate::selection::{Candidate, PolicyKind, SelectionError};
-use crate::state::{WorkerSlot, WorkerView};
+use scorer_core::selection::{Candidate, PolicyKind, SelectionError};
+use scorer_core::state::{WorkerSlot, WorkerView};
 
 /// Why a score request was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -51,7 +51,7 @@ pub enum ScoreError {
     /// The key is empty or longer than [`MAX_KEY_BYTES`] (422).
     #[error("`key` must be 1..={MAX_KEY_BYTES} bytes, got {0}")]
     BadKey(usize),
-    /// A candidate id fails [`crate::telemetry::validate::is_valid_worker_id`]
+    /// A candidate id fails [`scorer_core::telemetry::validate::is_valid_worker_id`]
     /// (422), as telemetry refuses such worker ids.
     #[error(
         "candidate {0} is not a valid worker id (1..=128 bytes; no control or invisible formatting characters; no whitespace at either end)"
@@ -61,7 +61,7 @@ pub enum ScoreError {
     #[error("unknown policy `{0}`: expected max, softmax, p2c, swrr, hash, prequal or none")]
     BadPolicy(String),
     /// `temperature` is negative, NaN or infinite (422).
-    #[error("`temperature` must be finite and >= 0, got {}", crate::fmt::exact(*.0))]
+    #[error("`temperature` must be finite and >= 0, got {}", scorer_core::fmt::exact(*.0))]
     BadTemperature(f64),
     /// Every candidate is dead or unknown (503).
     #[error("no eligible workers: every candidate is dead or has never reported")]
@@ -159,7 +159,7 @@ impl Engine {
         );
         let mut ids = Vec::with_capacity(req.candidates.len());
         for (i, c) in req.candidates.iter().enumerate() {
-            if !crate::telemetry::validate::is_valid_worker_id(c) {
+            if !scorer_core::telemetry::validate::is_valid_worker_id(c) {
                 return Err(ScoreError::BadCandidate(i));
             }
             if seen.insert(c.as_str()) {

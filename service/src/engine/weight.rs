@@ -2,8 +2,8 @@
 //! `GET /v1/workers` reports.
 
 use crate::config::Config;
-use crate::dynamics::{EvidenceSnapshot, PenaltyState, PenaltyView, slow_start_fraction};
-use crate::state::WorkerView;
+use scorer_core::dynamics::{EvidenceSnapshot, PenaltyState, PenaltyView, slow_start_fraction};
+use scorer_core::state::WorkerView;
 
 /// The selection weight of a live worker at `now_ms` (dimensionless, `>= 0`):
 /// `capacity × ramp`. The ramp is the smallest of the slow-start fractions

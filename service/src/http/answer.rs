@@ -62,7 +62,7 @@ impl Serialize for Candidate<'_> {
         if let Some(reason) = w.reason {
             m.serialize_field("reason", reason)?;
         }
-        m.serialize_field("final_score", &crate::fmt::points(w.final_score))?;
+        m.serialize_field("final_score", &scorer_core::fmt::points(w.final_score))?;
         m.end()
     }
 }

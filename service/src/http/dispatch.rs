@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::clock::Clock;
+use scorer_core::clock::Clock;
 
 /// Length of a [`Busy`] window, ns (10 ms).
 pub const WINDOW_NS: u64 = 10_000_000;
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn adaptive_scores_inline_only_when_nothing_else_is_in_progress() {
-        let p = InProgress::new(Arc::new(crate::clock::ManualClock::new(1_000, 0)));
+        let p = InProgress::new(Arc::new(scorer_core::clock::ManualClock::new(1_000, 0)));
         let first = p.enter();
         assert_eq!(Run::choose(ScoreDispatch::Adaptive, &first), Run::Inline);
         let second = p.enter();
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn a_saturated_service_scores_on_the_pool_even_with_nothing_in_progress() {
-        let clock = Arc::new(crate::clock::ManualClock::new(1_000, 0));
+        let clock = Arc::new(scorer_core::clock::ManualClock::new(1_000, 0));
         let p = InProgress::new(clock.clone());
         p.record_busy(std::time::Duration::from_nanos(WINDOW_NS));
         let alone = p.enter();

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::engine::{FeedbackError, ScoreError};
-use crate::state::IngestError;
+use scorer_core::state::IngestError;
 
 /// Most per-field problems listed in one answer (the message gives the total).
 pub const MAX_DETAILS: usize = 100;

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use super::openapi::ErrorBody;
 use super::{ApiError, AppState};
 use crate::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
-use crate::scoring::{RequestContext, RequestType};
+use scorer_core::scoring::{RequestContext, RequestType};
 
 /// Query string of `GET /v1/debug/score`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -46,7 +46,7 @@ pub(super) struct DebugQuery {
 }
 
 fn signed(x: f64) -> String {
-    let v = crate::fmt::num(x.abs());
+    let v = scorer_core::fmt::num(x.abs());
     if x < 0.0 {
         format!("−{v}")
     } else {
@@ -61,7 +61,7 @@ pub fn explain_line(w: &WorkerScore) -> String {
     let mut line = format!(
         "{}: {} (base 100",
         w.worker_id,
-        crate::fmt::num(w.final_score)
+        scorer_core::fmt::num(w.final_score)
     );
     for a in adj {
         let label = a.reason.short().unwrap_or_else(|| a.code.replace('_', " "));

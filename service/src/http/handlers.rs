@@ -17,17 +17,17 @@ use super::dispatch::Run;
 use super::metrics::ScoreStage;
 use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, ApiJson, AppState};
-use crate::state::IngestError;
 use rand::SeedableRng;
+use scorer_core::state::IngestError;
 
 use crate::api::{ScoreRequest, ScoreResponse};
-use crate::dynamics::PenaltyView;
 use crate::engine::CounterSnapshot;
-use crate::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
-use crate::scoring::{RequestContext, RequestType};
-use crate::state::{HistoryStats, Smoothed};
-use crate::telemetry::TelemetryBatch;
-use crate::telemetry::validate::Warning;
+use scorer_core::dynamics::PenaltyView;
+use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
+use scorer_core::scoring::{RequestContext, RequestType};
+use scorer_core::state::{HistoryStats, Smoothed};
+use scorer_core::telemetry::TelemetryBatch;
+use scorer_core::telemetry::validate::Warning;
 
 /// Answer of `POST /v1/telemetry`.
 #[derive(Serialize, utoipa::ToSchema)]

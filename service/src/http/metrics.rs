@@ -23,9 +23,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::AppState;
-use crate::dynamics::{FreshnessConfig, freshness_factor};
-use crate::model::{BreakerState, FallbackReason, Slot};
-use crate::scoring::{RuleInputs, rule_score};
+use scorer_core::dynamics::{FreshnessConfig, freshness_factor};
+use scorer_core::scoring::{RuleInputs, rule_score};
+use scorer_model::{BreakerState, FallbackReason, Slot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -456,9 +456,11 @@ fn registry(st: &AppState) -> Registry {
         };
         // Rounded as answers show them (`fmt::points`).
         rule.get_or_create(&labels)
-            .set(crate::fmt::points(rule_score(&v, &inputs).0.score));
+            .set(scorer_core::fmt::points(rule_score(&v, &inputs).0.score));
         if let Some(f) = slot.last_final_score() {
-            last_final.get_or_create(&labels).set(crate::fmt::points(f));
+            last_final
+                .get_or_create(&labels)
+                .set(scorer_core::fmt::points(f));
         }
         fresh
             .get_or_create(&labels)

@@ -45,15 +45,15 @@ pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
 pub use reconfigure::reload_on_own_thread;
 pub use serve::{ConnectionLimits, serve};
 
-use crate::clock::Clock;
 use crate::engine::Engine;
+use scorer_core::clock::Clock;
 
 /// Shared state of every handler.
 #[derive(Clone)]
 pub struct AppState {
     /// The scoring engine.
     pub engine: Arc<Engine>,
-    /// Time source (a [`crate::clock::ManualClock`] in tests).
+    /// Time source (a [`scorer_core::clock::ManualClock`] in tests).
     pub clock: Arc<dyn Clock>,
     /// Where `POST /v1/admin/reload` (and SIGHUP) read the new configuration.
     /// Defaults to the engine's current configuration (reloading re-reads the

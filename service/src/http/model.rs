@@ -5,7 +5,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
-use crate::model::{ModelSet, Slot};
+use scorer_model::{ModelSet, Slot};
 
 fn slot_json(slot: &Slot, now_ms: u64) -> Value {
     match slot {

@@ -13,7 +13,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::{explain, feedback, handlers, metrics, model, promote, reconfigure};
-use crate::telemetry::validate::FieldError;
+use scorer_core::telemetry::validate::FieldError;
 
 /// Every error answer: `{"error": {"code", "message", "details"?}}`.
 #[derive(Debug, ToSchema)]

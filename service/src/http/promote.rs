@@ -4,7 +4,7 @@
 //! cannot have them changed), and back.
 //!
 //! A promotion vets the directory exactly as start-up does
-//! ([`crate::model::load_model_dir`]: card, feature schema hash, golden
+//! ([`scorer_model::load_model_dir`]: card, feature schema hash, golden
 //! rows), then applies the running configuration with `[model] dir` (and
 //! `enabled`) changed through the same all-or-nothing reload as
 //! `POST /v1/admin/reload`; a refused directory changes nothing. The
@@ -116,7 +116,7 @@ async fn switch_on_own_thread(
             cfg.model.dir = to.dir.clone();
             cfg.model.enabled = to.enabled;
             let vetted = if to.enabled {
-                crate::model::load_model_dir(&to.dir, &cfg.model, now_wall_ms)
+                scorer_model::load_model_dir(&to.dir, &cfg.model, now_wall_ms)
                     .map(|m| Some(m.card.model_version.clone()))
                     .map_err(|e| {
                         ApiError::new(

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use scorer_core::clock::{ManualClock, SystemClock};
+use scorer_model::ModelHub;
+use scorer_model::export::LgbModel;
+use scorer_model::fixture::{random_model, write_model_dir};
 use serde_json::{Value, json};
-use service::clock::{ManualClock, SystemClock};
 use service::config::Config;
-use service::model::ModelHub;
-use service::model::export::LgbModel;
-use service::model::fixture::{random_model, write_model_dir};
 use service::{AppState, Engine};
 
 use super::{TestApp, WALL};
@@ -78,9 +78,9 @@ pub fn refusal(dir: &Path) -> (String, String) {
     let cfg = config(dir);
     let hub = ModelHub::load(&cfg.model, Arc::new(SystemClock::new()));
     match &hub.current().primary {
-        service::model::Slot::Refused {
+        scorer_model::Slot::Refused {
             reason, message, ..
         } => (reason.as_str().to_owned(), message.clone()),
-        service::model::Slot::Ready(_) => panic!("model in {} was accepted", dir.display()),
+        scorer_model::Slot::Ready(_) => panic!("model in {} was accepted", dir.display()),
     }
 }
