@@ -312,7 +312,7 @@ pub fn evaluation_markdown(
          (P2C least-request with Envoy's outlier detection at its defaults) are implemented in the harness from their published descriptions with \
          their published defaults. `oracle` knows every worker's true queue, speed and fault state, picks the shortest expected delay and pays nothing: \
          the physical-limit anchor (simulator only). `service` is the service exactly as users run it: \
-         `service::Engine` with the default configuration, no selection policy in the score \
+         `scorer_engine::Engine` with the default configuration, no selection policy in the score \
          request (so the configured default, `{default_policy}`, selects) and the shipped default \
          model (`models/default`) in its scoring path; `service-rules` is the same with the model \
          off. The other arms are diagnostics: `rules-p2c` names the `p2c` selection policy; \
@@ -327,7 +327,9 @@ pub fn evaluation_markdown(
          its `model-retrained` trains on a `{logging}` testbed run with a decision log on the \
          held-out seed. In `many-routers` each baseline runs one independent instance per router \
          (as a sidecar does), while the service arms share one scorer whose queue all eight routers' calls wait in.\n",
-        default_policy = service::config::Config::default().selection.default_policy,
+        default_policy = scorer_engine::config::Config::default()
+            .selection
+            .default_policy,
         logging = crate::model_arms::RETRAIN_LOGGING_ARM,
         offset = crate::model_arms::RETRAIN_SEED_OFFSET,
         budget = crate::model_arms::SIM_BUDGET_US,

@@ -11,7 +11,7 @@
 //!   descriptions;
 //! - [`policies`]: the policy names and the service arms (`service`,
 //!   `service-rules`: the service as shipped, with and without its model;
-//!   diagnostics `rules-*`) that call [`service::Engine`] in-process;
+//!   diagnostics `rules-*`) that call [`scorer_engine::Engine`] in-process;
 //! - [`model_arms`]: `model` (rules + the shipped default model) and
 //!   `model-retrained` (run → log → train → run again, in-process);
 //! - [`metrics`], [`report`], [`plot`], [`targets`]: what is measured, how

@@ -155,7 +155,9 @@ fn main() -> ExitCode {
                 opts.model_dir = dir;
             }
             if let Some(path) = service_config {
-                match service::config::Config::load(Some(&path)) {
+                match <scorer_engine::config::Config as service::config::LoadConfig>::load(Some(
+                    &path,
+                )) {
                     Ok(c) => opts.service_config = c,
                     Err(e) => {
                         eprintln!("error: {}: {e}", path.display());

@@ -4,7 +4,7 @@
 //!   (`models/default`, resolved from this crate's `CARGO_MANIFEST_DIR`, so
 //!   it works from any working directory; `--model-dir` overrides it),
 //!   loaded with [`ModelHub::load`] and attached with
-//!   [`service::Engine::with_models`], exactly as the service binary does.
+//!   [`scorer_engine::Engine::with_models`], exactly as the service binary does.
 //! * `model-retrained`: the loop closed in-process, as the model issue
 //!   defines it. The scenario's `service-rules` arm (the shipped
 //!   configuration with the model off, [`RETRAIN_LOGGING_ARM`]) runs with a
@@ -43,9 +43,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use scorer_core::clock::SystemClock;
+use scorer_engine::config::Config;
 use scorer_model::{ModelHub, Slot};
 use serde::Serialize;
-use service::config::Config;
 
 /// The selection policy arm `name` picks with under `config`: the suffix of
 /// a `rules-*` arm, else (the shipped arms `service`, `service-rules` and

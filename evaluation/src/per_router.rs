@@ -6,7 +6,7 @@
 //! for a baseline: one independent instance per router, each request and
 //! each outcome going to the instance of the router that issued it
 //! ([`PickRequest::router`], [`Outcome::router`]). The service arms are not
-//! wrapped: one service (one [`service::Engine`]) takes every router's
+//! wrapped: one service (one [`scorer_engine::Engine`]) takes every router's
 //! picks and outcomes, which is the point of a central scorer (see
 //! [`crate::policies::build_arm`]).
 

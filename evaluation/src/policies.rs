@@ -21,7 +21,7 @@
 //! service's real budget; its `model-retrained` trains on a testbed logging
 //! run.
 //!
-//! The service arms call [`service::Engine`] in-process, exactly as the HTTP
+//! The service arms call [`scorer_engine::Engine`] in-process, exactly as the HTTP
 //! handlers do: telemetry batches go to [`Engine::ingest`], each request to
 //! [`Engine::score`] with all workers as candidates, each outcome to
 //! [`Engine::feedback`]. The engine runs with the shipped default
@@ -34,12 +34,12 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
+use scorer_engine::Engine;
+use scorer_engine::Feedback;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
 use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
-use service::Engine;
-use service::api::ScoreRequest;
-use service::config::Config;
-use service::engine::Feedback;
 
 use crate::baselines::{
     envoy::Envoy, least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scorer_core::clock::SystemClock;
+use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig};
 use serde::Serialize;
-use service::config::Config;
 
 use crate::metrics::PolicyResult;
 use crate::model_arms;

@@ -9,7 +9,7 @@ use evaluation::scenario::{MANY_ROUTERS, Scenario, WorkerSpec};
 use evaluation::sim::worker::SimWorker;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use service::config::Config;
+use scorer_engine::config::Config;
 
 fn req(router: usize) -> PickRequest<'static> {
     PickRequest {

@@ -80,7 +80,9 @@ fn model_arm_uses_the_shipped_model_on_every_decision() {
     // As shipped: the configured default policy selects.
     assert_eq!(
         info.selection_policy,
-        service::config::Config::default().selection.default_policy
+        scorer_engine::config::Config::default()
+            .selection
+            .default_policy
     );
     assert!(info.decisions > 1_000, "{info:?}");
     // The generous simulator budget: every decision used the model.
@@ -126,7 +128,9 @@ fn model_retrained_closes_the_loop() {
     assert_eq!(t.logging_arm, "service-rules");
     assert_eq!(
         info.selection_policy,
-        service::config::Config::default().selection.default_policy
+        scorer_engine::config::Config::default()
+            .selection
+            .default_policy
     );
     assert_eq!(t.logging_seed, o.seed + 1_000);
     assert!(t.train_rows > 100 && t.valid_rows > 10, "{t:?}");

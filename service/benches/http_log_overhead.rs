@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 
 use scorer_core::clock::SystemClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_log::DecisionLog;
 use serde_json::json;
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::{AppState, app};
 
 const WORKERS: usize = 16;
 const CLIENTS: usize = 8;

@@ -43,12 +43,12 @@ use scorer_core::clock::SystemClock;
 use scorer_core::features::FEATURE_COUNT;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
+use scorer_engine::Engine;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
 use scorer_model::fixture::{random_model, random_row, write_model_dir};
 use scorer_model::op::attributes_from_node;
 use scorer_model::{FlatEnsemble, ModelHub, load_model_dir, run};
-use service::Engine;
-use service::api::ScoreRequest;
-use service::config::Config;
 
 /// The allocator the service binary uses (`service/src/main.rs`): mimalloc
 /// with the `mimalloc` feature, the system's without.

@@ -10,9 +10,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use service::Engine;
-use service::api::ScoreRequest;
-use service::config::Config;
+use scorer_engine::Engine;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
 
 /// The allocator the service binary uses (`service/src/main.rs`): mimalloc
 /// with the `mimalloc` feature, the system's without.

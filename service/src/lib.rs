@@ -12,12 +12,9 @@
 //! See `docs/api.md` for the HTTP contract and `docs/configuration.md` for
 //! the configuration.
 
-pub mod api;
 pub mod config;
-mod config_error;
-pub mod config_reload;
-pub mod engine;
+pub mod decision_log;
 pub mod http;
 
-pub use engine::Engine;
+pub use decision_log::EngineLog;
 pub use http::{AppState, app};

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use scorer_core::clock::SystemClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::config::LoadConfig;
+use service::{AppState, EngineLog, app};
 use tracing_subscriber::EnvFilter;
 
 /// With the `mimalloc` feature, mimalloc (Microsoft's allocator) instead of

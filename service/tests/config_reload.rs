@@ -4,16 +4,18 @@
 
 mod common;
 
+use service::EngineLog;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
 use common::{TestApp, WALL, no_warmup};
 use scorer_core::clock::ManualClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogKind, read_dir};
 use serde_json::{Value, json};
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::{AppState, app};
 
 /// An app whose reload source returns whatever the test last put in `next`.
 fn reloadable(cfg: Config, log: Option<DecisionLog>) -> (TestApp, Arc<Mutex<Config>>) {

@@ -8,10 +8,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{Explained, RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use service::Engine;
-use service::api::{ScoreRequest, ScoreResponse, WorkerScore};
-use service::config::Config;
-use service::engine::Feedback;
+use scorer_engine::Engine;
+use scorer_engine::Feedback;
+use scorer_engine::api::{ScoreRequest, ScoreResponse, WorkerScore};
+use scorer_engine::config::Config;
 
 const WALL: u64 = 1_750_000_000_000;
 

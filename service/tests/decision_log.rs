@@ -3,6 +3,7 @@
 
 mod common;
 
+use service::EngineLog;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,10 +12,11 @@ use arrow::datatypes::{Float32Type, Float64Type};
 use axum::http::StatusCode;
 use common::{WALL, no_warmup};
 use scorer_core::clock::ManualClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig, LogKind, join_outcomes, read_dir};
 use serde_json::{Value, json};
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::{AppState, app};
 
 struct TempDir(PathBuf);
 

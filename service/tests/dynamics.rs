@@ -7,9 +7,9 @@ use rand_chacha::ChaCha8Rng;
 use scorer_core::dynamics::PenaltyState;
 use scorer_core::scoring::RequestContext;
 use scorer_core::telemetry::Snapshot;
-use service::Engine;
-use service::api::{ScoreRequest, ScoreResponse};
-use service::config::Config;
+use scorer_engine::Engine;
+use scorer_engine::api::{ScoreRequest, ScoreResponse};
+use scorer_engine::config::Config;
 
 const WALL: u64 = 1_750_000_000_000;
 
@@ -99,7 +99,7 @@ impl Sim {
     fn decide(&mut self, ids: &[&str], policy: &str, latency_ms: f64) -> ScoreResponse {
         let r = self.score(ids, policy);
         if let Some(pick) = &r.pick {
-            let fb = service::engine::Feedback {
+            let fb = scorer_engine::Feedback {
                 decision_id: r.decision_id.clone(),
                 worker_id: pick.clone(),
                 latency_ms,
@@ -408,7 +408,7 @@ fn all_in_cooldown_is_panic_mode_all_dead_is_an_error() {
             &mut sim.rng,
         )
         .unwrap_err();
-    assert_eq!(err, service::engine::ScoreError::NoEligibleWorkers);
+    assert_eq!(err, scorer_engine::ScoreError::NoEligibleWorkers);
     let empty = ScoreRequest::new("k", vec![]);
     let err = sim
         .engine
@@ -420,7 +420,7 @@ fn all_in_cooldown_is_panic_mode_all_dead_is_an_error() {
             &mut sim.rng,
         )
         .unwrap_err();
-    assert_eq!(err, service::engine::ScoreError::NoCandidates);
+    assert_eq!(err, scorer_engine::ScoreError::NoCandidates);
 }
 
 #[test]
@@ -497,7 +497,7 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
     let r = sim.score(&ids, "none");
     assert!(r.scores.iter().all(|s| s.outstanding == Some(1)), "{r:?}");
 
-    let fb = service::engine::Feedback {
+    let fb = scorer_engine::Feedback {
         decision_id: first.decision_id.clone(),
         worker_id: picked.clone(),
         latency_ms: 3.2,
@@ -513,7 +513,7 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
         "{s:?}"
     );
     assert_eq!(by_id(&third, other).outstanding, Some(1));
-    let unknown = service::engine::Feedback {
+    let unknown = scorer_engine::Feedback {
         decision_id: "never-made".into(),
         ..fb
     };
@@ -568,7 +568,7 @@ fn mistaken_feedback_does_not_consume_the_decision() {
     let r = sim.score(&["a", "b"], "max");
     let picked = r.pick.clone().expect("pick");
     let other = if picked == "a" { "b" } else { "a" };
-    let mut fb = service::engine::Feedback {
+    let mut fb = scorer_engine::Feedback {
         decision_id: r.decision_id.clone(),
         worker_id: other.into(),
         latency_ms: 1.0,

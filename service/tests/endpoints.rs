@@ -6,8 +6,8 @@ mod common;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::{WALL, no_warmup, test_app};
+use scorer_engine::config::Config;
 use serde_json::{Value, json};
-use service::config::Config;
 
 fn snap(id: &str, ts: u64) -> Value {
     json!({"worker_id": id, "timestamp_ms": ts, "cpu_usage": 0.2, "queue_depth": 1,

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use figment::providers::Env;
-use service::config::{Config, ENV_PREFIX};
+use scorer_engine::config::{Config, ENV_PREFIX};
+use service::config::LoadConfig;
 
 fn example_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/example.toml")

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
 use scorer_core::scoring::{Adjustment, BASE_SCORE, Explained, RequestContext, Stage};
 use scorer_core::telemetry::Snapshot;
+use scorer_engine::api::{Explain, ScoreRequest};
 use serde_json::{Value, json};
-use service::api::{Explain, ScoreRequest};
 
 fn rng() -> rand_chacha::ChaCha8Rng {
     rand::SeedableRng::seed_from_u64(7)
@@ -37,7 +37,7 @@ fn request() -> ScoreRequest {
 
 #[test]
 fn golden_scores_in_process() {
-    let engine = service::Engine::new(no_warmup());
+    let engine = scorer_engine::Engine::new(no_warmup());
     engine
         .ingest(&golden_snapshots(), 1_000, WALL)
         .expect("valid");
@@ -99,7 +99,7 @@ fn golden_scores_in_process() {
 }
 
 /// Replaying the rule-stage adjustments gives `rule_score`, all of them `final_score`.
-fn assert_invariant(s: &service::api::WorkerScore) {
+fn assert_invariant(s: &scorer_engine::api::WorkerScore) {
     let rule: Vec<Adjustment> = s
         .adjustments
         .iter()
@@ -193,7 +193,7 @@ fn invariant_holds_for_many_random_workers() {
     };
     let mut cfg = no_warmup();
     cfg.scoring.warmup_ms = 60_000;
-    let engine = service::Engine::new(cfg);
+    let engine = scorer_engine::Engine::new(cfg);
     let mut batch = Vec::new();
     for i in 0..300u64 {
         let mut s = Snapshot::new(format!("w{i}"), WALL);

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
+use scorer_engine::config::Config;
 use serde_json::{Value, json};
-use service::config::Config;
 use service::http::ConnectionLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -9,10 +9,11 @@ use axum::http::StatusCode;
 use common::model_fixture::{config, fixture};
 use common::{TestApp, WALL};
 use scorer_core::clock::{ManualClock, SystemClock};
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_model::ModelHub;
 use serde_json::json;
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::{AppState, app};
 
 /// An app whose reload source is `source` (what the binary re-reads).
 fn app_with_source(cfg: Config, source: Arc<Mutex<Config>>) -> TestApp {

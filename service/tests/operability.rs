@@ -10,9 +10,10 @@ use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use common::{TestApp, test_app};
 use scorer_core::clock::SystemClock;
+use scorer_engine::Engine;
 use scorer_model::ModelHub;
 use scorer_model::fixture::{random_model, write_model_dir};
-use service::{AppState, Engine};
+use service::AppState;
 use tower::ServiceExt;
 
 fn reload_from(peer: [u8; 4], token: Option<&str>) -> Request<Body> {
@@ -373,7 +374,7 @@ async fn every_refused_telemetry_batch_is_counted_by_its_error_code() {
 async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
     // Default config: a new worker pays up to 10 points, falling linearly
     // to 0 over 30 s, in decisions and in the metric alike.
-    let app = test_app(service::config::Config::default());
+    let app = test_app(scorer_engine::config::Config::default());
     let snaps = serde_json::json!({"snapshots": [
         {"worker_id": "w1", "timestamp_ms": common::WALL, "cpu_usage": 0.9, "queue_depth": 1,
          "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0, "error_rate": 0.0}]});

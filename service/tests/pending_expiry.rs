@@ -6,9 +6,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::RequestContext;
 use scorer_core::telemetry::Snapshot;
-use service::Engine;
-use service::api::ScoreRequest;
-use service::config::Config;
+use scorer_engine::Engine;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
 
 const WALL: u64 = 1_750_000_000_000;
 

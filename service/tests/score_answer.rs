@@ -404,7 +404,7 @@ async fn each_batch_item_is_parsed_as_a_single_outcome_would_be() {
 
 #[test]
 fn a_feedback_batch_may_not_exceed_the_log_channel() {
-    let mut cfg = service::config::Config::default();
+    let mut cfg = scorer_engine::config::Config::default();
     cfg.server.max_feedback_batch = cfg.log.channel_capacity + 1;
     let err = cfg.validate().expect_err("refused").to_string();
     assert!(err.contains("server.max_feedback_batch"), "{err}");

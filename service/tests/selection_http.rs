@@ -314,7 +314,7 @@ async fn penalty_state_is_visible_in_workers_and_adjustments() {
 #[tokio::test]
 async fn workers_show_the_selection_weight_a_decision_uses() {
     // Default config: new workers ramp up (slow start) and warm up.
-    let app = test_app(service::config::Config::default());
+    let app = test_app(scorer_engine::config::Config::default());
     let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.3)]});
     assert_eq!(
         app.post_json("/v1/telemetry", &batch).await.0,
@@ -357,7 +357,7 @@ async fn workers_show_the_selection_weight_a_decision_uses() {
 
 #[tokio::test]
 async fn a_dead_worker_is_listed_with_weight_zero_as_a_decision_sees_it() {
-    let app = test_app(service::config::Config::default());
+    let app = test_app(scorer_engine::config::Config::default());
     let batch = json!({"snapshots": [snap("a", WALL, 0.2), snap("b", WALL, 0.3)]});
     assert_eq!(
         app.post_json("/v1/telemetry", &batch).await.0,

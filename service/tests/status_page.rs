@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scorer_core::clock::{Clock, SystemClock};
-use service::config::Config;
-use service::{AppState, Engine, app};
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
+use service::{AppState, app};
 
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent::{AgentConfig, WorkerSpec};
 use scorer_core::clock::SystemClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use serde_json::{Value, json};
-use service::config::Config;
-use service::{AppState, Engine};
+use service::AppState;
 use tokio::sync::oneshot;
 
 /// How often the test polls (redis readiness, the score endpoint).

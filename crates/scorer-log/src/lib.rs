@@ -60,47 +60,74 @@
 //! `latency_ms`/`success` to each candidate row. `probability` is the propensity of
 //! the picked candidate under the logging policy, for off-policy estimators.
 
-pub mod batch;
 pub mod config;
-pub mod dir_lock;
-pub mod error;
-pub mod flatten;
-pub mod join;
-pub mod naming;
-pub mod reader;
 pub mod record;
-pub mod recovery;
-pub mod rolling;
 pub mod sampling;
+pub mod sink;
+
+#[cfg(feature = "parquet")]
+pub mod batch;
+#[cfg(feature = "parquet")]
+pub mod dir_lock;
+#[cfg(feature = "parquet")]
+pub mod error;
+#[cfg(feature = "parquet")]
+pub mod flatten;
+#[cfg(feature = "parquet")]
+pub mod join;
+#[cfg(feature = "parquet")]
+pub mod naming;
+#[cfg(feature = "parquet")]
+pub mod reader;
+#[cfg(feature = "parquet")]
+pub mod recovery;
+#[cfg(feature = "parquet")]
+pub mod rolling;
+#[cfg(feature = "parquet")]
 pub mod schema;
+#[cfg(feature = "parquet")]
 pub mod stats;
+#[cfg(feature = "parquet")]
 pub mod writer;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "parquet"))]
 mod layout_tests;
-#[cfg(test)]
+#[cfg(all(test, feature = "parquet"))]
 mod tests;
 
+#[cfg(feature = "parquet")]
 use arrow::datatypes::SchemaRef;
 
+#[cfg(feature = "parquet")]
 pub use batch::{decisions_batch, outcomes_batch};
 pub use config::LogConfig;
+#[cfg(feature = "parquet")]
 pub use error::{LogError, ReadError};
+#[cfg(feature = "parquet")]
 pub use flatten::candidate_rows;
+#[cfg(feature = "parquet")]
 pub use join::{join_outcomes, joined_schema};
+#[cfg(feature = "parquet")]
 pub use reader::{LoadedLog, read_dir, read_file};
 pub use record::{CandidateRow, DecisionRecord, OutcomeRecord, SHADOW_ARM};
+#[cfg(feature = "parquet")]
 pub use recovery::{RecoveryReport, recover_dir};
+#[cfg(feature = "parquet")]
 pub use rolling::{RollReason, roll_reason};
 pub use sampling::sampled_at;
+#[cfg(feature = "parquet")]
 pub use schema::{
     LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
     META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
 };
+pub use sink::DecisionSink;
+#[cfg(feature = "parquet")]
 pub use stats::LogStats;
+#[cfg(feature = "parquet")]
 pub use writer::{DecisionLog, WriterHold};
 
 /// Which of the two logs a file or directory holds.
+#[cfg(feature = "parquet")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LogKind {
     /// One row per decision, candidates nested; [`decisions_schema`].
@@ -109,6 +136,7 @@ pub enum LogKind {
     Outcomes,
 }
 
+#[cfg(feature = "parquet")]
 impl LogKind {
     /// File name prefix: `"decisions"` or `"outcomes"`.
     pub fn prefix(self) -> &'static str {

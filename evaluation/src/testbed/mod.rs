@@ -30,7 +30,7 @@ mod summary;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use service::config::Config;
+use scorer_engine::config::Config;
 
 use crate::metrics::PolicyResult;
 use crate::policies;

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use service::config::Config;
+use scorer_engine::config::Config;
 
 use super::*;
 use crate::testbed::request::{Backend, Ctx, Ended, RouterState, Wall, Work, serve};

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::clock::SystemClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_model::ModelHub;
-use service::config::Config;
-use service::{AppState, Engine};
+use service::AppState;
 
 use super::conns::Conns;
 use super::loadgen::{self, Load};

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde::ser::{SerializeSeq, SerializeStruct};
 
-use crate::api::{Explain, ScoreResponse, WorkerScore};
+use scorer_engine::api::{Explain, ScoreResponse, WorkerScore};
 
 /// `resp` serialised as JSON at `level`.
 pub(super) fn render(resp: &ScoreResponse, level: Explain) -> serde_json::Result<Vec<u8>> {

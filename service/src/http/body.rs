@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes, to_bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 
 use super::ApiError;
-use crate::config::{DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, ServerConfig};
+use scorer_engine::config::{DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, ServerConfig};
 
 /// Body limits, carried to the extractors as a request extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

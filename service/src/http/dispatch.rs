@@ -77,7 +77,7 @@ impl Busy {
     }
 }
 
-use crate::config::ScoreDispatch;
+use scorer_engine::config::ScoreDispatch;
 
 /// Score calls in progress (admitted, not yet answered) and the time they
 /// spent scoring, in windows of the injected clock's monotonic time.

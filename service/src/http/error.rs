@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::engine::{FeedbackError, ScoreError};
 use scorer_core::state::IngestError;
+use scorer_engine::{FeedbackError, ScoreError};
 
 /// Most per-field problems listed in one answer (the message gives the total).
 pub const MAX_DETAILS: usize = 100;

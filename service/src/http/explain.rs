@@ -22,8 +22,8 @@ use serde::Deserialize;
 
 use super::openapi::ErrorBody;
 use super::{ApiError, AppState};
-use crate::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
 use scorer_core::scoring::{RequestContext, RequestType};
+use scorer_engine::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
 
 /// Query string of `GET /v1/debug/score`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -75,7 +75,7 @@ pub fn explain_line(w: &WorkerScore) -> String {
 }
 
 /// `GET /v1/debug/score`: one line per candidate explaining its score
-/// (policy `none`, not logged): an [`Engine::preview`](crate::Engine::preview),
+/// (policy `none`, not logged): an [`Engine::preview`](scorer_engine::Engine::preview),
 /// which changes no state.
 #[utoipa::path(get, path = "/v1/debug/score", tag = "operations", params(DebugQuery),
     responses(

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{JsonBytes, parse};
 use super::openapi::{ErrorBody, JsonBodyErrors};
 use super::{ApiError, AppState};
-use crate::engine::{Feedback, FeedbackOutcome};
+use scorer_engine::{Feedback, FeedbackOutcome};
 
 /// Body of `POST /v1/feedback`: one outcome or a batch.
 #[derive(Deserialize, utoipa::ToSchema)]

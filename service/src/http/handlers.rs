@@ -1,5 +1,6 @@
 //! Route handlers.
 
+use crate::EngineLog;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -20,14 +21,14 @@ use super::{ApiError, ApiJson, AppState};
 use rand::SeedableRng;
 use scorer_core::state::IngestError;
 
-use crate::api::{ScoreRequest, ScoreResponse};
-use crate::engine::CounterSnapshot;
 use scorer_core::dynamics::PenaltyView;
 use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, schema_hash};
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::state::{HistoryStats, Smoothed};
 use scorer_core::telemetry::TelemetryBatch;
 use scorer_core::telemetry::validate::Warning;
+use scorer_engine::CounterSnapshot;
+use scorer_engine::api::{ScoreRequest, ScoreResponse};
 
 /// Answer of `POST /v1/telemetry`.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -375,7 +376,7 @@ pub(super) async fn workers(
             let registered = v.registered_for_ms(now);
             let penalty = v.penalty.state_at(now, &cfg.penalty);
             let ev = slot.evidence().snapshot();
-            let weight = crate::engine::listed_weight(&v, &penalty, &ev, now, &cfg);
+            let weight = scorer_engine::listed_weight(&v, &penalty, &ev, now, &cfg);
             WorkerInfo {
                 worker_id: v.worker_id.to_string(),
                 last_report_age_ms: v.age_ms(now),

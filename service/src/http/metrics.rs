@@ -8,6 +8,7 @@
 //! per-worker series stay bounded by the tracked workers. Names follow the
 //! Prometheus conventions: base units (`_seconds`), `_total` for counters.
 
+use crate::EngineLog;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};

@@ -1,5 +1,5 @@
 //! The HTTP layer: routes, extraction and error answers. The domain lives in
-//! [`crate::engine`]; handlers only translate.
+//! [`scorer_engine`]; handlers only translate.
 //!
 //! Tests call `app(state).oneshot(request)` with no socket.
 
@@ -45,8 +45,8 @@ pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
 pub use reconfigure::reload_on_own_thread;
 pub use serve::{ConnectionLimits, serve};
 
-use crate::engine::Engine;
 use scorer_core::clock::Clock;
+use scorer_engine::Engine;
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -70,8 +70,11 @@ pub struct AppState {
 }
 
 /// A function producing the configuration to reload to.
-pub type ConfigSource =
-    Arc<dyn Fn() -> Result<crate::config::Config, crate::config::ConfigError> + Send + Sync>;
+pub type ConfigSource = Arc<
+    dyn Fn() -> Result<scorer_engine::config::Config, scorer_engine::config::ConfigError>
+        + Send
+        + Sync,
+>;
 
 impl AppState {
     /// State over `engine` reading time from `clock`.

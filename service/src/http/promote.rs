@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use super::extract::ApiJson;
 use super::openapi::{AdminErrors, ErrorBody, JsonBodyErrors};
 use super::{ApiError, AppState};
-use crate::config::Config;
-use crate::engine::Engine;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 
 /// What promotions remember.
 #[derive(Debug, Default)]

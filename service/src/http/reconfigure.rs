@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use super::openapi::{AdminErrors, ErrorBody};
 use super::{ApiError, AppState};
-use crate::config::Config;
-use crate::config_reload::{ReloadError, SECRET_KEYS};
-use crate::engine::{ConfigReloadReport, Engine};
+use scorer_engine::config::Config;
+use scorer_engine::config_reload::{ReloadError, SECRET_KEYS};
+use scorer_engine::{ConfigReloadReport, Engine};
 
 /// Query of `POST /v1/admin/reload`.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
@@ -23,7 +23,7 @@ pub(super) struct ReloadQuery {
     force: Option<bool>,
 }
 
-/// Runs [`crate::engine::Engine::reload_config`] on a thread of its own
+/// Runs [`scorer_engine::Engine::reload_config`] on a thread of its own
 /// and awaits it. Not on tokio's blocking pool: the score path runs there
 /// with one thread per core (`service/src/main.rs`), and a reload reads and
 /// parses model files, which a slow disk can stretch without bound; on the
@@ -64,7 +64,7 @@ fn refused(e: &ReloadError) -> ApiError {
 
 /// `POST /v1/admin/reload[?force=true]`: re-reads the configuration through
 /// the state's config source and applies it with
-/// [`crate::engine::Engine::reload_config`] (models included). 200 with
+/// [`scorer_engine::Engine::reload_config`] (models included). 200 with
 /// `{"applied": true, old_hash, new_hash, changes, forced, model}`; 422 with
 /// the error body (`invalid_config`, `restart_required`,
 /// `weight_step_too_large`, `model_refused`) when refused, nothing changed.

@@ -23,7 +23,7 @@ use tower::ServiceExt;
 
 use super::idle;
 use super::parse_errors;
-use crate::config::ServerConfig;
+use scorer_engine::config::ServerConfig;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), so the loop
 /// does not spin while the condition lasts.

@@ -11,9 +11,10 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use scorer_core::clock::ManualClock;
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use serde_json::Value;
-use service::config::Config;
-use service::{AppState, Engine, app};
+use service::{AppState, app};
 use tower::ServiceExt;
 
 /// Wall clock used by tests, Unix ms.

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scorer_core::clock::{ManualClock, SystemClock};
+use scorer_engine::Engine;
+use scorer_engine::config::Config;
 use scorer_model::ModelHub;
 use scorer_model::export::LgbModel;
 use scorer_model::fixture::{random_model, write_model_dir};
 use serde_json::{Value, json};
-use service::config::Config;
-use service::{AppState, Engine};
+use service::AppState;
 
 use super::{TestApp, WALL};
 

@@ -41,7 +41,7 @@ impl Engine {
     /// model stays out.
     ///
     /// Blocking (loads model files): call from a thread of its own
-    /// ([`crate::http::reload_on_own_thread`]), not the blocking pool the
+    /// (the service's `reload_on_own_thread`), not the blocking pool the
     /// score path uses. Concurrent reloads are serialised.
     ///
     /// # Errors

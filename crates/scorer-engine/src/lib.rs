@@ -1,6 +1,14 @@
-//! The scoring engine: state plus the operations the HTTP layer (and
-//! in-process callers such as a simulator) invoke. Time and randomness are
-//! passed in.
+//! Decisions as a library: the scoring engine, its state, and the
+//! operations the service's HTTP layer, the simulator and (in-process) a
+//! router invoke. Time and randomness are passed in; decisions and
+//! outcomes go to a [`DecisionSink`] the host provides (the service plugs
+//! in `scorer-log`'s Parquet writer). No HTTP server, figment or Parquet
+//! writer is linked: `cargo tree -p scorer-engine -e normal | grep -E
+//! 'axum|hyper|figment|parquet'` prints nothing.
+//!
+//! - [`config`]: the configuration, its ranges and hash;
+//!   [`config_reload`]: what a hot reload may change;
+//! - [`api`]: the request and answer types.
 //!
 //! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
 //!   state machine.
@@ -12,6 +20,9 @@
 //!   the pick from the worker's outstanding count, learns its latency and
 //!   failure, and may eject the worker (outlier detection).
 
+pub mod api;
+pub mod config;
+pub mod config_reload;
 mod cost_stage;
 mod feedback;
 mod freshness;
@@ -34,13 +45,14 @@ pub use reconfigure::ConfigReloadReport;
 pub use score::{ScoreError, ScoreMode};
 pub use weight::{listed_weight, selection_weight};
 
+pub use scorer_log::DecisionSink;
+
 use crate::config::Config;
 use scorer_core::key::{SecondSegmentSharding, ShardingStrategy};
 use scorer_core::scoring::{RuleInputs, rule_score};
 use scorer_core::selection::Selector;
 use scorer_core::state::{IngestConfig, IngestError, IngestOutcome, Registry};
 use scorer_core::telemetry::Snapshot;
-use scorer_log::DecisionLog;
 
 /// Counters exposed by `GET /v1/stats`.
 #[derive(Debug, Default)]
@@ -100,7 +112,7 @@ pub struct Engine {
     /// When the next success-rate analysis is due, monotonic ms (0: not started).
     next_outlier_sweep_ms: AtomicU64,
     counters: Counters,
-    log: Option<Arc<DecisionLog>>,
+    log: Option<Arc<dyn DecisionSink>>,
     models: Arc<scorer_model::ModelHub>,
     /// Serialises hot reloads: each plans against the config it replaces.
     reload_lock: std::sync::Mutex<()>,
@@ -151,13 +163,13 @@ impl Engine {
 
     /// Attach a decision log: [`Engine::score_and_log`] and
     /// [`Engine::feedback_and_log`] write to it.
-    pub fn with_log(mut self, log: Arc<DecisionLog>) -> Self {
+    pub fn with_log(mut self, log: Arc<dyn DecisionSink>) -> Self {
         self.log = Some(log);
         self
     }
 
     /// The attached decision log, if any.
-    pub fn decision_log(&self) -> Option<&Arc<DecisionLog>> {
+    pub fn decision_sink(&self) -> Option<&Arc<dyn DecisionSink>> {
         self.log.as_ref()
     }
 
