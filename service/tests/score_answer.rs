@@ -320,6 +320,14 @@ async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
             "{stage}: {m}"
         );
     }
+    for stage in scorer_engine::DecisionStage::ALL.map(scorer_engine::DecisionStage::as_str) {
+        assert!(
+            m.contains(&format!(
+                "scorer_decision_stage_seconds_count{{stage=\"{stage}\"}} 3"
+            )),
+            "{stage}: {m}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -23,14 +23,13 @@
 pub mod api;
 pub mod config;
 pub mod config_reload;
-mod cost_stage;
+mod decision;
 mod feedback;
-mod freshness;
 mod logging;
-mod model_stage;
 mod pending;
 mod reconfigure;
 mod score;
+pub mod stages;
 mod weight;
 
 use std::sync::Arc;
@@ -43,6 +42,7 @@ pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
 pub use reconfigure::ConfigReloadReport;
 pub use score::{ScoreError, ScoreMode};
+pub use stages::{DecisionStage, NoObserver, StageObserver};
 pub use weight::{listed_weight, selection_weight};
 
 pub use scorer_log::DecisionSink;

@@ -220,12 +220,13 @@ pub(super) async fn score(
     let work = move || -> Result<(Vec<u8>, Instant), ApiError> {
         let start = Instant::now();
         metrics.observe_stage(ScoreStage::Queue, (start - entered).as_secs_f64());
+        let mut timer = metrics.decision_stage_timer(start);
         let resp = match req.seed {
             Some(seed) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                engine.score(&req, &ctx, mono, id, &mut rng)
+                engine.score_observed(&req, &ctx, mono, id, &mut rng, &mut timer)
             }
-            None => engine.score(&req, &ctx, mono, id, &mut rand::rng()),
+            None => engine.score_observed(&req, &ctx, mono, id, &mut rand::rng(), &mut timer),
         }?;
         let scored = Instant::now();
         metrics.observe_score((scored - start).as_secs_f64());

@@ -8,7 +8,6 @@
 //! per-worker series stay bounded by the tracked workers. Names follow the
 //! Prometheus conventions: base units (`_seconds`), `_total` for counters.
 
-use crate::EngineLog;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -24,8 +23,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::AppState;
+use crate::EngineLog;
 use scorer_core::dynamics::{FreshnessConfig, freshness_factor};
 use scorer_core::scoring::{RuleInputs, rule_score};
+use scorer_engine::{DecisionStage, StageObserver};
 use scorer_model::{BreakerState, FallbackReason, Slot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -142,6 +143,7 @@ pub struct HttpMetrics {
     duration: HistFamily<RouteLabels>,
     score_duration: Histogram,
     score_stages: HistFamily<StageLabels>,
+    decision_stages: HistFamily<StageLabels>,
     score_dispatch: Family<DispatchLabels, Counter>,
     snapshots_accepted: Counter,
     telemetry_rejected: Family<ReasonLabels, Counter>,
@@ -177,6 +179,7 @@ impl Default for HttpMetrics {
             duration: Family::new_with_constructor(latency_histogram),
             score_duration: latency_histogram(),
             score_stages: Family::new_with_constructor(stage_histogram),
+            decision_stages: Family::new_with_constructor(stage_histogram),
             score_dispatch,
             snapshots_accepted: Counter::default(),
             telemetry_rejected,
@@ -203,6 +206,15 @@ impl HttpMetrics {
                 stage: stage.as_str(),
             })
             .observe(seconds);
+    }
+
+    /// A timer of the engine's stages from `start` on, for
+    /// [`scorer_engine::Engine::score_observed`].
+    pub(super) fn decision_stage_timer(&self, start: Instant) -> StageTimer<'_> {
+        StageTimer {
+            metrics: self,
+            last: start,
+        }
     }
 
     /// Counts a score call by where it computed.
@@ -282,6 +294,11 @@ fn registry(st: &AppState) -> Registry {
         "scorer_score_stage_seconds",
         "Time of each stage of POST /v1/score: read_parse, queue, engine, log, serialise, return",
         m.score_stages.clone(),
+    );
+    r.register(
+        "scorer_decision_stage_seconds",
+        "Time of each stage of a score decision in the engine: rules, freshness, dynamics, cost, model, select, record",
+        m.decision_stages.clone(),
     );
     r.register(
         "scorer_score_dispatch",
@@ -521,5 +538,24 @@ pub(super) async fn metrics(State(st): State<AppState>) -> Response {
         )
             .into_response(),
         _ => super::ApiError::internal("metrics encoding failed").into_response(),
+    }
+}
+
+/// Times each stage of a decision since the previous one ended.
+pub(super) struct StageTimer<'a> {
+    metrics: &'a HttpMetrics,
+    last: Instant,
+}
+
+impl StageObserver for StageTimer<'_> {
+    fn stage_done(&mut self, stage: DecisionStage) {
+        let now = Instant::now();
+        self.metrics
+            .decision_stages
+            .get_or_create(&StageLabels {
+                stage: stage.as_str(),
+            })
+            .observe((now - self.last).as_secs_f64());
+        self.last = now;
     }
 }

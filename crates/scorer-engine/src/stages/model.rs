@@ -4,17 +4,115 @@
 //! becomes a bounded factor on the candidate's expected latency (line
 //! `model`), and the deterministic rule action adds its points
 //! ([`scorer_model::blend`]); or the stage falls back to the rule action
-//! alone with a [`scorer_model::FallbackReason`]. The shadow model runs after selection on the same
-//! batch and only feeds statistics and the decision log.
+//! alone with a [`scorer_model::FallbackReason`]. The shadow model runs on the same batch
+//! and only feeds statistics and the decision log.
+//!
+//! First, every candidate's 42-feature vector ([`RequestFeatures`]), with
+//! its rank by rule score; the answer carries them whether or not the
+//! model runs (it does not in panic mode, where penalties are ignored).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use crate::api::{ModelDecision, ShadowDecision};
-use scorer_core::features::FEATURE_COUNT;
+use crate::config::Config;
+use crate::decision::Decision;
 use scorer_core::features::schema::EXPECTED_LATENCY_FEATURE;
+use scorer_core::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};
 use scorer_model::blend::{mean_prediction, rule_actions};
 use scorer_model::{Arm, ModelHub, ModelSet, arm_for};
+
+/// Runs the model stage: `d.observations` for every candidate, then, out
+/// of panic mode, the model (or its fallback) on the selectable ones, and
+/// the shadow model on a decision.
+pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
+    observations(d, cfg);
+    let n = d.scored.len();
+    d.model_actions = vec![None; n];
+    d.rule_actions = vec![None; n];
+    if d.panic {
+        return;
+    }
+    let decide = d.decides();
+    let set = hub.current();
+    // `selectable` is ascending, so when it holds every candidate the
+    // observations are already the model's batch.
+    debug_assert!(d.selectable.windows(2).all(|w| w[0] < w[1]));
+    let obs: Cow<'_, [[f32; FEATURE_COUNT]]> = if d.selectable.len() == d.observations.len() {
+        Cow::Borrowed(&d.observations)
+    } else {
+        Cow::Owned(d.selectable.iter().map(|&i| d.observations[i]).collect())
+    };
+    let in_set = d.in_set();
+    let mut es: Vec<&mut Explained> = d
+        .scored
+        .iter_mut()
+        .zip(&in_set)
+        .filter_map(|(s, &inside)| inside.then_some(&mut s.e))
+        .collect();
+    let mut out = apply(
+        hub,
+        &set,
+        &d.req.key,
+        d.key.prefix,
+        &obs,
+        &mut es,
+        d.now_ms,
+        decide,
+    );
+    for (j, &i) in d.selectable.iter().enumerate() {
+        d.model_actions[i] = out.model_a[j];
+        d.rule_actions[i] = out.rule_r.get(j).copied();
+    }
+    if decide && set.shadow.is_some() {
+        let primary_final: Vec<f64> = d.selectable.iter().map(|&i| d.scored[i].e.score).collect();
+        d.shadow = shadow(hub, &set, &obs, &out, &primary_final, d.now_ms)
+            .map(|(v, rows)| shadow_decision(v, rows, &d.selectable, n));
+    }
+    d.model = std::mem::take(&mut out.decision);
+}
+
+/// Every candidate's observation vector, ranked by rule score (0 = best).
+fn observations(d: &mut Decision<'_>, cfg: &Config) {
+    let ids = &d.ids;
+    // Ids are distinct, so the order is total and an unstable sort is exact.
+    let mut by_rule: Vec<(f64, usize)> = d.scored.iter().map(|s| s.rule).zip(0..).collect();
+    by_rule
+        .sort_unstable_by(|&(ra, a), &(rb, b)| rb.total_cmp(&ra).then_with(|| ids[a].cmp(ids[b])));
+    let mut rank = vec![0usize; ids.len()];
+    for (r, &(_, i)) in by_rule.iter().enumerate() {
+        rank[i] = r;
+    }
+    let best = by_rule.first().map_or(0.0, |&(_, i)| d.scored[i].rule);
+    let size = cfg.features.value_size_bytes.get(d.key.prefix).copied();
+    let request = RequestFeatures::new(&ObservationInputs {
+        value_size_bytes: size.unwrap_or(cfg.features.default_value_size_bytes),
+        ctx: d.context,
+        worker: None,
+        evidence: None,
+        rule_score: 0.0,
+        candidate_count: ids.len(),
+        rule_rank: 0,
+        best_rule_score: best,
+        warmup_ms: cfg.scoring.warmup_ms,
+        now_ms: d.now_ms,
+    });
+    d.observations = d
+        .scored
+        .iter()
+        .zip(rank)
+        .map(|(s, rule_rank)| {
+            request.observation(&CandidateInputs {
+                worker: s.view.as_deref(),
+                evidence: s.cost_evidence,
+                rule_score: s.rule,
+                rule_rank,
+                best_rule_score: best,
+            })
+        })
+        .collect();
+}
 
 thread_local! {
     /// Reused per thread: the model's outputs (its `n × 42` input is the
@@ -24,7 +122,7 @@ thread_local! {
 
 /// What the stage did, per selectable candidate (same order as its input).
 #[derive(Debug, Default)]
-pub(super) struct StageOut {
+pub(crate) struct StageOut {
     pub decision: ModelDecision,
     pub model_a: Vec<Option<f64>>,
     pub rule_r: Vec<f64>,
@@ -37,7 +135,7 @@ pub(super) struct StageOut {
 /// With `record` false (previews) no model counter, latency or breaker
 /// state changes.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn apply(
+pub(crate) fn apply(
     hub: &ModelHub,
     set: &ModelSet,
     key: &str,
@@ -160,7 +258,7 @@ pub(super) fn apply(
 /// records the comparison; returns its per-candidate (action, final score)
 /// in selectable order, or `None` when there is no usable shadow output.
 /// `primary_final` are the final scores the response used.
-pub(super) fn shadow(
+pub(crate) fn shadow(
     hub: &ModelHub,
     set: &ModelSet,
     obs: &[[f32; FEATURE_COUNT]],
@@ -203,7 +301,7 @@ pub(super) fn shadow(
 }
 
 /// Builds the response's shadow record over all `len` candidates.
-pub(super) fn shadow_decision(
+pub(crate) fn shadow_decision(
     version: String,
     rows: Vec<(f64, f64)>,
     selectable: &[usize],
@@ -214,4 +312,36 @@ pub(super) fn shadow_decision(
         all[i] = rows.get(j).copied();
     }
     ShadowDecision { version, rows: all }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::cost;
+    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+
+    #[test]
+    fn every_candidate_gets_a_vector_and_without_a_model_the_rule_action_alone() {
+        let e = engine();
+        report(&e, "a", 0.2, 1, 1_000);
+        report(&e, "b", 0.6, 9, 1_000);
+        let req = request(&["a", "b", "ghost"]);
+        let cfg = e.config();
+        let mut d = through_dynamics(&req, &e, 1_000);
+        cost(&mut d, &cfg);
+        model(&mut d, e.models(), &cfg);
+        assert_eq!(d.observations.len(), 3);
+        assert_eq!(d.model.fallback_reason, Some("model_missing"));
+        assert!(!d.model.used);
+        assert_eq!(d.model_actions, [None, None, None]);
+        // The rule action on the selectable candidates only.
+        assert!(d.rule_actions[0].is_some() && d.rule_actions[1].is_some());
+        assert_eq!(d.rule_actions[2], None);
+        // The rule ranks (feature `rule_rank_frac`) put the idler worker first.
+        let rank = scorer_core::features::FEATURES
+            .iter()
+            .position(|f| f.name == "rule_rank_frac")
+            .expect("a rule_rank_frac feature");
+        assert!(d.observations[0][rank] < d.observations[1][rank]);
+    }
 }

@@ -1,0 +1,189 @@
+//! One decision in flight: the request, checked, and the working set of its
+//! candidates that every stage reads and extends, in the order of
+//! `crate::stages`.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::api::{MAX_KEY_BYTES, ModelDecision, ScoreRequest, ShadowDecision};
+use crate::config::Config;
+use crate::score::{ScoreError, ScoreMode};
+use scorer_core::dynamics::EvidenceSnapshot;
+use scorer_core::features::{CandidateEvidence, FEATURE_COUNT};
+use scorer_core::key::{KeyFingerprint, ShardingStrategy};
+use scorer_core::scoring::{Explained, RequestContext};
+use scorer_core::selection::PolicyKind;
+use scorer_core::state::{WorkerSlot, WorkerView};
+
+/// One candidate while it is being scored.
+#[derive(Debug)]
+pub(crate) struct Scored {
+    pub slot: Option<Arc<WorkerSlot>>,
+    pub view: Option<Arc<WorkerView>>,
+    /// How much the snapshot is trusted by age, 0..=1 (0 when unknown).
+    pub freshness: f64,
+    /// Past `freshness.fresh_ms` but not dead: scored on pulled signals.
+    pub stale: bool,
+    pub e: Explained,
+    pub rule: f64,
+    /// Rule score before dynamics; what panic mode ranks on.
+    pub base: f64,
+    pub reason: Option<&'static str>,
+    pub live: bool,
+    pub state: &'static str,
+    /// Selection weight (capacity × slow start).
+    pub ramp: f64,
+    pub evidence: EvidenceSnapshot,
+    /// Trust in the candidate's snapshot, fraction 0..=1.
+    pub trust: f64,
+    /// What the cost stage used and its expected latency, once it ran.
+    pub cost_evidence: Option<CandidateEvidence>,
+}
+
+impl Scored {
+    /// A candidate with no telemetry yet: freshness and trust 0, not live.
+    pub(crate) fn unknown(slot: Option<Arc<WorkerSlot>>, view: Option<Arc<WorkerView>>) -> Self {
+        Self {
+            slot,
+            view,
+            freshness: 0.0,
+            stale: false,
+            e: Explained::new(),
+            rule: 0.0,
+            base: 0.0,
+            reason: None,
+            live: false,
+            state: "unknown",
+            ramp: 0.0,
+            evidence: EvidenceSnapshot::default(),
+            trust: 0.0,
+            cost_evidence: None,
+        }
+    }
+
+    /// The score selection compares: the rule score in panic mode (penalties
+    /// ignored), the final score otherwise.
+    pub(crate) fn selection_score(&self, panic: bool) -> f64 {
+        if panic { self.base } else { self.e.score }
+    }
+}
+
+/// A decision as it passes through the stages.
+#[derive(Debug)]
+pub(crate) struct Decision<'r> {
+    pub mode: ScoreMode,
+    pub req: &'r ScoreRequest,
+    pub context: &'r RequestContext,
+    pub now_ms: u64,
+    pub decision_id: String,
+    pub policy: PolicyKind,
+    pub key: KeyFingerprint<'r>,
+    /// Distinct candidate ids, in request order.
+    pub ids: Vec<&'r str>,
+    /// One per id, filled by the rules stage.
+    pub scored: Vec<Scored>,
+    /// Indices the pick is drawn from, ascending: the eligible candidates, or
+    /// the live ones in panic mode.
+    pub selectable: Vec<usize>,
+    pub panic: bool,
+    /// Every candidate's 42-feature vector.
+    pub observations: Vec<[f32; FEATURE_COUNT]>,
+    /// Per candidate: the model's action and the rule action, when the
+    /// model stage ran on it.
+    pub model_actions: Vec<Option<f64>>,
+    pub rule_actions: Vec<Option<f64>>,
+    pub model: ModelDecision,
+    pub shadow: Option<ShadowDecision>,
+    /// Per candidate, its pick probability (`None` without a selection).
+    pub probability: Vec<Option<f64>>,
+    pub pick: Option<usize>,
+}
+
+impl<'r> Decision<'r> {
+    /// Checks `req` against `cfg` and sets up an empty working set.
+    ///
+    /// # Errors
+    /// The 422 kinds of [`ScoreError`].
+    pub(crate) fn new(
+        mode: ScoreMode,
+        req: &'r ScoreRequest,
+        context: &'r RequestContext,
+        now_ms: u64,
+        decision_id: String,
+        cfg: &Config,
+        sharding: &dyn ShardingStrategy,
+    ) -> Result<Self, ScoreError> {
+        if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
+            return Err(ScoreError::BadKey(req.key.len()));
+        }
+        let policy = match &req.policy {
+            Some(p) => p
+                .parse::<PolicyKind>()
+                .map_err(|_| ScoreError::BadPolicy(p.clone()))?,
+            None => cfg.selection.policy().unwrap_or(PolicyKind::Softmax),
+        };
+        if let Some(t) = req.temperature
+            && !(t.is_finite() && t >= 0.0)
+        {
+            return Err(ScoreError::BadTemperature(t));
+        }
+        if req.candidates.is_empty() {
+            return Err(ScoreError::NoCandidates);
+        }
+        // foldhash: candidate ids are request input, but capped in number
+        // (`server.max_candidates`) and the hasher is randomly seeded.
+        let mut seen = HashSet::with_capacity_and_hasher(
+            req.candidates.len(),
+            foldhash::fast::RandomState::default(),
+        );
+        let mut ids = Vec::with_capacity(req.candidates.len());
+        for (i, c) in req.candidates.iter().enumerate() {
+            if !scorer_core::telemetry::validate::is_valid_worker_id(c) {
+                return Err(ScoreError::BadCandidate(i));
+            }
+            if seen.insert(c.as_str()) {
+                ids.push(c.as_str());
+            }
+        }
+        if ids.len() > cfg.server.max_candidates {
+            return Err(ScoreError::TooManyCandidates {
+                count: ids.len(),
+                max: cfg.server.max_candidates,
+            });
+        }
+        Ok(Self {
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            policy,
+            key: KeyFingerprint::parse(&req.key, sharding),
+            scored: Vec::with_capacity(ids.len()),
+            ids,
+            selectable: Vec::new(),
+            panic: false,
+            observations: Vec::new(),
+            model_actions: Vec::new(),
+            rule_actions: Vec::new(),
+            model: ModelDecision::default(),
+            shadow: None,
+            probability: Vec::new(),
+            pick: None,
+        })
+    }
+
+    /// Whether this is a routing decision (not a preview).
+    pub(crate) fn decides(&self) -> bool {
+        self.mode == ScoreMode::Decide
+    }
+
+    /// Whether candidate `i` is in the selectable set.
+    pub(crate) fn in_set(&self) -> Vec<bool> {
+        let mut v = vec![false; self.scored.len()];
+        for &i in &self.selectable {
+            v[i] = true;
+        }
+        v
+    }
+}

@@ -1,0 +1,134 @@
+//! The cost stage of a scoring: each selectable candidate's expected
+//! latency from the service's own evidence and its snapshot
+//! ([`scorer_core::scoring::apply_cost`]), relative to the fastest candidate.
+
+use crate::config::Config;
+use crate::decision::{Decision, Scored};
+use scorer_core::dynamics::median;
+use scorer_core::features::CandidateEvidence;
+use scorer_core::scoring::{CostInputs, Stage, apply_cost};
+
+/// The service-time prior of candidates without outcomes, ms: the median
+/// estimate of those with outcomes, else the median reported mean RTT,
+/// else 1 ms (all candidates then share it, so only its ratio matters).
+fn prior_ms(scored: &[Scored], selectable: &[usize]) -> f64 {
+    let sampled: Vec<f64> = selectable
+        .iter()
+        .filter_map(|&i| scored[i].evidence.service.last_ms())
+        .collect();
+    if let Some(m) = median(sampled) {
+        return m.max(1e-6);
+    }
+    let reported: Vec<f64> = selectable
+        .iter()
+        .filter_map(|&i| scored[i].view.as_ref().map(|v| v.smoothed.rtt_ms_avg))
+        .filter(|r| *r > 0.0)
+        .collect();
+    median(reported).unwrap_or(1.0).max(1e-6)
+}
+
+/// Runs the cost stage on the selectable candidates of `d` (not in panic
+/// mode, where penalties and evidence are ignored).
+pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
+    let (scored, selectable) = (&mut d.scored, &d.selectable);
+    let (context, now_ms) = (d.context, d.now_ms);
+    let ev = &cfg.evidence;
+    let prior = prior_ms(scored, selectable);
+    let service: Vec<f64> = selectable
+        .iter()
+        .map(|&i| {
+            scored[i]
+                .evidence
+                .service
+                .value_at(now_ms, prior, ev.latency_decay_ms)
+                .max(1e-6)
+        })
+        .collect();
+    let fastest = service.iter().copied().fold(f64::INFINITY, f64::min);
+    // The pool's typical unseen backlog (the median of the candidates'
+    // last reports): an aged report's is pulled toward it.
+    let decay = ev.unseen_backlog_decay_ms;
+    let unseen_prior = median(
+        selectable
+            .iter()
+            .map(|&i| scored[i].evidence.unseen_backlog)
+            .collect(),
+    )
+    .unwrap_or(0.0);
+    let penalty_ms = ev.penalty_ms(context.timeout_ms);
+    // Slow start counts relative to the most ramped-up candidate: a pool
+    // that is all new (or all back) together is not slowed against itself.
+    let full = selectable
+        .iter()
+        .map(|&i| scored[i].ramp.min(1.0))
+        .fold(f64::MIN_POSITIVE, f64::max);
+    for (j, &i) in selectable.iter().enumerate() {
+        let s = &mut scored[i];
+        let Some(v) = s.view.as_deref() else {
+            continue;
+        };
+        let inputs = CostInputs {
+            service_ms: service[j],
+            service_is_prior: s.evidence.service.samples() == 0,
+            outcomes: s.evidence.outcomes,
+            fastest_ms: fastest,
+            outstanding: s.evidence.outstanding,
+            unseen_backlog: s.evidence.unseen_backlog_at(now_ms, unseen_prior, decay),
+            head_elapsed_ms: s.evidence.head_elapsed_ms(now_ms),
+            reported_failure_rate: v.smoothed.error_rate,
+            observed_failure_rate: s.evidence.failure_rate_at(now_ms, ev.failure_rate_decay_ms),
+            trust: s.trust,
+            compacting: v.compacting,
+            cpu_usage: v.smoothed.cpu_usage,
+            request_type: context.request_type,
+            ramp: (s.ramp.min(1.0) / full).min(1.0),
+            penalty_ms,
+        };
+        s.e.stage = Stage::Cost;
+        let expected_ms = apply_cost(&mut s.e, &inputs, &cfg.cost);
+        s.cost_evidence = Some(CandidateEvidence {
+            outstanding: inputs.outstanding,
+            service_time_ms: inputs.service_ms,
+            outcomes: inputs.outcomes,
+            unseen_backlog: inputs.unseen_backlog,
+            observed_failure_rate: inputs.observed_failure_rate,
+            expected_latency_ms: expected_ms,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+
+    #[test]
+    fn each_selectable_candidate_gets_an_expected_latency_and_the_busier_costs_more() {
+        let e = engine();
+        report(&e, "idle", 0.1, 0, 1_000);
+        report(&e, "ghost_free", 0.1, 0, 1_000);
+        let req = request(&["idle", "ghost_free", "ghost"]);
+        let mut d = through_dynamics(&req, &e, 1_000);
+        // Two picks outstanding on the second worker.
+        for _ in 0..2 {
+            d.scored[1].evidence.outstanding += 1;
+        }
+        cost(&mut d, &e.config());
+        let idle = d.scored[0].cost_evidence.expect("costed");
+        let busy = d.scored[1].cost_evidence.expect("costed");
+        assert_eq!((idle.outstanding, busy.outstanding), (0, 2));
+        assert!(busy.expected_latency_ms > idle.expected_latency_ms);
+        assert!(d.scored[0].e.score > d.scored[1].e.score);
+        // Not selectable: not costed.
+        assert!(d.scored[2].cost_evidence.is_none());
+    }
+
+    #[test]
+    fn the_service_time_prior_is_the_median_reported_mean_rtt_without_outcomes() {
+        let e = engine();
+        report(&e, "a", 0.1, 0, 1_000);
+        let req = request(&["a"]);
+        let d = through_dynamics(&req, &e, 1_000);
+        assert_eq!(prior_ms(&d.scored, &d.selectable), 1.0);
+    }
+}

@@ -1,0 +1,139 @@
+//! Record: on a decision, the pick is charged to its worker's outstanding
+//! count and remembered until its feedback or expiry, the counters move and
+//! each worker's last final score is kept; then the answer, candidates
+//! ranked selectable first, by the score selection compared.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::Counters;
+use crate::api::{Explain, ScoreResponse, WorkerScore};
+use crate::config::Config;
+use crate::decision::Decision;
+use crate::pending::{PendingPick, PendingPicks};
+use scorer_core::dynamics::PickRecord;
+
+/// Runs the record stage and builds the answer.
+pub(crate) fn record(
+    d: Decision<'_>,
+    pending: &PendingPicks,
+    counters: &Counters,
+    cfg: &Config,
+    config_hash: Arc<str>,
+) -> ScoreResponse {
+    let decide = d.decides();
+    let now_ms = d.now_ms;
+    if let Some(p) = d.pick.filter(|_| decide)
+        && let Some(slot) = &d.scored[p].slot
+    {
+        let record = PickRecord {
+            picked_ms: now_ms,
+            outstanding_before: slot.evidence().pick(now_ms),
+            penalty_ms: cfg.evidence.penalty_ms(d.context.timeout_ms),
+        };
+        let pick = PendingPick {
+            worker_id: Arc::from(d.ids[p]),
+            slot: slot.clone(),
+            record,
+            expires_ms: now_ms.saturating_add(cfg.evidence.expiry_ms(d.context.timeout_ms)),
+        };
+        pending.remember(&d.decision_id, pick, now_ms);
+    }
+    if decide {
+        counters.decisions.fetch_add(1, Ordering::Relaxed);
+        if d.panic {
+            counters.panic_decisions.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(decision_id = %d.decision_id, "panic mode: no eligible candidate, ranking live ones");
+        }
+    }
+    let in_set = d.in_set();
+    let ids = &d.ids;
+    let mut ranking: Vec<(bool, f64, usize)> = (0..d.scored.len())
+        .map(|i| (in_set[i], d.scored[i].selection_score(d.panic), i))
+        .collect();
+    ranking.sort_unstable_by(|&(sa, xa, a), &(sb, xb, b)| {
+        sb.cmp(&sa)
+            .then_with(|| xb.total_cmp(&xa))
+            .then_with(|| ids[a].cmp(ids[b]))
+    });
+    let ranking = ranking
+        .into_iter()
+        .map(|(_, _, i)| ids[i].to_owned())
+        .collect();
+    let full = d.req.explain == Explain::Full;
+    let scores: Vec<WorkerScore> = d
+        .scored
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let obs = d.observations[i];
+            if let Some(slot) = s.slot.as_ref().filter(|_| decide) {
+                slot.record_final_score(s.e.score);
+            }
+            WorkerScore {
+                worker_id: ids[i].to_owned(),
+                eligible: s.reason.is_none(),
+                reason: s.reason,
+                penalty_state: s.state,
+                rule_score: s.rule,
+                final_score: s.e.score,
+                weight: if in_set[i] { s.ramp } else { 0.0 },
+                probability: d.probability[i],
+                adjustments: s.e.adjustments,
+                features: full.then(|| obs.to_vec()),
+                observation: obs,
+                model_action: d.model_actions[i],
+                rule_action: d.rule_actions[i],
+                outstanding: s.slot.as_ref().map(|_| s.evidence.outstanding),
+                expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
+            }
+        })
+        .collect();
+    ScoreResponse {
+        probability: d.pick.and_then(|p| scores[p].probability),
+        decision_id: d.decision_id,
+        scores,
+        ranking,
+        policy: d.policy.as_str(),
+        pick: d.pick.map(|p| ids[p].to_owned()),
+        panic: d.panic,
+        model: d.model,
+        shadow: d.shadow,
+        config_hash,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use crate::stages::{cost, model, select};
+    use rand::SeedableRng;
+
+    #[test]
+    fn a_decision_charges_its_pick_and_ranks_selectable_candidates_first() {
+        let e = engine();
+        report(&e, "busy", 0.9, 40, 1_000);
+        report(&e, "idle", 0.1, 0, 1_000);
+        let req = request(&["ghost", "busy", "idle"]);
+        let cfg = e.config();
+        let mut d = through_dynamics(&req, &e, 1_000);
+        cost(&mut d, &cfg);
+        model(&mut d, e.models(), &cfg);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        select(&mut d, &Default::default(), &mut rng).unwrap();
+        let pending = PendingPicks::new(16);
+        let counters = Counters::default();
+        let resp = record(d, &pending, &counters, &cfg, "hash".into());
+        assert_eq!(resp.pick.as_deref(), Some("idle"));
+        assert_eq!(resp.ranking, ["idle", "busy", "ghost"]);
+        // The answer shows the evidence the decision saw; the pick is
+        // charged after it.
+        assert_eq!(resp.scores[2].outstanding, Some(0));
+        assert_eq!(resp.scores[0].outstanding, None);
+        let idle = e.registry().get("idle").expect("known");
+        assert_eq!(idle.evidence().snapshot().outstanding, 1);
+        assert_eq!(counters.decisions.load(Ordering::Relaxed), 1);
+        assert_eq!(&*resp.config_hash, "hash");
+    }
+}

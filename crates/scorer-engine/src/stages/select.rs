@@ -1,0 +1,80 @@
+//! Select: the pick among the selectable candidates under the request's
+//! policy, and every candidate's propensity (0 outside the selectable set),
+//! for off-policy evaluation. Selection compares final scores, or rule
+//! scores in panic mode; slow start enters as the candidate's weight.
+
+use rand::RngCore;
+
+use crate::decision::Decision;
+use crate::score::ScoreError;
+use scorer_core::selection::{Candidate, Selector};
+
+/// Runs the select stage: `d.probability` and `d.pick`.
+///
+/// # Errors
+/// [`ScoreError::Selection`] when the selector refuses its input (a bug).
+pub(crate) fn select(
+    d: &mut Decision<'_>,
+    selector: &Selector,
+    rng: &mut dyn RngCore,
+) -> Result<(), ScoreError> {
+    let cands: Vec<Candidate<'_>> = d
+        .selectable
+        .iter()
+        .map(|&i| {
+            let s = &d.scored[i];
+            Candidate {
+                worker_id: d.ids[i],
+                score: s.selection_score(d.panic).clamp(0.0, 100.0),
+                weight: s.ramp.max(f64::MIN_POSITIVE),
+                in_flight: f64::from(s.evidence.outstanding),
+                outstanding: s.evidence.outstanding,
+                expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
+            }
+        })
+        .collect();
+    let selection = selector
+        .select(d.policy, &cands, &d.req.key, d.req.temperature, rng)
+        .map_err(ScoreError::Selection)?;
+    d.probability = vec![None; d.scored.len()];
+    if let Some(sel) = &selection {
+        d.probability.fill(Some(0.0));
+        for (j, &i) in d.selectable.iter().enumerate() {
+            d.probability[i] = sel.probabilities.get(j).copied();
+        }
+        d.pick = d.selectable.get(sel.pick).copied();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use rand::SeedableRng;
+
+    #[test]
+    fn max_picks_the_best_selectable_candidate_and_gives_the_rest_probability_zero() {
+        let e = engine();
+        report(&e, "busy", 0.9, 40, 1_000);
+        report(&e, "idle", 0.1, 0, 1_000);
+        let req = request(&["busy", "idle", "ghost"]);
+        let mut d = through_dynamics(&req, &e, 1_000);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        select(&mut d, &Selector::default(), &mut rng).unwrap();
+        assert_eq!(d.pick, Some(1));
+        assert_eq!(d.probability, [Some(0.0), Some(1.0), Some(0.0)]);
+    }
+
+    #[test]
+    fn policy_none_picks_nothing_and_reports_no_propensities() {
+        let e = engine();
+        report(&e, "a", 0.1, 0, 1_000);
+        let mut req = request(&["a"]);
+        req.policy = Some("none".into());
+        let mut d = through_dynamics(&req, &e, 1_000);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        select(&mut d, &Selector::default(), &mut rng).unwrap();
+        assert_eq!((d.pick, d.probability.as_slice()), (None, &[None][..]));
+    }
+}
