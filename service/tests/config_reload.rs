@@ -4,7 +4,6 @@
 
 mod common;
 
-use service::EngineLog;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray};
@@ -15,7 +14,7 @@ use scorer_engine::Engine;
 use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogKind, read_dir};
 use serde_json::{Value, json};
-use service::{AppState, app};
+use service::{AppState, EngineLog, app};
 
 /// An app whose reload source returns whatever the test last put in `next`.
 fn reloadable(cfg: Config, log: Option<DecisionLog>) -> (TestApp, Arc<Mutex<Config>>) {

@@ -3,7 +3,6 @@
 
 mod common;
 
-use service::EngineLog;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,7 +15,7 @@ use scorer_engine::Engine;
 use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig, LogKind, join_outcomes, read_dir};
 use serde_json::{Value, json};
-use service::{AppState, app};
+use service::{AppState, EngineLog, app};
 
 struct TempDir(PathBuf);
 

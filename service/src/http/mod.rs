@@ -3,26 +3,11 @@
 //!
 //! Tests call `app(state).oneshot(request)` with no socket.
 
-mod admin;
-mod answer;
-mod body;
-mod body_first;
-mod dispatch;
-mod error;
-mod explain;
-mod extract;
-mod feedback;
-mod handlers;
-mod idle;
-mod limits;
-mod metrics;
-mod model;
+pub mod endpoints;
+pub mod extract;
 mod openapi;
-mod parse_errors;
-pub mod promote;
-mod reconfigure;
-mod serve;
-mod strict;
+pub mod prometheus;
+pub mod transport;
 pub mod warn_limit;
 
 use std::sync::Arc;
@@ -32,18 +17,19 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-pub use admin::{bearer_token, token_matches};
-pub use body::BodyPolicy;
-pub use body_first::{ReadStart, read_body_first};
-pub use dispatch::InProgress;
-pub use error::ApiError;
-pub use explain::explain_line;
-pub use extract::ApiJson;
-pub use limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
-pub use metrics::{HttpMetrics, ScoreStage};
-pub use openapi::{ApiDoc, ErrorBody, ErrorDetail};
-pub use reconfigure::reload_on_own_thread;
-pub use serve::{ConnectionLimits, serve};
+pub use endpoints::admin::{bearer_token, token_matches};
+pub use endpoints::explain::explain_line;
+pub use endpoints::promote;
+pub use endpoints::reconfigure::reload_on_own_thread;
+pub use extract::error_body::{self, ErrorBody, ErrorDetail};
+pub use extract::{ApiError, ApiJson};
+pub use openapi::ApiDoc;
+pub use prometheus::{HttpMetrics, ScoreStage};
+pub use transport::body::BodyPolicy;
+pub use transport::body_first::{ReadStart, read_body_first};
+pub use transport::dispatch::InProgress;
+pub use transport::limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
+pub use transport::serve::{ConnectionLimits, serve};
 
 use scorer_core::clock::Clock;
 use scorer_engine::Engine;
@@ -60,8 +46,8 @@ pub struct AppState {
     /// same model directories); the binary re-reads its file and environment.
     pub config_source: ConfigSource,
     /// Request and scoring metrics behind `GET /metrics`.
-    pub metrics: Arc<metrics::HttpMetrics>,
-    /// `POST /v1/score` calls in progress (see `http::dispatch`).
+    pub metrics: Arc<prometheus::HttpMetrics>,
+    /// `POST /v1/score` calls in progress (see `http::transport::dispatch`).
     pub in_progress: Arc<InProgress>,
     /// Rate limit of the rejected-telemetry warning.
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
@@ -105,47 +91,56 @@ pub fn app(state: AppState) -> Router {
     let cfg = state.engine.config();
     let limit = cfg.server.max_body_bytes;
     let admin = Router::new()
-        .route("/v1/admin/reload", post(reconfigure::reload))
-        .route("/v1/admin/config", get(reconfigure::config_view))
-        .route("/v1/admin/model/promote", post(promote::promote))
-        .route("/v1/admin/model/rollback", post(promote::rollback))
+        .route("/v1/admin/reload", post(endpoints::reconfigure::reload))
+        .route("/v1/admin/config", get(endpoints::reconfigure::config_view))
+        .route("/v1/admin/model/promote", post(endpoints::promote::promote))
+        .route(
+            "/v1/admin/model/rollback",
+            post(endpoints::promote::rollback),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            admin::require_admin,
+            endpoints::admin::require_admin,
         ));
     Router::new()
-        .route("/v1/telemetry", post(handlers::telemetry))
+        .route("/v1/telemetry", post(endpoints::telemetry::telemetry))
         .route(
             "/v1/score",
-            post(handlers::score)
-                .layer(limits::shed_layer(cfg.server.max_concurrent_scores))
+            post(endpoints::score::score)
+                .layer(transport::limits::shed_layer(
+                    cfg.server.max_concurrent_scores,
+                ))
                 // Outside the limit: a shed request's body is read too, so
                 // its keep-alive connection survives the 503.
-                .layer(axum::middleware::from_fn(body_first::read_body_first)),
+                .layer(axum::middleware::from_fn(
+                    transport::body_first::read_body_first,
+                )),
         )
-        .route("/v1/feedback", post(feedback::feedback))
-        .route("/v1/stats", get(handlers::stats))
-        .route("/v1/log/stats", get(handlers::log_stats))
-        .route("/v1/workers", get(handlers::workers))
-        .route("/v1/features", get(handlers::features))
-        .route("/v1/model", get(model::model))
-        .route("/v1/shadow", get(model::shadow))
+        .route("/v1/feedback", post(endpoints::feedback::feedback))
+        .route("/v1/stats", get(endpoints::operations::stats))
+        .route("/v1/log/stats", get(endpoints::operations::log_stats))
+        .route("/v1/workers", get(endpoints::workers::workers))
+        .route("/v1/features", get(endpoints::operations::features))
+        .route("/v1/model", get(endpoints::model::model))
+        .route("/v1/shadow", get(endpoints::model::shadow))
         .merge(admin)
-        .route("/", get(explain::status_page))
-        .route("/v1/debug/score", get(explain::debug_score))
-        .route("/metrics", get(metrics::metrics))
+        .route("/", get(endpoints::explain::status_page))
+        .route("/v1/debug/score", get(endpoints::explain::debug_score))
+        .route("/metrics", get(prometheus::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
-        .route("/healthz", get(handlers::healthz))
-        .route("/readyz", get(handlers::readyz))
-        .fallback(handlers::not_found)
-        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .route("/healthz", get(endpoints::operations::healthz))
+        .route("/readyz", get(endpoints::operations::readyz))
+        .fallback(endpoints::operations::not_found)
+        .method_not_allowed_fallback(endpoints::operations::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(Extension(BodyPolicy::from_config(&cfg.server)))
-        .layer(limits::timeout_layer(cfg.server.request_timeout_ms))
+        .layer(transport::limits::timeout_layer(
+            cfg.server.request_timeout_ms,
+        ))
         // Outside the timeout, so a request answered 503 `timeout` is counted.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            metrics::track,
+            prometheus::track,
         ))
         .with_state(state)
 }

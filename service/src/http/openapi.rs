@@ -1,6 +1,7 @@
-//! The OpenAPI 3.1 document of the HTTP contract, generated from the
-//! handlers' annotations and the wire types with `utoipa` (issue #8), served
-//! at `GET /openapi.json`.
+//! The OpenAPI 3.1 document of the HTTP contract, gathered from the
+//! endpoints' annotations and the wire types with `utoipa`, served at
+//! `GET /openapi.json`. It defines nothing: the error shapes are
+//! [`super::error_body`].
 //!
 //! Every route of [`super::app`] is listed; `service/tests/openapi.rs`
 //! checks that the two agree and validates real answers against the
@@ -8,69 +9,15 @@
 //! service from it.
 
 use axum::Json;
-use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
-use super::{explain, feedback, handlers, metrics, model, promote, reconfigure};
+use super::endpoints::{
+    explain, feedback, model, operations, promote, reconfigure, score, telemetry, workers,
+};
+use super::error_body::{ErrorBody, ErrorDetail};
+use super::prometheus;
 use scorer_core::telemetry::validate::FieldError;
-
-/// Every error answer: `{"error": {"code", "message", "details"?}}`.
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)] // Schema only: answers are built by `ApiError`.
-pub struct ErrorBody {
-    /// The error.
-    error: ErrorDetail,
-}
-
-/// The error of an [`ErrorBody`].
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)]
-pub struct ErrorDetail {
-    /// Stable machine code, e.g. `invalid_body`, `overloaded`.
-    code: String,
-    /// Plain sentence naming the problem and the offending value.
-    message: String,
-    /// Structured details when the code has them: for `invalid_telemetry`
-    /// an array of [`FieldError`] (at most 100), for `restart_required`
-    /// `{"keys": [...]}`.
-    details: Option<Value>,
-}
-
-/// The refusals of every `/v1/admin/*` route ([`super::admin`]).
-#[derive(utoipa::IntoResponses)]
-#[allow(dead_code)] // Schema only.
-pub(super) enum AdminErrors {
-    /// `[admin] token` is set and the request lacks `Authorization: Bearer <token>` (`unauthorized`)
-    #[response(status = 401)]
-    Unauthorized(ErrorBody),
-    /// No token is set and the peer is not loopback (`forbidden`)
-    #[response(status = 403)]
-    Forbidden(ErrorBody),
-}
-
-/// The errors every endpoint with a JSON body may answer before its handler
-/// runs ([`super::ApiJson`]).
-#[derive(utoipa::IntoResponses)]
-#[allow(dead_code)] // Schema only.
-pub(super) enum JsonBodyErrors {
-    /// Body is not JSON (`malformed_json`)
-    #[response(status = 400)]
-    Malformed(ErrorBody),
-    /// Body not received in full within `server.body_read_timeout_ms` (`body_timeout`)
-    #[response(status = 408)]
-    BodyTimeout(ErrorBody),
-    /// Body, or its declared `Content-Length`, over `server.max_body_bytes` (`body_too_large`)
-    #[response(status = 413)]
-    TooLarge(ErrorBody),
-    /// Content type is not `application/json` (`unsupported_media_type`)
-    #[response(status = 415)]
-    MediaType(ErrorBody),
-    /// Valid JSON that breaks the contract (an array where an object is
-    /// expected included); the message names the field
-    #[response(status = 422)]
-    Invalid(ErrorBody),
-}
 
 struct BearerAuth;
 
@@ -92,15 +39,15 @@ impl Modify for BearerAuth {
         description = "Scores candidate workers for KV-aware routers: a 0–100 score per worker with an itemised explanation, a pick and its probability. Units are in field names (`_ms`, `_bytes`) or descriptions; fractions are 0..=1."
     ),
     paths(
-        handlers::telemetry,
-        handlers::score,
+        telemetry::telemetry,
+        score::score,
         feedback::feedback,
-        handlers::stats,
-        handlers::log_stats,
-        handlers::workers,
-        handlers::features,
-        handlers::healthz,
-        handlers::readyz,
+        operations::stats,
+        operations::log_stats,
+        workers::workers,
+        operations::features,
+        operations::healthz,
+        operations::readyz,
         model::model,
         model::shadow,
         reconfigure::reload,
@@ -109,7 +56,7 @@ impl Modify for BearerAuth {
         promote::rollback,
         explain::debug_score,
         explain::status_page,
-        metrics::metrics,
+        prometheus::metrics,
         openapi_json,
     ),
     components(schemas(ErrorBody, ErrorDetail, FieldError)),

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
-use super::openapi::{AdminErrors, ErrorBody};
-use super::{ApiError, AppState};
+use crate::http::error_body::{AdminErrors, ErrorBody};
+use crate::http::{ApiError, AppState};
 use scorer_engine::config::Config;
 use scorer_engine::config_reload::{ReloadError, SECRET_KEYS};
 use scorer_engine::{ConfigReloadReport, Engine};
@@ -18,7 +18,7 @@ use scorer_engine::{ConfigReloadReport, Engine};
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub(super) struct ReloadQuery {
+pub(crate) struct ReloadQuery {
     /// Waive the `[reload] max_weight_step` limit. Default false.
     force: Option<bool>,
 }
@@ -75,7 +75,7 @@ fn refused(e: &ReloadError) -> ApiError {
         AdminErrors,
         (status = 422, description = "Refused, nothing changed: `invalid_config`, `restart_required`, `weight_step_too_large`, `model_refused`", body = ErrorBody),
     ))]
-pub(super) async fn reload(
+pub(crate) async fn reload(
     State(st): State<AppState>,
     q: Result<Query<ReloadQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -110,7 +110,7 @@ pub(super) async fn reload(
         (status = 200, description = "`{hash, config}`", body = Object),
         AdminErrors,
     ))]
-pub(super) async fn config_view(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn config_view(State(st): State<AppState>) -> Json<Value> {
     let mut config = serde_json::to_value(&*st.engine.config()).unwrap_or(Value::Null);
     for key in SECRET_KEYS {
         let mut parts = key.split('.');

@@ -21,13 +21,13 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-use super::AppState;
-use crate::EngineLog;
 use scorer_core::dynamics::{FreshnessConfig, freshness_factor};
 use scorer_core::scoring::{RuleInputs, rule_score};
 use scorer_engine::{DecisionStage, StageObserver};
 use scorer_model::{BreakerState, FallbackReason, Slot};
+
+use super::AppState;
+use crate::EngineLog;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {

@@ -19,7 +19,7 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
 use tower::timeout::TimeoutLayer;
 
-use super::ApiError;
+use crate::http::ApiError;
 
 /// Seconds a shed client is asked to wait.
 pub const RETRY_AFTER_S: u64 = 1;

@@ -20,8 +20,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::openapi::ErrorBody;
-use super::{ApiError, AppState};
+use crate::http::ErrorBody;
+use crate::http::{ApiError, AppState};
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_engine::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
 
@@ -29,7 +29,7 @@ use scorer_engine::api::{Explain, ScoreRequest, ScoreResponse, WorkerScore};
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub(super) struct DebugQuery {
+pub(crate) struct DebugQuery {
     /// The key to score (required), 1..=1024 bytes.
     key: Option<String>,
     /// Comma-separated worker ids (required).
@@ -84,7 +84,7 @@ pub fn explain_line(w: &WorkerScore) -> String {
         (status = 422, description = "Missing `key` or `candidates`, or a bad parameter", body = ErrorBody),
         (status = 503, description = "No candidate is alive (`no_eligible_workers`) or too slow (`timeout`)", body = ErrorBody),
     ))]
-pub(super) async fn debug_score(
+pub(crate) async fn debug_score(
     State(st): State<AppState>,
     q: Result<Query<DebugQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -157,12 +157,12 @@ pub(super) async fn debug_score(
 /// assets) listing workers with score, state, report age, in-flight count
 /// and top adjustments, refreshing every 2 s from `/v1/workers` and
 /// `/v1/debug/score`.
-pub const STATUS_PAGE: &str = include_str!("assets/status.html");
+pub const STATUS_PAGE: &str = include_str!("../assets/status.html");
 
 /// `GET /`: the status page.
 #[utoipa::path(get, path = "/", tag = "operations",
     responses((status = 200, description = "Self-contained HTML status page", content_type = "text/html", body = String)))]
-pub(super) async fn status_page() -> impl IntoResponse {
+pub(crate) async fn status_page() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
         STATUS_PAGE,

@@ -4,9 +4,9 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
-use super::body::BodyPolicy;
 use super::error::ApiError;
-use super::strict::Strict;
+use crate::http::transport::body::BodyPolicy;
+use crate::http::transport::strict::Strict;
 
 /// Like [`axum::Json`], but every rejection is a JSON error:
 /// - no `content-type: application/json` (or `+json`) → 415 `unsupported_media_type`;

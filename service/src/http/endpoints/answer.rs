@@ -12,7 +12,7 @@ use serde::ser::{SerializeSeq, SerializeStruct};
 use scorer_engine::api::{Explain, ScoreResponse, WorkerScore};
 
 /// `resp` serialised as JSON at `level`.
-pub(super) fn render(resp: &ScoreResponse, level: Explain) -> serde_json::Result<Vec<u8>> {
+pub(crate) fn render(resp: &ScoreResponse, level: Explain) -> serde_json::Result<Vec<u8>> {
     match level {
         Explain::None => serde_json::to_vec(&Compact(resp)),
         Explain::Itemised | Explain::Full => serde_json::to_vec(resp),

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::AppState;
+use crate::http::AppState;
 use scorer_model::{ModelSet, Slot};
 
 fn slot_json(slot: &Slot, now_ms: u64) -> Value {
@@ -73,7 +73,7 @@ fn set_json(set: &ModelSet, now_ms: u64) -> Value {
 /// since-start counters with inference latency percentiles (µs).
 #[utoipa::path(get, path = "/v1/model", tag = "model",
     responses((status = 200, description = "`{used, generation, primary, ab, shadow, config, stats}`", body = Object)))]
-pub(super) async fn model(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn model(State(st): State<AppState>) -> Json<Value> {
     let hub = st.engine.models();
     let mut v = set_json(&hub.current(), st.clock.monotonic_ms());
     v["stats"] = serde_json::to_value(hub.stats().snapshot()).unwrap_or(Value::Null);
@@ -83,7 +83,7 @@ pub(super) async fn model(State(st): State<AppState>) -> Json<Value> {
 /// `GET /v1/shadow`: shadow comparison since start.
 #[utoipa::path(get, path = "/v1/shadow", tag = "model",
     responses((status = 200, description = "`{shadow, report: {decisions, top_pick_agreement, spearman_mean, …}}`", body = Object)))]
-pub(super) async fn shadow(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn shadow(State(st): State<AppState>) -> Json<Value> {
     let hub = st.engine.models();
     let set = hub.current();
     Json(json!({

@@ -142,7 +142,7 @@ impl InProgress {
 
 /// How one call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Run {
+pub(crate) enum Run {
     Inline,
     Pool,
     BlockInPlace,
@@ -150,7 +150,7 @@ pub(super) enum Run {
 
 impl Run {
     /// The way to run a call under `mode` for a call that entered as `place`.
-    pub(super) fn choose(mode: ScoreDispatch, place: &Entered<'_>) -> Self {
+    pub(crate) fn choose(mode: ScoreDispatch, place: &Entered<'_>) -> Self {
         match mode {
             ScoreDispatch::Adaptive if place.ahead == 0 && !place.saturated => Self::Inline,
             ScoreDispatch::Adaptive | ScoreDispatch::Pool => Self::Pool,
@@ -169,7 +169,7 @@ impl Run {
     }
 
     /// Label of the `dispatch` metric.
-    pub(super) const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Inline => "inline",
             Self::Pool => "pool",

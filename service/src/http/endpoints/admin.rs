@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use super::{ApiError, AppState};
+use crate::http::{ApiError, AppState};
 
 /// Whether `presented` equals `expected`, in time independent of where they differ.
 pub fn token_matches(presented: &str, expected: &str) -> bool {
@@ -34,7 +34,7 @@ pub fn bearer_token(value: &str) -> Option<&str> {
 }
 
 /// Middleware for the admin routes.
-pub(super) async fn require_admin(
+pub(crate) async fn require_admin(
     State(st): State<AppState>,
     req: Request,
     next: Next,

@@ -17,16 +17,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::extract::{JsonBytes, parse};
-use super::openapi::{ErrorBody, JsonBodyErrors};
-use super::{ApiError, AppState};
+use crate::http::error_body::{ErrorBody, JsonBodyErrors};
+use crate::http::extract::json::{JsonBytes, parse};
+use crate::http::{ApiError, AppState};
 use scorer_engine::{Feedback, FeedbackOutcome};
 
 /// Body of `POST /v1/feedback`: one outcome or a batch.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
-pub(super) enum FeedbackBody {
+pub(crate) enum FeedbackBody {
     /// One outcome.
     One(Feedback),
     /// Several outcomes.
@@ -36,7 +36,7 @@ pub(super) enum FeedbackBody {
 /// A batch of outcomes.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct FeedbackBatch {
+pub(crate) struct FeedbackBatch {
     /// The outcomes, 0..=`server.max_feedback_batch` of them, applied in
     /// order. Each should be shaped as a single outcome (`Feedback`) and is
     /// parsed on its own: one that is not is refused in `results` at its
@@ -49,7 +49,7 @@ pub(super) struct FeedbackBatch {
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
-pub(super) enum FeedbackAnswer {
+pub(crate) enum FeedbackAnswer {
     /// What the outcome did.
     One(FeedbackOutcome),
     /// What each outcome of the batch did.
@@ -58,7 +58,7 @@ pub(super) enum FeedbackAnswer {
 
 /// What a batch did.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(super) struct BatchOutcome {
+pub(crate) struct BatchOutcome {
     /// Items recorded.
     accepted: usize,
     /// Items refused (each with its error in `results`).
@@ -70,20 +70,20 @@ pub(super) struct BatchOutcome {
 /// One batch item's result.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
-pub(super) enum ItemResult {
+pub(crate) enum ItemResult {
     /// Recorded.
     Recorded(FeedbackOutcome),
     /// Refused; nothing was recorded for it.
     Refused {
         /// The error, as a single call would have been answered.
-        #[schema(value_type = super::openapi::ErrorDetail)]
+        #[schema(value_type = crate::http::ErrorDetail)]
         error: ItemError,
     },
 }
 
 /// A refused item's error.
 #[derive(Debug, Serialize)]
-pub(super) struct ItemError {
+pub(crate) struct ItemError {
     code: &'static str,
     message: String,
 }
@@ -109,7 +109,7 @@ fn is_batch(bytes: &[u8]) -> bool {
         JsonBodyErrors,
         (status = 503, description = "Overloaded (`overloaded`, with `Retry-After`) or slower than `server.request_timeout_ms` (`timeout`)", body = ErrorBody),
     ))]
-pub(super) async fn feedback(
+pub(crate) async fn feedback(
     State(st): State<AppState>,
     JsonBytes(bytes): JsonBytes,
 ) -> Result<Response, ApiError> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes, to_bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::ApiError;
+use crate::http::ApiError;
 use scorer_engine::config::{DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, ServerConfig};
 
 /// Body limits, carried to the extractors as a request extension.

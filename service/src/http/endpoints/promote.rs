@@ -22,9 +22,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::extract::ApiJson;
-use super::openapi::{AdminErrors, ErrorBody, JsonBodyErrors};
-use super::{ApiError, AppState};
+use crate::http::ApiJson;
+use crate::http::error_body::{AdminErrors, ErrorBody, JsonBodyErrors};
+use crate::http::{ApiError, AppState};
 use scorer_engine::Engine;
 use scorer_engine::config::Config;
 
@@ -94,7 +94,7 @@ impl Promotions {
 /// Body of `POST /v1/admin/model/promote`.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct PromoteRequest {
+pub(crate) struct PromoteRequest {
     /// Model directory to serve (as `[model] dir`: relative to the service's
     /// working directory, or absolute).
     dir: String,
@@ -194,7 +194,7 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
         JsonBodyErrors,
         AdminErrors,
     ))]
-pub(super) async fn promote(
+pub(crate) async fn promote(
     State(st): State<AppState>,
     body: Result<ApiJson<PromoteRequest>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
@@ -223,7 +223,7 @@ pub(super) async fn promote(
         (status = 409, description = "Nothing to roll back to (`no_previous_model`)", body = ErrorBody),
         (status = 422, description = "The previous directory is refused now (`model_refused`); nothing changed", body = ErrorBody),
     ))]
-pub(super) async fn rollback(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn rollback(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
     let Some(previous) = st.promotions.get().previous else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

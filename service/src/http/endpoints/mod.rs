@@ -1,0 +1,15 @@
+//! The endpoints, one file per resource: score (with its answer body and
+//! the debug view), telemetry, feedback, workers, the model (and
+//! promotion), admin (authentication and reload), and operations.
+
+pub mod admin;
+pub mod answer;
+pub mod explain;
+pub mod feedback;
+pub mod model;
+pub mod operations;
+pub mod promote;
+pub mod reconfigure;
+pub mod score;
+pub mod telemetry;
+pub mod workers;
