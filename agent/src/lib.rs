@@ -20,8 +20,8 @@
 //! (the service ages it out) and is reconnected at every PING slot.
 
 pub mod config;
-pub mod metrics;
 pub mod probe;
+pub mod redis_info;
 pub mod report;
 mod worker;
 

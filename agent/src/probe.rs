@@ -8,7 +8,7 @@ use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo};
 use tokio::time::{Instant, timeout};
 
 use crate::config::WorkerSpec;
-use crate::metrics::{InfoSample, ProbeOutcome, parse_info};
+use crate::redis_info::{InfoSample, ProbeOutcome, parse_info};
 
 /// Why a call to the server did not produce an answer.
 #[derive(Debug, thiserror::Error)]

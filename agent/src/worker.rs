@@ -13,11 +13,11 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
 
-use crate::metrics::{
+use crate::probe::Probe;
+use crate::redis_info::{
     InfoDerived, InfoSample, MonotonicStamp, ProbeOutcome, ProbeWindow, build_snapshot, derive,
     unix_ms_now,
 };
-use crate::probe::Probe;
 
 /// Timing of one worker's polling loop (validated by
 /// [`crate::AgentConfig::validate`]: `2 * probe_timeout <= interval`).

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent::metrics::unix_ms_now;
+use agent::redis_info::unix_ms_now;
 use agent::{AgentConfig, WorkerSpec};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};

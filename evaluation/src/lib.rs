@@ -21,10 +21,9 @@
 //!
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
-pub mod all;
 pub mod baselines;
 pub mod calibration;
-pub mod metrics;
+pub mod evaluate_all;
 pub mod model_arms;
 pub mod oracle;
 pub mod per_router;
@@ -32,6 +31,7 @@ pub mod plot;
 pub mod policies;
 pub mod report;
 pub mod router;
+pub mod run_summary;
 pub mod runner;
 pub mod scenario;
 pub mod scenario_file;

@@ -84,7 +84,7 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         seeds: Option<Vec<u64>>,
         /// Simulated duration per scenario and seed, s.
-        #[arg(long, default_value_t = evaluation::all::ALL_DURATION_S)]
+        #[arg(long, default_value_t = evaluation::evaluate_all::ALL_DURATION_S)]
         duration_s: f64,
         /// Skip the real-Redis testbed.
         #[arg(long)]
@@ -186,7 +186,7 @@ fn main() -> ExitCode {
             log_dir,
             jobs,
         } => {
-            let mut opts = evaluation::all::AllOptions::new(&out, &evaluation_md);
+            let mut opts = evaluation::evaluate_all::AllOptions::new(&out, &evaluation_md);
             if let Some(p) = policies {
                 opts.policies = p;
             }
@@ -199,7 +199,7 @@ fn main() -> ExitCode {
             if let Some(j) = jobs {
                 opts.jobs = j;
             }
-            evaluation::all::run_all(&opts, &command_line())
+            evaluation::evaluate_all::run_all(&opts, &command_line())
         }
     };
     match result {

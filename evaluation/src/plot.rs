@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 
-use crate::metrics::{percentile_sorted, shares};
+use crate::run_summary::{percentile_sorted, shares};
 use crate::sim::RunRecord;
 
 /// Plot size, pixels.

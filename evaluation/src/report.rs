@@ -1,11 +1,11 @@
 //! Output: `results.json`, a Markdown report and plots per scenario (the
 //! column definitions next to every table), and the tables `EVALUATION.md`
-//! is made of (see [`crate::all`], [`crate::targets`]).
+//! is made of (see [`crate::evaluate_all`], [`crate::targets`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::metrics::PolicyResult;
+use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 use crate::scenario::Fault;
 
@@ -225,7 +225,7 @@ oscillations = share swings > 2× between consecutive windows; \
 drain ms = time from the fault's start until the impaired worker gets < 10% of its fair share for the rest of the fault (never = not drained); \
 recovery ms = time after the fault until it is back to half its fair share; \
 peak share on return = its largest share in the 10 s after the fault, × fair share (– = no fault window). \
-Definitions: `evaluation/src/metrics.rs`.";
+Definitions: `evaluation/src/run_summary.rs`.";
 
 /// What the router saw besides the table, per arm: failed score calls
 /// (answered by the router's own fallback pick), arrivals the load

@@ -10,9 +10,9 @@ use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig};
 use serde::Serialize;
 
-use crate::metrics::PolicyResult;
 use crate::model_arms;
 use crate::policies::{self, POLICIES};
+use crate::run_summary::PolicyResult;
 use crate::scenario::Scenario;
 use crate::sim::{RunRecord, simulate};
 

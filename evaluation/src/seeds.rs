@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use crate::metrics::PolicyResult;
+use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 use crate::sim::RunRecord;
 

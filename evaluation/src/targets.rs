@@ -12,7 +12,7 @@
 //! ([`model_targets`]) compare the arms with a model with `service-rules`
 //! (the service as shipped with the model off).
 
-use crate::metrics::PolicyResult;
+use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 
 mod model;
@@ -165,7 +165,7 @@ pub fn testbed_service_target(r: &ScenarioResults) -> TargetCheck {
 }
 
 /// `zombie`: the `service` arm drains the zombie within
-/// [`ZOMBIE_DRAIN_MAX_MS`] (drain: see [`crate::metrics`]).
+/// [`ZOMBIE_DRAIN_MAX_MS`] (drain: see [`crate::run_summary`]).
 pub fn zombie_drain_target(r: &ScenarioResults) -> TargetCheck {
     let target = format!(
         "zombie (sim): `{SHIPPED_ARM}` drains the zombie within {:.0} s",

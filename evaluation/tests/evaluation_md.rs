@@ -2,7 +2,7 @@
 //! MISSED with numbers, and column definitions next to every table (short
 //! simulated runs; nothing sleeps).
 
-use evaluation::all::evaluation_markdown;
+use evaluation::evaluate_all::evaluation_markdown;
 use evaluation::report::write_scenario;
 use evaluation::runner::{SimOptions, run_sim};
 

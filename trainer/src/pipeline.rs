@@ -15,9 +15,9 @@ use crate::card::{build_card, sha256_hex};
 use crate::dataset::{Labelled, LogTable, TargetCounts, TargetRule, load_logs};
 use crate::error::{Result, TrainerError, io_err};
 use crate::golden::build_golden;
-use crate::metrics::Metrics;
 use crate::parity::{ParityReport, check, served_probabilities};
 use crate::progress::Progress;
+use crate::regression_metrics::Metrics;
 use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train};
 
 /// Everything `trainer train` needs.

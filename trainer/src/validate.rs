@@ -10,7 +10,7 @@
 //! 4. With logs: the rows with a target (the card's target rule) are
 //!    scored by LightGBM and by the ONNX path; parity on every row, then
 //!    R², MAE and the quantile calibration beside the rules' baseline
-//!    ([`crate::metrics`]).
+//!    ([`crate::regression_metrics`]).
 
 use std::path::{Path, PathBuf};
 
@@ -22,10 +22,10 @@ use serde::Serialize;
 
 use crate::dataset::{TargetCounts, TargetRule};
 use crate::error::{Result, TrainerError, io_err};
-use crate::metrics::Metrics;
 use crate::parity::{ParityReport, check};
 use crate::pipeline::{golden_parity, load_with_progress, parity_on};
 use crate::progress::Progress;
+use crate::regression_metrics::Metrics;
 use crate::train::predict;
 
 /// A loaded model directory: card, LightGBM booster and the served plan.

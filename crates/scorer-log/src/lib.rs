@@ -93,7 +93,7 @@ pub mod writer;
 #[cfg(all(test, feature = "parquet"))]
 mod layout_tests;
 #[cfg(all(test, feature = "parquet"))]
-mod tests;
+mod log_tests;
 
 #[cfg(feature = "parquet")]
 use arrow::datatypes::SchemaRef;

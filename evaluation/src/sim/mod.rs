@@ -52,7 +52,7 @@ use event::{Event, EventQueue};
 use remote::{Buffered, Outbox, PendingOutcome, RemoteScorer};
 use worker::{BACKGROUND_BASE, Job, SimWorker};
 
-/// Everything a run records; [`crate::metrics`] summarises it.
+/// Everything a run records; [`crate::run_summary`] summarises it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunRecord {
     /// Client-observed latency of every finished request (success or final

@@ -215,7 +215,7 @@ impl SimWorker {
         } else {
             lat.sort_by(f64::total_cmp);
             s.rtt_ms_avg = lat.iter().sum::<f64>() / lat.len() as f64;
-            s.rtt_ms_p99 = crate::metrics::percentile_sorted(&lat, 0.99);
+            s.rtt_ms_p99 = crate::run_summary::percentile_sorted(&lat, 0.99);
         }
         s.compacting = self.compaction.is_some();
         s.memtable_bytes = self.memtable.map(|m| m.bytes(now_ms) as u64);

@@ -11,7 +11,7 @@
 //!   and at least 3 % better on at least [`MIN_WINS`] scenarios.
 
 use super::{TargetCheck, get};
-use crate::metrics::PolicyResult;
+use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 
 /// The arm the model targets compare with: shipped config, model off.

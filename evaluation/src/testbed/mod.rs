@@ -32,8 +32,8 @@ use std::time::Instant;
 
 use scorer_engine::config::Config;
 
-use crate::metrics::PolicyResult;
 use crate::policies;
+use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 use policy_run::{Setup, picker_name, retrain, run_policy};
 use procs::{RedisProc, Scratch};

@@ -4,7 +4,7 @@
 
 use super::request::Ended;
 use super::{TestbedArgs, faults, loaded, loadgen, picker};
-use crate::metrics::PolicyResult;
+use crate::run_summary::PolicyResult;
 use crate::sim::RunRecord;
 
 /// Window of the picks-per-worker shares, ms.

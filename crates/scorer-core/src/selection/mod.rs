@@ -21,7 +21,7 @@
 //! | [`PolicyKind::Swrr`]   | `swrr.rs`    | [`SmoothWeightedRoundRobin`]  | degenerate: 1.0 on the pick |
 //! | [`PolicyKind::Hash`]   | `hash.rs`    | [`ConsistentHash`]            | degenerate: 1.0 on the pick |
 //! | [`PolicyKind::Prequal`]| `prequal.rs` | [`Prequal`]                   | exact marginal of `d` probes, `C(n−1−r, d−1)/C(n, d)` |
-//! | (wrapper)              | `floor.rs`   | [`MinShareFloor`]             | `(1 − n·q)·p + q` |
+//! | (wrapper)              | `min_share.rs` | [`MinShareFloor`]             | `(1 − n·q)·p + q` |
 //!
 //! [`Selector`] (in `selector.rs`) bundles one instance of each policy plus
 //! its [`SelectorConfig`] and dispatches on [`PolicyKind`]; it is `Send +
@@ -80,9 +80,9 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-mod floor;
 mod hash;
 mod max;
+mod min_share;
 mod p2c;
 mod prequal;
 mod selector;
@@ -93,14 +93,14 @@ mod swrr;
 #[cfg(test)]
 mod prequal_tests;
 #[cfg(test)]
-mod tests;
+mod selector_tests;
 
-pub use floor::{MinShareFloor, apply_min_share};
 pub use hash::{
     ConsistentHash, HASH_MAX_CACHED_NODES, HASH_MAX_CACHED_RINGS, HASH_MAX_RING_NODES,
     MAX_VIRTUAL_NODES, stable_hash64,
 };
 pub use max::MaxScore;
+pub use min_share::{MinShareFloor, apply_min_share};
 pub use p2c::PowerOfTwoChoices;
 pub use prequal::{DEFAULT_PREQUAL_PROBES, DEFAULT_PREQUAL_Q_RIF, Prequal};
 pub use selector::{

@@ -8,7 +8,7 @@
 //! cache lookup). Stateless policies (max, softmax, p2c, prequal) take no
 //! lock.
 
-use crate::selection::floor::apply_min_share;
+use crate::selection::min_share::apply_min_share;
 use crate::selection::support::validate;
 use crate::selection::{
     Candidate, ConsistentHash, DEFAULT_PREQUAL_PROBES, DEFAULT_PREQUAL_Q_RIF, MaxScore, Policy,

@@ -100,7 +100,7 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use crate::stages::test_support::{engine, report, request, through_dynamics};
 
     #[test]
     fn each_selectable_candidate_gets_an_expected_latency_and_the_busier_costs_more() {

@@ -106,7 +106,7 @@ fn snapshot_age_give_back(e: &mut Explained, age_ms: u64, trust: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::tests_support::{decision, engine, report, request};
+    use crate::stages::test_support::{decision, engine, report, request};
     use crate::stages::{freshness, rules};
 
     fn run(d: &mut Decision<'_>, e: &crate::Engine) -> Result<(), ScoreError> {

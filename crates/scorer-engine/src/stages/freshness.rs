@@ -56,7 +56,7 @@ pub(crate) fn freshness(d: &mut Decision<'_>, cfg: &Config) {
 mod tests {
     use super::*;
     use crate::stages::rules;
-    use crate::stages::tests_support::{decision, engine, report, request};
+    use crate::stages::test_support::{decision, engine, report, request};
 
     #[test]
     fn a_stale_candidate_is_capped_at_the_median_fresh_score_then_pays_for_its_age() {

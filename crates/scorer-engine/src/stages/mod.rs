@@ -94,4 +94,4 @@ impl StageObserver for NoObserver {
 }
 
 #[cfg(test)]
-pub(crate) mod tests_support;
+pub(crate) mod test_support;

@@ -318,7 +318,7 @@ pub(crate) fn shadow_decision(
 mod tests {
     use super::*;
     use crate::stages::cost;
-    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use crate::stages::test_support::{engine, report, request, through_dynamics};
 
     #[test]
     fn every_candidate_gets_a_vector_and_without_a_model_the_rule_action_alone() {

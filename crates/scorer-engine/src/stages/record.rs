@@ -106,7 +106,7 @@ pub(crate) fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use crate::stages::test_support::{engine, report, request, through_dynamics};
     use crate::stages::{cost, model, select};
     use rand::SeedableRng;
 

@@ -66,7 +66,7 @@ pub(crate) fn rules(d: &mut Decision<'_>, registry: &Registry, cfg: &Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::tests_support::{decision, engine, report, request};
+    use crate::stages::test_support::{decision, engine, report, request};
 
     #[test]
     fn unknown_candidates_stay_unknown_and_known_ones_get_rule_scores() {

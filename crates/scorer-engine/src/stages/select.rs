@@ -50,7 +50,7 @@ pub(crate) fn select(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::tests_support::{engine, report, request, through_dynamics};
+    use crate::stages::test_support::{engine, report, request, through_dynamics};
     use rand::SeedableRng;
 
     #[test]

@@ -569,7 +569,7 @@ fn files_use_the_documented_encodings_and_statistics() {
     );
 }
 
-#[path = "tests_recovery.rs"]
+#[path = "recovery_tests.rs"]
 mod recovery_and_reader;
-#[path = "tests_rolling.rs"]
+#[path = "rolling_tests.rs"]
 mod rolling_files;

@@ -337,7 +337,7 @@ fn p2c_probabilities_are_order_independent() {
     }
 }
 
-#[path = "tests_contract.rs"]
+#[path = "contract_tests.rs"]
 mod contract;
-#[path = "tests_stateful.rs"]
+#[path = "stateful_tests.rs"]
 mod stateful;
