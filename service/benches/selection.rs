@@ -18,7 +18,7 @@ fn candidates(ids: &[String]) -> Vec<Candidate<'_>> {
             weight: 1.0,
             in_flight: (i % 5) as f64,
             outstanding: (i % 5) as u32,
-            expected_latency_ms: Some(1.0 + (i * 37 % 60) as f64),
+            cost: Some(1.0 + (i * 37 % 60) as f64),
         })
         .collect()
 }

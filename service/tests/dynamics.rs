@@ -485,12 +485,16 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
     assert!((line.factor.expect("multiply") - 0.5f64.powf(b)).abs() < 1e-12);
     // Both report a queue of 2 the service did not send (unseen backlog): the
     // pick waits behind 1 + 2, the other behind 2.
-    let e = s.expected_latency_ms.expect("cost stage ran");
-    let e_other = by_id(&second, other)
-        .expected_latency_ms
-        .expect("cost stage ran");
+    let e = s.cost.expect("cost stage ran");
+    let e_other = by_id(&second, other).cost.expect("cost stage ran");
     let want = (4.0f64 / 3.0).powf(b);
     assert!((e / e_other - want).abs() < 1e-9, "{e} vs {e_other}");
+    // The expected latencies are in the ratio of the queues themselves.
+    let l = s.expected_latency_ms.expect("cost stage ran");
+    let l_other = by_id(&second, other)
+        .expected_latency_ms
+        .expect("cost stage ran");
+    assert!((l / l_other - 4.0 / 3.0).abs() < 1e-9, "{l} vs {l_other}");
 
     // A snapshot does not reset outstanding picks (only feedback or expiry do).
     sim.report(&[healthy, healthy], &ids);

@@ -148,7 +148,8 @@ pub(crate) fn stand_in_evidence(v: &WorkerView) -> CandidateEvidence {
         outcomes: 0,
         unseen_backlog: s.queue_depth,
         observed_failure_rate: 0.0,
-        expected_latency_ms: s.rtt_ms_avg.max(0.1) * (1.0 + s.queue_depth / 8.0),
+        cost: s.rtt_ms_avg.max(0.1) * (1.0 + s.queue_depth / 8.0),
+        expected_latency_ms: s.rtt_ms_avg.max(0.1) * (1.0 + s.queue_depth),
     }
 }
 

@@ -188,11 +188,18 @@ pub struct WorkerScore {
     /// feedback yet) when it was scored; absent for unknown workers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outstanding: Option<u32>,
-    /// Expected latency of this request on this worker, ms: the cost the
-    /// final score is `100 × fastest service time / cost` of (absent when
-    /// the worker was not selectable, or in panic mode).
+    /// Expected latency of this request on this worker, ms: its service
+    /// time × (1 + the requests ahead of it), plus the head of line, × the
+    /// snapshot factors, / (health × slow start), × the failed attempts'
+    /// cost (absent when the worker was not selectable, or in panic mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_latency_ms: Option<f64>,
+    /// The routing cost that ranks the candidates, unitless, lower first:
+    /// the same terms with the queue, slow start and failures raised to
+    /// `cost.exponent` (C3's cubic cost by default); the final score is
+    /// `100 × fastest service time / cost`. Absent with `expected_latency_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// Answer of `POST /v1/score`. With `explain` absent or `"none"` only
@@ -293,6 +300,7 @@ mod tests {
             rule_action: None,
             outstanding: None,
             expected_latency_ms: None,
+            cost: None,
         };
         let text = serde_json::to_string(&w).expect("serialises");
         assert!(text.contains(r#""final_score":86.255333,"#), "{text}");

@@ -18,7 +18,10 @@ pub struct CandidateEvidence {
     pub unseen_backlog: f64,
     /// Observed failure rate, fraction 0..=1.
     pub observed_failure_rate: f64,
-    /// The rules' expected latency E, ms.
+    /// The rules' routing cost E (feature 7 is its ln; the model's target
+    /// is the outcome's latency relative to it).
+    pub cost: f64,
+    /// The request's expected latency, ms (not a feature).
     pub expected_latency_ms: f64,
 }
 
@@ -131,7 +134,7 @@ impl<'a> RequestFeatures<'a> {
                 v[2] = finish(2, (ev.outcomes as f64).ln_1p());
                 v[3] = finish(3, ev.unseen_backlog);
                 v[4] = finish(4, ev.observed_failure_rate);
-                v[7] = finish(7, ev.expected_latency_ms.ln());
+                v[7] = finish(7, ev.cost.ln());
             }
             None => {
                 for i in [0, 1, 2, 3, 4, 7] {
@@ -257,7 +260,8 @@ mod tests {
             outcomes: 99,
             unseen_backlog: 1.5,
             observed_failure_rate: 0.25,
-            expected_latency_ms: std::f64::consts::E * 10.0,
+            cost: std::f64::consts::E * 10.0,
+            expected_latency_ms: 12.0,
         }
     }
 
@@ -337,7 +341,7 @@ mod tests {
         w.smoothed.rtt_ms_p99 = 1e12;
         let mut inp = inputs(&ctx, Some(&w));
         inp.evidence = Some(CandidateEvidence {
-            expected_latency_ms: 0.0,
+            cost: 0.0,
             ..evidence()
         });
         let v = observation(&inp);

@@ -1,5 +1,5 @@
-//! The expected-latency cost of sending one request to one worker, and the
-//! score lines that explain it.
+//! The routing cost of sending one request to one worker, the request's
+//! expected latency there, and the score lines that explain the cost.
 //!
 //! ```text
 //! E = (service_time × (1 + outstanding + unseen)^b + head_of_line)
@@ -10,8 +10,12 @@
 //! where `L = service_time × (1 + outstanding + unseen) / (health ×
 //! slow_start)` is the expected latency itself. At `b = 1`, `E` is the
 //! expected latency of the request, failed attempts included; at the
-//! default `b = 3` it is C3's cubic cost, in ms, which orders workers by
-//! latency with queues weighing more.
+//! default `b = 3` it is C3's cubic cost, which orders workers by latency
+//! with queues weighing more, and is not a time (a worker with a 2 ms
+//! service time and 5 requests ahead costs 432, for a 12 ms latency).
+//! [`apply_cost`] returns both ([`CostEstimate`]): `cost`, `E` at the
+//! configured `b`, which ranks, and `expected_latency_ms`, `E` at `b = 1`,
+//! which is what a request can expect, in ms.
 //!
 //! * `service_time`: the worker's peak-EWMA service time from outcomes
 //!   ([`crate::dynamics::evidence`]), or the pool's median without outcomes.
@@ -181,15 +185,29 @@ pub struct CostInputs {
     pub penalty_ms: f64,
 }
 
+/// What the cost lines computed for one candidate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostEstimate {
+    /// The routing cost that orders the candidates, lower first: `E` at the
+    /// configured exponent `b` (C3's cubic cost at the default 3), unitless
+    /// (ms only at `b = 1`).
+    pub cost: f64,
+    /// The request's expected latency on this worker, ms: `E` at `b = 1`,
+    /// failed attempts included.
+    pub expected_latency_ms: f64,
+}
+
 /// Apply the cost lines to `e` (whose score is the worker's health after
-/// the dynamics stage); returns the expected latency `E`, ms, of the request
-/// on this worker, as the lines compute it.
-pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
+/// the dynamics stage); returns the routing cost `E` of the request on this
+/// worker, as the lines compute it, and its expected latency.
+pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> CostEstimate {
     let health = (e.score / 100.0).max(0.0);
     let b = cfg.exponent;
     let service = c.service_ms.max(f64::MIN_POSITIVE);
     let fastest = c.fastest_ms.clamp(f64::MIN_POSITIVE, service);
     let mut cost = service;
+    // The same terms at b = 1: the expected latency.
+    let mut latency = service;
     if fastest < service {
         let why = if c.service_is_prior {
             Reason::new(K::ServiceTimePrior, [service, fastest, 0.0, 0.0, 0.0])
@@ -205,6 +223,7 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
     if c.outstanding > 0 {
         let f = (1.0 + n).powf(b);
         cost *= f;
+        latency *= 1.0 + n;
         let why = Reason::new(K::Outstanding, [n, b, 0.0, 0.0, 0.0]);
         e.multiply("outstanding", 1.0 / f, why, Some(n));
     }
@@ -212,6 +231,7 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
     if u > 1e-3 {
         let f = ((1.0 + n + u) / (1.0 + n)).powf(b);
         cost *= f;
+        latency *= (1.0 + n + u) / (1.0 + n);
         let why = Reason::new(K::UnseenBacklog, [u, n, b, 0.0, 0.0]);
         e.multiply("unseen_backlog", 1.0 / f, why, Some(u));
     }
@@ -222,6 +242,7 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
     if c.outstanding > 0 && extra > 1e-9 {
         let f = (cost + extra) / cost;
         cost += extra;
+        latency += extra;
         let why = Reason::new(K::HeadOfLine, [c.head_elapsed_ms, service, 0.0, 0.0, 0.0]);
         e.multiply("head_of_line", 1.0 / f, why, Some(c.head_elapsed_ms));
     }
@@ -235,6 +256,7 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let f = 1.0 + (base - 1.0) * c.trust;
         if f > 1.0 {
             cost *= f;
+            latency *= f;
             let why = Reason::new(
                 K::CompactingRequest,
                 [f, f64::from(u8::from(write)), 0.0, 0.0, 0.0],
@@ -246,6 +268,7 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let f = 1.0 + (cfg.cpu_saturated_factor - 1.0) * c.trust;
         if f > 1.0 {
             cost *= f;
+            latency *= f;
             let why = Reason::new(
                 K::CpuSaturated,
                 [c.cpu_usage, f, cfg.cpu_saturated, 0.0, 0.0],
@@ -262,7 +285,8 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         let why = Reason::new(K::SlowStartRamp, [ramp, b, 0.0, 0.0, 0.0]);
         e.multiply("slow_start", slow, why, Some(ramp));
     }
-    let success_ms = cost / (health * slow).max(f64::MIN_POSITIVE);
+    let success_cost = cost / (health * slow).max(f64::MIN_POSITIVE);
+    let success_ms = latency / (health * ramp).max(f64::MIN_POSITIVE);
     let reported = (c.reported_failure_rate * c.trust).clamp(0.0, 1.0);
     let observed = c.observed_failure_rate.clamp(0.0, 1.0);
     let p = reported.max(observed).min(cfg.max_failure_rate);
@@ -274,12 +298,19 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> f64 {
         // the latency itself (the cost at b = 1); like the queue term it
         // then takes the power b.
         let linear_ms = service * (1.0 + n + u) / (health * ramp).max(f64::MIN_POSITIVE);
-        let f = (1.0 + failed * c.penalty_ms.max(0.0) / linear_ms.max(f64::MIN_POSITIVE)).powf(b);
+        let attempts = 1.0 + failed * c.penalty_ms.max(0.0) / linear_ms.max(f64::MIN_POSITIVE);
+        let f = attempts.powf(b);
         let why = Reason::new(K::Failures, [p, failed, reported, observed, c.penalty_ms]);
         e.multiply("failures", 1.0 / f, why, Some(p));
-        return success_ms * f;
+        return CostEstimate {
+            cost: success_cost * f,
+            expected_latency_ms: success_ms * attempts,
+        };
     }
-    success_ms
+    CostEstimate {
+        cost: success_cost,
+        expected_latency_ms: success_ms,
+    }
 }
 
 #[cfg(test)]
@@ -324,7 +355,7 @@ mod tests {
     #[test]
     fn score_is_fastest_over_expected_latency_and_lines_replay() {
         let mut e = health(80.0);
-        let cost = apply_cost(&mut e, &inputs(), &linear());
+        let cost = apply_cost(&mut e, &inputs(), &linear()).cost;
         // E = 2 ms × 4 / 0.8 = 10 ms; score = 100 × 1 ms / 10 ms.
         assert!((cost - 10.0).abs() < 1e-12, "{cost}");
         assert!((e.score - 10.0).abs() < 1e-9, "{}", e.score);
@@ -344,7 +375,7 @@ mod tests {
             unseen_backlog: 2.0,
             ..inputs()
         };
-        let cost = apply_cost(&mut e, &c, &linear());
+        let cost = apply_cost(&mut e, &c, &linear()).cost;
         assert!((cost - 2.0 * 6.0).abs() < 1e-12, "{cost}");
     }
 
@@ -370,8 +401,8 @@ mod tests {
             ..slow
         };
         let (mut a, mut b) = (health(88.0), health(78.0));
-        let ca = apply_cost(&mut a, &failing, &cfg);
-        let cb = apply_cost(&mut b, &slow, &cfg);
+        let ca = apply_cost(&mut a, &failing, &cfg).cost;
+        let cb = apply_cost(&mut b, &slow, &cfg).cost;
         let want = 1.0 / 0.88 + 0.85 / 0.15 * 1_000.0;
         assert!((ca - want).abs() < 1e-9, "{ca}");
         assert!(ca > cb, "{ca} vs {cb}");
@@ -384,7 +415,7 @@ mod tests {
             ..failing
         };
         let mut c = health(88.0);
-        assert!((apply_cost(&mut c, &observed, &cfg) - want).abs() < 1e-9);
+        assert!((apply_cost(&mut c, &observed, &cfg).cost - want).abs() < 1e-9);
     }
 
     #[test]
@@ -402,7 +433,7 @@ mod tests {
             ..put
         };
         let old = CostInputs { trust: 0.5, ..put };
-        let cost = |c: &CostInputs| apply_cost(&mut health(100.0), c, &cfg);
+        let cost = |c: &CostInputs| apply_cost(&mut health(100.0), c, &cfg).cost;
         assert!((cost(&put) - 1.5).abs() < 1e-12);
         assert!((cost(&get) - 1.1).abs() < 1e-12);
         assert!((cost(&old) - 1.25).abs() < 1e-12);
@@ -416,7 +447,7 @@ mod tests {
             head_elapsed_ms: 12.0,
             ..inputs()
         };
-        let cost = apply_cost(&mut e, &c, &linear());
+        let cost = apply_cost(&mut e, &c, &linear()).cost;
         assert!((cost - 18.0).abs() < 1e-12, "{cost}");
         assert!(e.adjustments.iter().any(|a| a.code == "head_of_line"));
         // A head younger than a service time adds nothing.
@@ -425,7 +456,7 @@ mod tests {
             head_elapsed_ms: 1.5,
             ..inputs()
         };
-        assert!((apply_cost(&mut e, &young, &linear()) - 8.0).abs() < 1e-12);
+        assert!((apply_cost(&mut e, &young, &linear()).cost - 8.0).abs() < 1e-12);
     }
 
     #[test]
@@ -436,7 +467,7 @@ mod tests {
             ..inputs()
         };
         // 3 outstanding: 1 ms × 4^3.
-        let cost = apply_cost(&mut e, &c, &CostConfig::default());
+        let cost = apply_cost(&mut e, &c, &CostConfig::default()).cost;
         assert!((cost - 64.0).abs() < 1e-9, "{cost}");
     }
 
@@ -449,11 +480,44 @@ mod tests {
             ..inputs()
         };
         let mut e = health(100.0);
-        assert!((apply_cost(&mut e, &c, &linear()) - 4.0).abs() < 1e-12);
+        assert!((apply_cost(&mut e, &c, &linear()).cost - 4.0).abs() < 1e-12);
         assert!((e.score - 25.0).abs() < 1e-9);
         // With the default b = 3 a ramp of 0.25 is a quarter of the capacity
         // inside the cubic queue term: ×64.
         let mut e = health(100.0);
-        assert!((apply_cost(&mut e, &c, &CostConfig::default()) - 64.0).abs() < 1e-9);
+        assert!((apply_cost(&mut e, &c, &CostConfig::default()).cost - 64.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_cubic_cost_is_not_a_latency_and_the_expected_latency_is() {
+        let c = CostInputs {
+            service_ms: 2.0,
+            fastest_ms: 2.0,
+            outstanding: 5,
+            ..inputs()
+        };
+        let est = apply_cost(&mut health(100.0), &c, &CostConfig::default());
+        // 2 ms × (1 + 5)^3 ranks; 2 ms × (1 + 5) is what the request waits.
+        assert!((est.cost - 432.0).abs() < 1e-9, "{}", est.cost);
+        assert!((est.expected_latency_ms - 12.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn at_exponent_one_the_cost_is_the_expected_latency_with_every_factor() {
+        let c = CostInputs {
+            unseen_backlog: 1.5,
+            head_elapsed_ms: 7.0,
+            reported_failure_rate: 0.1,
+            compacting: true,
+            cpu_usage: 0.97,
+            ramp: 0.5,
+            request_type: Some(RequestType::Put),
+            ..inputs()
+        };
+        let est = apply_cost(&mut health(80.0), &c, &linear());
+        assert!((est.cost - est.expected_latency_ms).abs() < 1e-9, "{est:?}");
+        let cubic = apply_cost(&mut health(80.0), &c, &CostConfig::default());
+        assert!((cubic.expected_latency_ms - est.expected_latency_ms).abs() < 1e-9);
+        assert!(cubic.cost > cubic.expected_latency_ms);
     }
 }

@@ -16,6 +16,6 @@ mod rules;
 pub use adjustment::{Adjustment, AdjustmentKind, BASE_SCORE, Explained, Stage};
 pub use config::ScoringConfig;
 pub use context::{RequestContext, RequestType};
-pub use cost::{CostConfig, CostInputs, apply_cost};
+pub use cost::{CostConfig, CostEstimate, CostInputs, apply_cost};
 pub use reason::{Reason, ReasonKind};
 pub use rules::{RuleInputs, rule_score};

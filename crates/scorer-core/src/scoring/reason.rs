@@ -272,9 +272,10 @@ impl fmt::Display for Reason {
             ),
             K::ModelAction => write!(
                 f,
-                "model ×{} (predicted {} ms vs {} ms expected, against the other candidates' predictions)",
+                "model ×{} on the cost (predicts {} ms, {}× the routing cost {}, against the other candidates' predictions)",
                 num(a[0]),
                 num(a[1]),
+                num(a[3]),
                 num(a[2])
             ),
             K::RuleAction => write!(

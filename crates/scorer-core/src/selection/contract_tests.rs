@@ -17,7 +17,7 @@ fn same_seed_gives_same_pick_sequence_for_every_policy() {
             weight: setup.random_range(0.5..2.0),
             in_flight: f64::from(setup.random_range(0..3u8)),
             outstanding: setup.random_range(0..3u32),
-            expected_latency_ms: Some(f64::from(setup.random_range(1..4u8))),
+            cost: Some(f64::from(setup.random_range(1..4u8))),
         })
         .collect();
     let config = SelectorConfig {
@@ -143,7 +143,7 @@ fn probabilities_sum_to_one_for_random_inputs_of_size_1_to_1024() {
                 },
                 in_flight: r.random_range(0.0..20.0),
                 outstanding: r.random_range(0..20u32),
-                expected_latency_ms: r.random_bool(0.9).then(|| r.random_range(0.0..50.0)),
+                cost: r.random_bool(0.9).then(|| r.random_range(0.0..50.0)),
             })
             .collect();
         let t = [0.0, 1e-9, 0.01, 0.1, 1.0, 1e308][(seed % 6) as usize];

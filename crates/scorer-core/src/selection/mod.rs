@@ -39,7 +39,7 @@
 //! | p2c     | yes     | no       | tie-break   | no    | two draws + coin |
 //! | swrr    | `score × weight` | (same) | no    | no    | no  |
 //! | hash    | no      | no       | bounded loads | yes | no  |
-//! | prequal | latency fallback | no | no (reads `outstanding`, `expected_latency_ms`) | no | `d` probes |
+//! | prequal | latency fallback | no | no (reads `outstanding`, `cost`) | no | `d` probes |
 //!
 //! # Input contract and errors
 //!
@@ -51,8 +51,8 @@
 //!   ([`SelectionError::InvalidScore`]; NaN and ±inf are rejected);
 //! * `weight` must be finite and `> 0` ([`SelectionError::InvalidWeight`]);
 //! * `in_flight` must be finite and `>= 0` ([`SelectionError::InvalidInFlight`]);
-//! * `expected_latency_ms`, when present, must be finite and `>= 0`
-//!   (checked by `prequal` only, [`SelectionError::InvalidLatency`]).
+//! * `cost`, when present, must be finite and `>= 0`
+//!   (checked by `prequal` only, [`SelectionError::InvalidCost`]).
 //!
 //! Worker ids should be unique within one call. The hash policy rejects
 //! duplicates ([`SelectionError::DuplicateWorker`]); SWRR lets duplicates
@@ -135,10 +135,12 @@ pub struct Candidate<'a> {
     /// Requests in flight (RIF) on this worker: exact outstanding picks, a
     /// count. Read by `prequal` only.
     pub outstanding: u32,
-    /// Expected latency of a request on this worker, ms, finite and `>= 0`
-    /// when present (the engine's cost-stage estimate). Read by `prequal`
-    /// only, which falls back to the score when any candidate lacks it.
-    pub expected_latency_ms: Option<f64>,
+    /// The routing cost of a request on this worker, lower first, finite
+    /// and `>= 0` when present (the engine's cost stage: the expected
+    /// latency at the cost's exponent, C3's cubic cost by default). Read by
+    /// `prequal` only, as its latency estimate, which falls back to the
+    /// score when any candidate lacks it.
+    pub cost: Option<f64>,
 }
 
 impl<'a> Candidate<'a> {
@@ -152,7 +154,7 @@ impl<'a> Candidate<'a> {
             weight: 1.0,
             in_flight: 0.0,
             outstanding: 0,
-            expected_latency_ms: None,
+            cost: None,
         }
     }
 }
@@ -286,13 +288,13 @@ pub enum SelectionError {
         /// The rejected value.
         in_flight: f64,
     },
-    /// An expected latency was NaN, infinite or negative (prequal).
-    #[error("candidate {index}: expected_latency_ms {latency_ms} is not a finite value >= 0")]
-    InvalidLatency {
+    /// A cost was NaN, infinite or negative (prequal).
+    #[error("candidate {index}: cost {cost} is not a finite value >= 0")]
+    InvalidCost {
         /// Index of the offending candidate.
         index: usize,
-        /// The rejected value, ms.
-        latency_ms: f64,
+        /// The rejected value.
+        cost: f64,
     },
     /// A softmax temperature was negative, NaN or infinite.
     #[error("temperature {0} is not a finite value >= 0")]

@@ -31,8 +31,9 @@
 //!    then lower RIF; hot ones by lower RIF, then lower latency; then the
 //!    worker id, then the input index (a deterministic, total order).
 //!
-//! The latency estimate is [`expected_latency_ms`](Candidate::expected_latency_ms)
-//! when every candidate has one. Otherwise (e.g. the engine's panic mode,
+//! The latency estimate is the routing [`cost`](Candidate::cost), which
+//! orders candidates as their expected latency does with queues weighing
+//! more, when every candidate has one. Otherwise (e.g. the engine's panic mode,
 //! which skips the cost stage) it is derived from the score for all
 //! candidates alike: the engine's score is `100 × fastest / expected`, so a
 //! higher score is a lower latency. `weight` and `in_flight` are ignored.
@@ -174,7 +175,7 @@ impl Prequal {
     ///
     /// # Errors
     /// Input validation errors (see the module guide), including
-    /// [`SelectionError::InvalidLatency`].
+    /// [`SelectionError::InvalidCost`].
     pub fn probabilities(&self, candidates: &[Candidate<'_>]) -> Result<Vec<f64>, SelectionError> {
         let keys = self.keys(candidates)?;
         Ok(self.exact_probabilities(&keys))
@@ -184,16 +185,13 @@ impl Prequal {
     fn keys<'a>(&self, candidates: &[Candidate<'a>]) -> Result<Vec<Key<'a>>, SelectionError> {
         validate(candidates)?;
         for (index, c) in candidates.iter().enumerate() {
-            if let Some(ms) = c.expected_latency_ms
+            if let Some(ms) = c.cost
                 && !(ms.is_finite() && ms >= 0.0)
             {
-                return Err(SelectionError::InvalidLatency {
-                    index,
-                    latency_ms: ms,
-                });
+                return Err(SelectionError::InvalidCost { index, cost: ms });
             }
         }
-        let all_ms = candidates.iter().all(|c| c.expected_latency_ms.is_some());
+        let all_ms = candidates.iter().all(|c| c.cost.is_some());
         let t = self.rif_threshold(candidates);
         Ok(candidates
             .iter()
@@ -201,7 +199,7 @@ impl Prequal {
             .map(|(index, c)| Key {
                 hot: c.outstanding > t,
                 rif: c.outstanding,
-                latency: match c.expected_latency_ms {
+                latency: match c.cost {
                     Some(ms) if all_ms => ms,
                     _ => -c.score,
                 },

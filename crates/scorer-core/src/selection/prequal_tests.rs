@@ -17,7 +17,7 @@ fn rng(seed: u64) -> ChaCha8Rng {
 fn c(id: &str, rif: u32, ms: f64) -> Candidate<'_> {
     Candidate {
         outstanding: rif,
-        expected_latency_ms: Some(ms),
+        cost: Some(ms),
         ..Candidate::new(id, 50.0)
     }
 }
@@ -90,7 +90,7 @@ fn brute_force(p: &Prequal, cs: &[Candidate<'_>]) -> Vec<f64> {
 }
 
 fn lat(c: &Candidate<'_>) -> f64 {
-    c.expected_latency_ms.unwrap_or(0.0)
+    c.cost.unwrap_or(0.0)
 }
 
 #[test]
@@ -219,7 +219,7 @@ fn missing_latency_falls_back_to_the_score() {
     let mut cs = [c("a", 0, 1.0), c("b", 0, 2.0), c("c", 0, 3.0)];
     cs[0].score = 20.0;
     cs[1].score = 90.0;
-    cs[1].expected_latency_ms = None;
+    cs[1].cost = None;
     cs[2].score = 60.0;
     let s = Prequal::new(3, 0.84)
         .unwrap()
@@ -232,10 +232,10 @@ fn missing_latency_falls_back_to_the_score() {
 fn invalid_latency_and_config_are_errors() {
     for bad in [f64::NAN, f64::INFINITY, -1.0] {
         let mut cs = [c("a", 0, 1.0), c("b", 0, 1.0)];
-        cs[1].expected_latency_ms = Some(bad);
+        cs[1].cost = Some(bad);
         assert!(matches!(
             Prequal::default().select(&cs, "", &mut rng(0)),
-            Err(SelectionError::InvalidLatency { index: 1, .. })
+            Err(SelectionError::InvalidCost { index: 1, .. })
         ));
     }
     assert!(Prequal::new(0, 0.5).is_err());

@@ -1,5 +1,5 @@
-//! The cost stage of a scoring: each selectable candidate's expected
-//! latency from the service's own evidence and its snapshot
+//! The cost stage of a scoring: each selectable candidate's routing cost
+//! and expected latency from the service's own evidence and its snapshot
 //! ([`scorer_core::scoring::apply_cost`]), relative to the fastest candidate.
 
 use crate::config::Config;
@@ -85,14 +85,15 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
             penalty_ms,
         };
         s.e.stage = Stage::Cost;
-        let expected_ms = apply_cost(&mut s.e, &inputs, &cfg.cost);
+        let estimate = apply_cost(&mut s.e, &inputs, &cfg.cost);
         s.cost_evidence = Some(CandidateEvidence {
             outstanding: inputs.outstanding,
             service_time_ms: inputs.service_ms,
             outcomes: inputs.outcomes,
             unseen_backlog: inputs.unseen_backlog,
             observed_failure_rate: inputs.observed_failure_rate,
-            expected_latency_ms: expected_ms,
+            cost: estimate.cost,
+            expected_latency_ms: estimate.expected_latency_ms,
         });
     }
 }
@@ -117,7 +118,9 @@ mod tests {
         let idle = d.scored[0].cost_evidence.expect("costed");
         let busy = d.scored[1].cost_evidence.expect("costed");
         assert_eq!((idle.outstanding, busy.outstanding), (0, 2));
-        assert!(busy.expected_latency_ms > idle.expected_latency_ms);
+        assert!(busy.cost > idle.cost);
+        // Two ahead: three service times.
+        assert!((busy.expected_latency_ms / idle.expected_latency_ms - 3.0).abs() < 1e-9);
         assert!(d.scored[0].e.score > d.scored[1].e.score);
         // Not selectable: not costed.
         assert!(d.scored[2].cost_evidence.is_none());

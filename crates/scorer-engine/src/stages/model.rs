@@ -214,8 +214,10 @@ pub(crate) fn apply(
         let at = pre[i].max(0.0) / 100.0;
         if let Some(a) = model_a[i] {
             let factor = a.exp();
-            let expected_ms = f64::from(obs[i][EXPECTED_LATENCY_FEATURE]).exp();
-            let predicted_ms = expected_ms * f64::from(raw[i]).exp();
+            // The model predicts ln(latency / cost).
+            let cost = f64::from(obs[i][EXPECTED_LATENCY_FEATURE]).exp();
+            let ratio = f64::from(raw[i]).exp();
+            let predicted_ms = cost * ratio;
             // Dividing the score by the factor (up to ×2 either way) is an
             // added line, so the sum of the lines stays exact.
             let delta = e.score * (1.0 / factor - 1.0);
@@ -224,7 +226,7 @@ pub(crate) fn apply(
                 delta,
                 Reason::new(
                     ReasonKind::ModelAction,
-                    [factor, predicted_ms, expected_ms, 0.0, 0.0],
+                    [factor, predicted_ms, cost, ratio, 0.0],
                 ),
                 Some(a),
             );

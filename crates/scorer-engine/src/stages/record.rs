@@ -86,6 +86,7 @@ pub(crate) fn record(
                 rule_action: d.rule_actions[i],
                 outstanding: s.slot.as_ref().map(|_| s.evidence.outstanding),
                 expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
+                cost: s.cost_evidence.map(|c| c.cost),
             }
         })
         .collect();

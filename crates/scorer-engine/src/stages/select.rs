@@ -29,7 +29,7 @@ pub(crate) fn select(
                 weight: s.ramp.max(f64::MIN_POSITIVE),
                 in_flight: f64::from(s.evidence.outstanding),
                 outstanding: s.evidence.outstanding,
-                expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
+                cost: s.cost_evidence.map(|c| c.cost),
             }
         })
         .collect();
