@@ -11,7 +11,7 @@
 //!   time-out is an error and an RTT sample equal to the timeout; while the
 //!   server stalls, PINGs that would overrun into the `INFO` slot are skipped);
 //! * one `INFO` in the last `probe_timeout_ms`: CPU, queue depth, hit rate,
-//!   memory headroom, compaction and loading flags (see [`metrics`]). If it
+//!   memory headroom, compaction and loading flags (see [`redis_info`]). If it
 //!   times out (e.g. `CLIENT PAUSE`) the last known values are reported;
 //! * the snapshot is handed to the worker's reporter task, which posts it as
 //!   a one-snapshot batch; a failed POST is logged and dropped.

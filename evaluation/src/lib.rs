@@ -14,7 +14,7 @@
 //!   diagnostics `rules-*`) that call [`scorer_engine::Engine`] in-process;
 //! - [`model_arms`]: `model` (rules + the shipped default model) and
 //!   `model-retrained` (run → log → train → run again, in-process);
-//! - [`metrics`], [`report`], [`plot`], [`targets`]: what is measured, how
+//! - [`run_summary`], [`report`], [`plot`], [`targets`]: what is measured, how
 //!   it is written, and which targets are met;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.

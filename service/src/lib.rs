@@ -1,12 +1,14 @@
-//! Worker scoring service for KV-aware routers: configuration, the engine,
+//! Worker scoring service for KV-aware routers: configuration loading,
 //! HTTP, metrics and the binary.
 //!
-//! It wires four library crates, used by their own names: `scorer-core`
-//! (telemetry, state, dynamics, rules, cost, features, selection),
-//! `scorer-model` (the learned cost factor), `scorer-log` (the Parquet
-//! decision log) and `scorer-signal` (the stop request). This crate holds
-//! [`config`], [`engine`] (the operations), [`http`] (axum routes) and
-//! [`api`] (the wire types).
+//! It wires library crates, used by their own names: `scorer-engine` (the
+//! decisions), `scorer-core` (telemetry, state, dynamics, rules, cost,
+//! features, selection), `scorer-model` (the learned cost factor),
+//! `scorer-log` (the Parquet decision log) and `scorer-signal` (the stop
+//! request). This crate holds
+//! [`config`] (loading), [`http`] (axum routes) and [`decision_log`] (the
+//! Parquet log behind the engine); the engine, its configuration and the
+//! wire types are `scorer-engine`.
 //!
 //! `docs/architecture.md` draws the crate graph.
 //! See `docs/api.md` for the HTTP contract and `docs/configuration.md` for

@@ -9,7 +9,7 @@
 //! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
 //! | [`text_model`] | LightGBM's text model → [`scorer_model::export::LgbModel`], f64 evaluation |
-//! | [`metrics`] | R², MAE, quantile calibration, beside the rules' baseline |
+//! | [`regression_metrics`] | R², MAE, quantile calibration, beside the rules' baseline |
 //! | [`parity`] | served (ONNX in tract) vs LightGBM probabilities, 1e-5 bar |
 //! | [`golden`] | `golden.json` rows (NaN, ±0, ±∞, split boundaries) |
 //! | [`card`] | `card.json` contents and model version |

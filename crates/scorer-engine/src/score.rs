@@ -1,5 +1,5 @@
 //! A score decision: the request is checked into a
-//! [`Decision`](crate::decision::Decision), which passes through the
+//! `Decision`, which passes through the
 //! stages of [`crate::stages`] in order: rules → freshness → dynamics →
 //! cost → model → select → record. When no candidate is eligible, panic
 //! mode ranks and picks among the live ones on their rule scores, ignoring

@@ -4,7 +4,7 @@
 //! Per policy a fresh service (the `service` crate's axum app with the
 //! default configuration, served in this process on a loopback port) and a
 //! fresh agent (default 1 s interval) are started, so no state leaks from one
-//! policy to the next; the workers are shared ([`policy_run`]). Once every
+//! policy to the next; the workers are shared (`policy_run`). Once every
 //! worker has reported (bounded polling), the load runs for `duration_s`,
 //! the fault ([`faults`]) is injected at `fault_at_s` into worker 0 for
 //! `fault_ms` (the [`loaded`] scenario has none: worker 0 is slow

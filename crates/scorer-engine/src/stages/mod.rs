@@ -1,20 +1,20 @@
 //! The stages of a score decision, in order; each reads and extends one
-//! [`Decision`](crate::decision::Decision):
+//! `Decision`:
 //!
-//! 1. [`rules`]: look the candidates up, weigh each snapshot's age, and
+//! 1. `rules`: look the candidates up, weigh each snapshot's age, and
 //!    rule-score each on its signals (a stale one on signals pulled toward
 //!    its fresh peers);
-//! 2. [`freshness`]: a stale candidate never outranks the median fresh one,
+//! 2. `freshness`: a stale candidate never outranks the median fresh one,
 //!    then pays for its age;
-//! 3. [`dynamics`]: penalty states, outlier ejection and slow start; the
+//! 3. `dynamics`: penalty states, outlier ejection and slow start; the
 //!    selectable set, or panic mode when none is eligible;
-//! 4. [`cost`]: each selectable candidate's expected-latency cost from the
+//! 4. `cost`: each selectable candidate's expected-latency cost from the
 //!    service's own evidence (skipped in panic mode);
-//! 5. [`model`]: the 42-feature vectors, then the model's cost factor or
+//! 5. `model`: the 42-feature vectors, then the model's cost factor or
 //!    its rule fallback, and the shadow model;
-//! 6. [`select`]: the pick and every candidate's propensity under the
+//! 6. `select`: the pick and every candidate's propensity under the
 //!    request's policy;
-//! 7. [`record`]: the pending pick, counters and the answer.
+//! 7. `record`: the pending pick, counters and the answer.
 
 mod cost;
 mod dynamics;
