@@ -37,7 +37,7 @@ struct Args {
 }
 
 /// Blocking-pool threads per core. `/v1/score` scores on the blocking pool
-/// (see `http::handlers::score`) while the runtime's workers (one per core)
+/// (see `http::endpoints::score`) while the runtime's workers (one per core)
 /// read requests and shed the excess. One pool thread per core means that
 /// under overload the scheduler splits the CPU evenly between reading
 /// (and cheaply refusing, ~35 µs) and scoring (~250 µs): with more pool

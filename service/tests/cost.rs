@@ -1,4 +1,4 @@
-//! The expected-latency cost through the engine: exact outstanding picks and
+//! The routing cost through the engine: exact outstanding picks and
 //! their expiry, peak-EWMA service time and failures, outlier ejection and
 //! slow start on return, the unseen backlog, each cost line, and the R1 case
 //! (a failing worker must not outrank a slow healthy one). Time is passed

@@ -310,7 +310,7 @@ fn new_and_returning_workers_get_at_most_their_ramp_share_in_the_first_second() 
 
 #[test]
 fn identical_workers_under_max_share_evenly_in_any_order() {
-    // Under `max` (lowest expected latency) each pick is outstanding until
+    // Under `max` (lowest routing cost) each pick is outstanding until
     // its feedback: consecutive picks rotate over identical workers, in
     // whatever order the candidates come.
     let c = config();
@@ -341,7 +341,7 @@ fn identical_workers_under_max_share_evenly_in_any_order() {
             let k = n.iter().filter(|&&x| x == least).count() as f64;
             for (s, &x) in r.scores.iter().zip(&n) {
                 // Ties share the propensity; a worker with one more
-                // outstanding pick is never the lowest expected latency.
+                // outstanding pick is never the lowest routing cost.
                 let want = if x == least { 1.0 / k } else { 0.0 };
                 assert_eq!(s.probability, Some(want), "{s:?}");
                 if x > 0 {

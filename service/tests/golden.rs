@@ -60,7 +60,7 @@ fn golden_scores_in_process() {
         assert_eq!(id, wid);
         assert!((score - wscore).abs() < 1e-9, "{id}: {score} != {wscore}");
     }
-    // The ranking is by final score, i.e. expected latency: W1 reports 5
+    // The ranking is by final score, i.e. routing cost: W1 reports 5
     // queued requests the service did not send (unseen backlog, cubed),
     // W2 none, so compacting W2 is the cheaper; W3 (25 queued) the dearest.
     assert_eq!(resp.ranking, ["W2", "W1", "W3"]);

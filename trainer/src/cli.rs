@@ -10,7 +10,7 @@ use crate::target::TargetRule;
 use crate::train::TrainParams;
 
 /// Trains the scoring service's model from its decision logs: LightGBM,
-/// regression of ln(latency / expected latency), exported to ONNX, checked
+/// regression of ln(latency / E), E the rules' routing cost, exported to ONNX, checked
 /// to give the same predictions when served by tract (|Δ| ≤ 1e-5 on every
 /// row), compared offline against another model.
 ///
@@ -53,7 +53,7 @@ pub struct TargetArgs {
     /// in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = TargetRule::default().failure_penalty_ms)]
     pub failure_penalty_ms: f64,
-    /// An outcome slower than this many times the rules' expected latency is
+    /// An outcome slower than this many times the rules' routing cost is
     /// slow (dimensionless, >= 1).
     #[arg(long, value_name = "FACTOR", default_value_t = TargetRule::default().slow_factor)]
     pub slow_factor: f64,

@@ -1,7 +1,7 @@
 //! One simulated worker of `trainer synth` ([`crate::synth`] documents the
 //! generative model): base levels drawn from the seed, an AR(1) step of
 //! every signal, the telemetry view the service would hold, the stand-in
-//! expected latency, and the mean latency of a request.
+//! routing cost, and the mean latency of a request.
 
 use std::sync::Arc;
 
@@ -136,7 +136,7 @@ impl SimWorker {
 /// worker in state `s` (see the module docs; the PUT × disk term is the
 /// hidden effect).
 /// The evidence features of a synthetic candidate. There is no service
-/// here, so no outstanding picks or outcomes; the rules' expected latency E
+/// here, so no outstanding picks or outcomes; the rules' routing cost E
 /// stands in as the reported mean RTT times `1 + queue depth / 8`, a cost
 /// that knows neither the PUT × disk effect nor compaction, as the
 /// service's rules do not weigh them that way.

@@ -1,7 +1,7 @@
 //! The training target: what the model predicts for a picked candidate.
 //!
 //! The model predicts `y = ln(latency_ms) − ln(E)`, the log of the picked
-//! worker's outcome latency against the rules' expected latency E (feature
+//! worker's outcome latency against the rules' routing cost E (feature
 //! `expected_latency_ln_ms`, logged in the decision's feature vector). The
 //! service multiplies E by `exp(prediction)`, bounded, so the target is
 //! exactly what corrects the cost. It is relative by construction: a pool
@@ -94,7 +94,7 @@ impl TargetRule {
         latency_ms.max(timeout).max(self.failure_penalty_ms)
     }
 
-    /// The rules' expected latency E of the row, ms.
+    /// The rules' routing cost E of the row (unitless; ms only at cost exponent 1).
     pub fn expected_ms(row: &[f32]) -> f64 {
         f64::from(row[EXPECTED_LATENCY_FEATURE]).exp()
     }

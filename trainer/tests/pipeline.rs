@@ -126,7 +126,7 @@ fn synth_train_validate_compare_end_to_end() {
             .all(|v| v.to_bits() == (-0.0f32).to_bits())
     );
 
-    // The model learns what the rules' expected latency misses (the PUT ×
+    // The model learns what the rules' routing cost misses (the PUT ×
     // disk effect among others): on the (later) validation split, and on
     // its PUT rows, its log error is well below the rules'.
     let (m, r) = (s.metrics.model, s.metrics.rules);

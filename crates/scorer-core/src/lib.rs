@@ -7,7 +7,7 @@
 //! Layers, from the bottom: [`telemetry`] (wire type and validation),
 //! [`state`] (per-worker smoothed state), [`dynamics`] (penalty state
 //! machine, freshness, the service's own evidence), [`key`] (key
-//! fingerprint), [`scoring`] (explained rule scores and the expected-latency
+//! fingerprint), [`scoring`] (explained rule scores and the routing
 //! cost), [`features`] (the 42-feature observation vector), [`selection`]
 //! (the pick and its propensity).
 

@@ -176,8 +176,9 @@ pub struct WorkerScore {
     /// The observation vector, always kept for logging.
     #[serde(skip)]
     pub observation: [f32; FEATURE_COUNT],
-    /// Model action `2p − 1` in `[−1, 1]` for this candidate, when the model's
-    /// output was used (issue #6).
+    /// Model action: ln of the model's cost factor for this candidate,
+    /// within `[ln factor_min, ln factor_max]`, when the model's output was
+    /// used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_action: Option<f64>,
     /// Deterministic rule action in `{−1, 0, 1}` (issue #6); absent for
@@ -196,8 +197,10 @@ pub struct WorkerScore {
     pub expected_latency_ms: Option<f64>,
     /// The routing cost that ranks the candidates, unitless, lower first:
     /// the same terms with the queue, slow start and failures raised to
-    /// `cost.exponent` (C3's cubic cost by default); the final score is
-    /// `100 × fastest service time / cost`. Absent with `expected_latency_ms`.
+    /// `cost.exponent` (C3's cubic cost by default); before the model stage
+    /// the score is `100 × fastest service time / cost` (the `model` line
+    /// then divides it by the model's factor, and `rule_action` adds
+    /// points). Absent with `expected_latency_ms`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
 }

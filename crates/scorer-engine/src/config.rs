@@ -69,7 +69,7 @@ pub struct Config {
     pub evidence: scorer_core::dynamics::EvidenceConfig,
     /// `[outlier]`: ejection from outcomes (Envoy semantics).
     pub outlier: scorer_core::dynamics::OutlierConfig,
-    /// `[cost]`: the expected-latency cost that orders the candidates.
+    /// `[cost]`: the routing cost that orders the candidates.
     pub cost: scorer_core::scoring::CostConfig,
     /// `[selection]`: policies, propensities and panic mode (issue #3).
     pub selection: SelectionSection,
@@ -106,7 +106,7 @@ impl Default for FreshnessSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SelectionSection {
-    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `prequal`, `none`. Default `max` (the lowest expected latency).
+    /// Policy when a request names none: `max`, `softmax`, `p2c`, `swrr`, `hash`, `prequal`, `none`. Default `max` (the lowest routing cost).
     pub default_policy: String,
     /// Softmax temperature when a request names none, >= 0 (0 = max). Default 0.1.
     pub temperature: f64,

@@ -36,7 +36,7 @@ pub(crate) struct Scored {
     pub evidence: EvidenceSnapshot,
     /// Trust in the candidate's snapshot, fraction 0..=1.
     pub trust: f64,
-    /// What the cost stage used and its expected latency, once it ran.
+    /// What the cost stage used, its routing cost and expected latency, once it ran.
     pub cost_evidence: Option<CandidateEvidence>,
 }
 

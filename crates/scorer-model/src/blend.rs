@@ -1,10 +1,10 @@
 //! How a model's output and the deterministic rule action adjust the score.
 //!
 //! * The model predicts `r = ln(latency) − ln(E)` for a candidate, E the
-//!   rules' expected latency ([`crate::card::MODEL_OUTPUT`]). Its
+//!   rules' routing cost ([`crate::card::MODEL_OUTPUT`]). Its
 //!   **cost factor** is `f = clamp(exp(blend_model · (r − r̄)), factor_min,
 //!   factor_max)` (defaults ×0.25 to ×4), `r̄` the mean prediction over the
-//!   decision's candidates ([`mean_prediction`]): the expected latency
+//!   decision's candidates ([`mean_prediction`]): the routing cost
 //!   becomes `E·f`, so the score (`100 × fastest / E`) is divided by `f`.
 //!   Only the candidates' differences can change a pick (the score is
 //!   relative to the fastest), and E is a cost rather than a calibrated
@@ -24,7 +24,7 @@
 //! * Final score `clamp(s / f + scale · blend_rule · r · s / 100, 0, 100)`,
 //!   `s` the score before the model stage ([`Blend::final_score`]); without
 //!   a usable model `f = 1`. The rule's points scale with `s`, as every
-//!   factor of the expected latency does.
+//!   factor of the routing cost does.
 //!
 //! The trainer's offline comparison (`trainer compare`) uses these same
 //! functions on logged decisions, so offline and online scores agree.

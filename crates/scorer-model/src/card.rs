@@ -103,7 +103,8 @@ pub enum CardError {
 
 /// The one model output the service's model stage reads: the predicted
 /// `ln(latency) − ln(E)`, natural log, of the candidate's outcome latency
-/// against the rules' expected latency E (feature `expected_latency_ln_ms`).
+/// against the rules' routing cost E (feature `expected_latency_ln_ms`); the
+/// string is historical and kept because model cards are checked against it.
 pub const MODEL_OUTPUT: &str = "ln(latency / expected latency)";
 
 /// `card.json`: what a model is, what it was trained on and how well it did.

@@ -1,4 +1,4 @@
-//! Unit tests of `model/complete.rs`: the complete-tree layout agrees bit
+//! Unit tests of `complete.rs`: the complete-tree layout agrees bit
 //! for bit with the reference walk on unbalanced trees, boundary inputs and
 //! every batch length, and is skipped outside its limits.
 use rand::{Rng, SeedableRng};

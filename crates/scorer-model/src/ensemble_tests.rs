@@ -1,4 +1,4 @@
-//! Unit tests of `model/ensemble.rs`.
+//! Unit tests of `ensemble.rs`.
 use super::*;
 
 /// Tree 0: f0 <= 0.5 ? (f1 <= -1 ? 1 : 2) : 3, NaN on f0 goes right, on f1 left.

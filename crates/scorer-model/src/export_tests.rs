@@ -1,4 +1,4 @@
-//! Unit tests of `model/export.rs`.
+//! Unit tests of `export.rs`.
 use super::*;
 
 fn next_up(x: f32) -> f32 {

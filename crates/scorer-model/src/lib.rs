@@ -1,5 +1,5 @@
 //! The model path: a LightGBM regression of `ln(latency / E)` (E the rules'
-//! expected latency) exported to ONNX in pure Rust and served with
+//! routing cost) exported to ONNX in pure Rust and served with
 //! tract-onnx.
 //!
 //! * [`blend`]: the model's bounded cost factor, the deterministic rule

@@ -1,6 +1,6 @@
 //! `redis-server` child processes on 127.0.0.1 free ports, stopped by pid
 //! (SIGTERM, then SIGKILL) when dropped — only processes this harness
-//! started. The same approach as the integration test `tests/redis_workers.rs`.
+//! started. The same approach as the integration test `tests/tests/redis_workers.rs`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -51,7 +51,7 @@
 //!     score    = rule_score(...)                          // health, 0..=100
 //!     view     = penalty.state_at(now_ms, &cfg.penalty)   // read only
 //!     skip the worker if !view.eligible or it is ejected by outliers
-//!     E        = scoring::apply_cost(evidence, snapshot, health)  // expected latency
+//!     E        = scoring::apply_cost(evidence, snapshot, health)  // routing cost (and expected latency)
 //!
 //! on pick:      evidence.pick()                          // +1 outstanding
 //! on feedback:  evidence.complete(...)                   // −1, learn, maybe eject

@@ -12,7 +12,7 @@
 //! The evidence features (0..=4, 6, 7) are what the service itself saw of
 //! the worker: outstanding picks, the outcome-latency estimate and how many
 //! outcomes back it, the unseen backlog, the observed failure rate, and the
-//! rules' expected latency E that the model's target is relative to (the
+//! rules' routing cost E that the model's target is relative to (the
 //! model predicts `ln(latency) − ln(E)`). A candidate the cost did not run
 //! for (a worker that never reported, a decision in panic mode) takes their
 //! `impute` values. Schema version 2 put them in the slots of key-shape
@@ -27,7 +27,8 @@ use sha2::{Digest, Sha256};
 
 /// Number of features.
 pub const FEATURE_COUNT: usize = 42;
-/// Index of `expected_latency_ln_ms`, ln of the rules' expected latency E,
+/// Index of `expected_latency_ln_ms` (a historical name, kept because names
+/// are part of the schema hash), ln of the rules' routing cost E,
 /// that the model's target is relative to.
 pub const EXPECTED_LATENCY_FEATURE: usize = 7;
 /// Version of the schema; bump on any change of order, meaning or imputation.
@@ -176,7 +177,7 @@ pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
         -14.0,
         14.0,
         std::f32::consts::LN_10,
-        "ln of the rules' expected latency E (the routing cost before the model); the model predicts ln(latency) minus this",
+        "ln of the rules' routing cost E (before the model; ms only at cost exponent 1); the model predicts ln(latency) minus this",
     ),
     f(
         8,

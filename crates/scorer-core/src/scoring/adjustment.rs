@@ -32,7 +32,7 @@ pub enum Stage {
     Rule,
     /// Per-worker dynamics: penalty states and the snapshot's age.
     Dynamics,
-    /// The expected-latency cost: service time, outstanding picks, unseen
+    /// The routing cost: service time, outstanding picks, unseen
     /// backlog, failures, snapshot factors, slow start.
     Cost,
     /// Model and fallback-rule actions (issue #6).

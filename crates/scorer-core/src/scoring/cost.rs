@@ -67,7 +67,7 @@ pub const DEFAULT_CPU_SATURATED_FACTOR: f64 = 1.2;
 /// Default [`CostConfig::max_failure_rate`], fraction.
 pub const DEFAULT_MAX_FAILURE_RATE: f64 = 0.95;
 
-/// `[cost]`: the shape of the expected-latency cost.
+/// `[cost]`: the shape of the routing cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostConfig {

@@ -67,7 +67,7 @@ pub enum ReasonKind {
     CpuSaturated,
     /// `[fraction, exponent]`
     SlowStartRamp,
-    /// `[factor, predicted_ms, expected_ms]`
+    /// `[factor, predicted_ms, cost, predicted_ms / cost]`
     ModelAction,
     /// `[action, blend_rule, scale]` (issue #6)
     RuleAction,

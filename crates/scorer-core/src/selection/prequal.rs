@@ -35,7 +35,7 @@
 //! orders candidates as their expected latency does with queues weighing
 //! more, when every candidate has one. Otherwise (e.g. the engine's panic mode,
 //! which skips the cost stage) it is derived from the score for all
-//! candidates alike: the engine's score is `100 × fastest / expected`, so a
+//! candidates alike: the engine's score is `100 × fastest / cost`, so a
 //! higher score is a lower latency. `weight` and `in_flight` are ignored.
 //!
 //! # Parameters

@@ -8,7 +8,7 @@
 //!    then pays for its age;
 //! 3. `dynamics`: penalty states, outlier ejection and slow start; the
 //!    selectable set, or panic mode when none is eligible;
-//! 4. `cost`: each selectable candidate's expected-latency cost from the
+//! 4. `cost`: each selectable candidate's routing cost and expected latency from the
 //!    service's own evidence (skipped in panic mode);
 //! 5. `model`: the 42-feature vectors, then the model's cost factor or
 //!    its rule fallback, and the shadow model;
@@ -41,7 +41,7 @@ pub enum DecisionStage {
     Freshness,
     /// Penalty states, ejection, slow start, eligibility and panic mode.
     Dynamics,
-    /// The expected-latency cost.
+    /// The routing cost and expected latency.
     Cost,
     /// Features, the model or its fallback, and the shadow model.
     Model,

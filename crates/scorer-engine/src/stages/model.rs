@@ -1,7 +1,7 @@
 //! The model stage of a decision: after the rules, dynamics and cost,
 //! before selection. Runs the model once on the selectable candidates'
 //! observation vectors as one batch; each prediction of `ln(latency / E)`
-//! becomes a bounded factor on the candidate's expected latency (line
+//! becomes a bounded factor on the candidate's routing cost (line
 //! `model`), and the deterministic rule action adds its points
 //! ([`scorer_model::blend`]); or the stage falls back to the rule action
 //! alone with a [`scorer_model::FallbackReason`]. The shadow model runs on the same batch
@@ -209,7 +209,7 @@ pub(crate) fn apply(
     for (i, e) in es.iter_mut().enumerate() {
         e.stage = Stage::Model;
         // The rule's points are at a score of 100 and scale with the
-        // score: they are multiplicative on the expected latency
+        // score: they are multiplicative on the routing cost
         // (score = 100 × fastest / E), whatever the score's level.
         let at = pre[i].max(0.0) / 100.0;
         if let Some(a) = model_a[i] {
