@@ -78,6 +78,16 @@ async fn serve() -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref()).context("invalid configuration")?;
     let listen = config.server.listen.clone();
     tracing::info!(config_hash = %config.hash(), %listen, "starting");
+    if config.server.insecure_allow_unauthenticated
+        && listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| !a.ip().is_loopback())
+    {
+        tracing::warn!(
+            %listen,
+            "server.insecure_allow_unauthenticated = true: roles without [auth] tokens are open to anyone who reaches this address, who can steer traffic and write the training data"
+        );
+    }
     // Bind first: a start that cannot serve must not touch the model or log
     // directories (log recovery renames and quarantines files).
     let listener = tokio::net::TcpListener::bind(&listen)

@@ -66,3 +66,27 @@ fn missing_config_file_is_an_error_naming_it() {
     assert!(!ok);
     assert!(err.contains("/nonexistent/scorer.toml"), "{err}");
 }
+
+#[test]
+fn off_loopback_without_tokens_it_refuses_to_start_naming_the_missing_keys() {
+    let (ok, err) = run(&[], &[("SCORER_SERVER__LISTEN", "0.0.0.0:0")]);
+    assert!(!ok);
+    assert!(err.contains("server.listen"), "{err}");
+    assert!(err.contains("auth.agent, auth.router, auth.admin"), "{err}");
+    // With the writing roles' tokens it gets past the check (and then fails
+    // only on what follows, here nothing: it would serve, so stop at the
+    // config by making the next key invalid).
+    let (ok, err) = run(
+        &[],
+        &[
+            ("SCORER_SERVER__LISTEN", "0.0.0.0:0"),
+            ("SCORER_AUTH__AGENT__A1", "agent-token-0123456789"),
+            ("SCORER_AUTH__ROUTER__R1", "router-token-0123456789"),
+            ("SCORER_AUTH__ADMIN__OPS", "admin-token-0123456789"),
+            ("SCORER_TELEMETRY__EWMA_ALPHA", "3.0"),
+        ],
+    );
+    assert!(!ok);
+    assert!(!err.contains("server.listen"), "{err}");
+    assert!(err.contains("telemetry.ewma_alpha"), "{err}");
+}

@@ -20,6 +20,8 @@ pub use scorer_core::telemetry::{
 };
 pub use scorer_log::LogConfig;
 
+#[path = "config_auth.rs"]
+pub mod auth;
 #[path = "config_server.rs"]
 mod server;
 pub use server::{
@@ -79,6 +81,8 @@ pub struct Config {
     pub model: scorer_model::ModelConfig,
     /// `[admin]`: admin endpoint protection (issue #8).
     pub admin: AdminConfig,
+    /// `[auth]`: per-role bearer tokens.
+    pub auth: auth::AuthConfig,
     /// `[reload]`: limits on what a hot reload may change (issue #8).
     pub reload: crate::config_reload::ReloadConfig,
 }
@@ -232,22 +236,23 @@ impl Config {
         if self.telemetry.max_workers == 0 {
             return bad("telemetry.max_workers", "must be at least 1".to_owned());
         }
-        if let Some(t) = self.admin.token.as_deref() {
-            if t.len() < 16 {
-                return bad(
-                    "admin.token",
-                    "must be at least 16 characters when set".to_owned(),
-                );
-            }
-            if !is_token68(t) {
-                return bad(
-                    "admin.token",
-                    "must be a bearer token (RFC 6750 token68: letters, digits and `-._~+/`, \
-                     then optional `=` padding); spaces and other characters cannot be sent \
-                     in an Authorization header"
-                        .to_owned(),
-                );
-            }
+        if let Some(t) = self.admin.token.as_deref()
+            && let Err(reason) = auth::check_token(t)
+        {
+            return bad("admin.token", format!("{reason} when set"));
+        }
+        if let Err((key, reason)) = self.auth.validate() {
+            return bad(&key, reason);
+        }
+        if let Ok(listen) = self.server.listen.parse()
+            && let Err(reason) = auth::check_exposure(
+                listen,
+                &self.auth,
+                self.admin.token.as_deref(),
+                self.server.insecure_allow_unauthenticated,
+            )
+        {
+            return bad("server.listen", reason);
         }
         let t = &self.telemetry;
         if !(t.ewma_alpha > 0.0 && t.ewma_alpha <= 1.0) {
@@ -418,14 +423,4 @@ impl Config {
         let digest = Sha256::digest(&json);
         digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
-}
-
-/// RFC 6750 `b64token` (RFC 7235 `token68`): `1*( ALPHA / DIGIT / "-" /
-/// "." / "_" / "~" / "+" / "/" ) *"="`.
-fn is_token68(t: &str) -> bool {
-    let body = t.trim_end_matches('=');
-    !body.is_empty()
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }

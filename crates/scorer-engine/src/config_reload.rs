@@ -56,8 +56,42 @@ pub const RESTART_KEYS: &[&str] = &[
     "selection.remembered_decisions",
 ];
 
-/// Keys whose values are secret: shown as `"<redacted>"` in changes and logs.
-pub const SECRET_KEYS: &[&str] = &["admin.token"];
+/// Keys whose values are secret: shown as `"<redacted>"` in changes, logs
+/// and the config view. A key matches when it equals an entry or starts
+/// with an entry ending in `.`.
+pub const SECRET_KEYS: &[&str] = &["admin.token", "auth."];
+
+/// Whether the dotted `key` holds a secret (see [`SECRET_KEYS`]).
+pub fn is_secret(key: &str) -> bool {
+    SECRET_KEYS.iter().any(|s| match s.strip_suffix('.') {
+        Some(section) => key
+            .strip_prefix(section)
+            .is_some_and(|rest| rest.starts_with('.')),
+        None => key == *s,
+    })
+}
+
+/// `config` (a serialised [`Config`]) with every secret leaf replaced by
+/// `"<redacted>"`.
+pub fn redact_secrets(config: &mut Value) {
+    fn walk(prefix: &str, v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, child);
+                }
+            }
+            leaf if !leaf.is_null() && is_secret(prefix) => *leaf = Value::from("<redacted>"),
+            _ => {}
+        }
+    }
+    walk("", config);
+}
 
 /// `[reload]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,7 +211,7 @@ pub fn diff(old: &Config, new: &Config) -> Vec<ConfigChange> {
             );
             (o != n).then(|| {
                 let redact = |v: Value| {
-                    if SECRET_KEYS.contains(&k.as_str()) && !v.is_null() {
+                    if is_secret(k) && !v.is_null() {
                         Value::from("<redacted>")
                     } else {
                         v

@@ -169,6 +169,30 @@ fn the_admin_token_is_redacted() {
 }
 
 #[test]
+fn role_tokens_are_redacted_in_changes_and_the_config_view() {
+    let mut new = base();
+    new.auth
+        .router
+        .insert("edge-1".into(), "r0uter-t0ken-r0uter".into());
+    let changes = plan(&base(), &new, false).expect("plan: tokens rotate on reload");
+    let added = changes
+        .iter()
+        .find(|c| c.key == "auth.router.edge-1")
+        .expect("the new token is a change");
+    assert_eq!(added.new, Value::from("<redacted>"));
+    assert!(
+        !serde_json::to_string(&changes)
+            .unwrap()
+            .contains("r0uter-t0ken")
+    );
+    let mut view = serde_json::to_value(&new).unwrap();
+    redact_secrets(&mut view);
+    assert_eq!(view["auth"]["router"]["edge-1"], "<redacted>");
+    assert!(!view.to_string().contains("r0uter-t0ken"));
+    assert!(is_secret("auth.reader.x") && !is_secret("authority") && !is_secret("auth"));
+}
+
+#[test]
 fn weights_and_restart_keys_are_classified() {
     for k in [
         "scoring.cpu_max_deduct",

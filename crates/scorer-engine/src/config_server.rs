@@ -44,8 +44,13 @@ pub enum ScoreDispatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Socket address to listen on. Default `127.0.0.1:8080`.
+    /// Socket address to listen on. Default `127.0.0.1:8080`. Off loopback
+    /// every writing role needs an `[auth]` token (or the next key).
     pub listen: String,
+    /// Serve a non-loopback `listen` without tokens for the writing roles:
+    /// anyone who reaches the port can then steer traffic. Default false;
+    /// logged at warn level when set.
+    pub insecure_allow_unauthenticated: bool,
     /// Largest accepted request body, bytes; larger bodies get 413. Default 8 MiB.
     pub max_body_bytes: usize,
     /// Largest telemetry batch, snapshots. Default 10_000.
@@ -83,6 +88,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: DEFAULT_LISTEN.to_owned(),
+            insecure_allow_unauthenticated: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_batch: DEFAULT_MAX_BATCH,
             max_feedback_batch: DEFAULT_MAX_FEEDBACK_BATCH,

@@ -3,6 +3,7 @@
 //!
 //! Tests call `app(state).oneshot(request)` with no socket.
 
+pub mod auth;
 pub mod endpoints;
 pub mod extract;
 mod openapi;
@@ -17,7 +18,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-pub use endpoints::admin::{bearer_token, token_matches};
+pub use auth::{Role, bearer_token, token_matches};
 pub use endpoints::explain::explain_line;
 pub use endpoints::promote;
 pub use endpoints::reconfigure::reload_on_own_thread;
@@ -51,6 +52,8 @@ pub struct AppState {
     pub in_progress: Arc<InProgress>,
     /// Rate limit of the rejected-telemetry warning.
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
+    /// Rate limit of the refused-request warning.
+    pub auth_warn: Arc<warn_limit::WarnLimit>,
     /// Model promotions and the directory to roll back to.
     pub promotions: Arc<promote::Promotions>,
 }
@@ -75,6 +78,7 @@ impl AppState {
             metrics: Arc::default(),
             in_progress,
             telemetry_warn: Arc::default(),
+            auth_warn: Arc::default(),
             promotions: Arc::default(),
         }
     }
@@ -90,6 +94,12 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let cfg = state.engine.config();
     let limit = cfg.server.max_body_bytes;
+    let role = |role: Role, routes: Router<AppState>| {
+        routes.route_layer(axum::middleware::from_fn_with_state(
+            (state.clone(), role),
+            auth::require,
+        ))
+    };
     let admin = Router::new()
         .route("/v1/admin/reload", post(endpoints::reconfigure::reload))
         .route("/v1/admin/config", get(endpoints::reconfigure::config_view))
@@ -97,13 +107,9 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/v1/admin/model/rollback",
             post(endpoints::promote::rollback),
-        )
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            endpoints::admin::require_admin,
-        ));
-    Router::new()
-        .route("/v1/telemetry", post(endpoints::telemetry::telemetry))
+        );
+    let agent = Router::new().route("/v1/telemetry", post(endpoints::telemetry::telemetry));
+    let router = Router::new()
         .route(
             "/v1/score",
             post(endpoints::score::score)
@@ -116,17 +122,22 @@ pub fn app(state: AppState) -> Router {
                     transport::body_first::read_body_first,
                 )),
         )
-        .route("/v1/feedback", post(endpoints::feedback::feedback))
+        .route("/v1/feedback", post(endpoints::feedback::feedback));
+    let reader = Router::new()
         .route("/v1/stats", get(endpoints::operations::stats))
         .route("/v1/log/stats", get(endpoints::operations::log_stats))
         .route("/v1/workers", get(endpoints::workers::workers))
         .route("/v1/features", get(endpoints::operations::features))
         .route("/v1/model", get(endpoints::model::model))
         .route("/v1/shadow", get(endpoints::model::shadow))
-        .merge(admin)
         .route("/", get(endpoints::explain::status_page))
         .route("/v1/debug/score", get(endpoints::explain::debug_score))
-        .route("/metrics", get(prometheus::metrics))
+        .route("/metrics", get(prometheus::metrics));
+    Router::new()
+        .merge(role(Role::Agent, agent))
+        .merge(role(Role::Router, router))
+        .merge(role(Role::Reader, reader))
+        .merge(role(Role::Admin, admin))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/healthz", get(endpoints::operations::healthz))
         .route("/readyz", get(endpoints::operations::readyz))

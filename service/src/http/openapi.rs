@@ -9,7 +9,7 @@
 //! service from it.
 
 use axum::Json;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::endpoints::{
@@ -28,6 +28,34 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        // Each role's routes take a bearer token of that role or admin's;
+        // without tokens configured for the role they are open, hence the
+        // empty requirement beside the bearer one.
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let Some(&(_, role)) = super::auth::ROUTE_ROLES.iter().find(|(p, _)| p == path) else {
+                continue;
+            };
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.security = Some(vec![
+                    SecurityRequirement::default(),
+                    SecurityRequirement::new("bearer", Vec::<String>::new()),
+                ]);
+                let note = format!(
+                    "\n\nRole `{}`: with `[auth.{}]` tokens set, a bearer token of that role or `admin` (401 without one, 403 with another role's).",
+                    role.as_str(),
+                    role.as_str()
+                );
+                op.description = Some(op.description.take().unwrap_or_default() + &note);
+            }
+        }
     }
 }
 

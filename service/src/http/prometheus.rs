@@ -48,6 +48,12 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    route: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StageLabels {
     stage: &'static str,
 }
@@ -147,6 +153,7 @@ pub struct HttpMetrics {
     score_dispatch: Family<DispatchLabels, Counter>,
     snapshots_accepted: Counter,
     telemetry_rejected: Family<ReasonLabels, Counter>,
+    auth_refusals: Family<RefusalLabels, Counter>,
 }
 
 /// Every code a refused `POST /v1/telemetry` can carry, exported at 0 from
@@ -183,6 +190,7 @@ impl Default for HttpMetrics {
             score_dispatch,
             snapshots_accepted: Counter::default(),
             telemetry_rejected,
+            auth_refusals: Family::default(),
         }
     }
 }
@@ -227,6 +235,16 @@ impl HttpMetrics {
     /// Counts accepted telemetry snapshots.
     pub fn snapshots_accepted(&self, n: usize) {
         self.snapshots_accepted.inc_by(n as u64);
+    }
+
+    /// Counts a request refused by `http::auth` on `route` for `reason`.
+    pub fn auth_refused(&self, route: &str, reason: &'static str) {
+        self.auth_refusals
+            .get_or_create(&RefusalLabels {
+                route: route.to_owned(),
+                reason,
+            })
+            .inc();
     }
 
     /// Counts a rejected telemetry batch by its error code.
@@ -314,6 +332,11 @@ fn registry(st: &AppState) -> Registry {
         "scorer_telemetry_batches_rejected",
         "Telemetry batches rejected, by error code",
         m.telemetry_rejected.clone(),
+    );
+    r.register(
+        "scorer_auth_refusals",
+        "Requests refused for their credentials, by route and reason: missing_token, unknown_token, wrong_role, not_loopback",
+        m.auth_refusals.clone(),
     );
 
     let e = &st.engine;

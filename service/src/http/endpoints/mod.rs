@@ -1,8 +1,8 @@
 //! The endpoints, one file per resource: score (with its answer body and
 //! the debug view), telemetry, feedback, workers, the model (and
-//! promotion), admin (authentication and reload), and operations.
+//! promotion), admin (reload and the config view), and operations. Who may
+//! call each is `http::auth`.
 
-pub mod admin;
 pub mod answer;
 pub mod explain;
 pub mod feedback;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::http::error_body::{AdminErrors, ErrorBody};
 use crate::http::{ApiError, AppState};
 use scorer_engine::config::Config;
-use scorer_engine::config_reload::{ReloadError, SECRET_KEYS};
+use scorer_engine::config_reload::{ReloadError, redact_secrets};
 use scorer_engine::{ConfigReloadReport, Engine};
 
 /// Query of `POST /v1/admin/reload`.
@@ -112,16 +112,6 @@ pub(crate) async fn reload(
     ))]
 pub(crate) async fn config_view(State(st): State<AppState>) -> Json<Value> {
     let mut config = serde_json::to_value(&*st.engine.config()).unwrap_or(Value::Null);
-    for key in SECRET_KEYS {
-        let mut parts = key.split('.');
-        let (Some(section), Some(name)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if let Some(v) = config.get_mut(section).and_then(|s| s.get_mut(name))
-            && !v.is_null()
-        {
-            *v = Value::from("<redacted>");
-        }
-    }
+    redact_secrets(&mut config);
     Json(json!({ "hash": &*st.engine.config_hash(), "config": config }))
 }

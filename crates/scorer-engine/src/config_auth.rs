@@ -1,0 +1,193 @@
+//! The `[auth]` section: who may call what. Each role takes named bearer
+//! tokens (`[auth.router] edge-1 = "<token>"`, or the environment
+//! `SCORER_AUTH__ROUTER__EDGE_1`); several per role let a token rotate
+//! without downtime. A role without tokens is open, as everything is on
+//! loopback by default; on a non-loopback `server.listen` every writing
+//! role must have one ([`check_exposure`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Who a caller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Posts telemetry.
+    Agent,
+    /// Scores, sends feedback.
+    Router,
+    /// Reads workers, stats, metrics and the status page.
+    Reader,
+    /// Everything, and `/v1/admin/*`.
+    Admin,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Self; 4] = [Self::Agent, Self::Router, Self::Reader, Self::Admin];
+
+    /// The roles that change shared state, which need tokens off loopback.
+    pub const WRITERS: [Self; 3] = [Self::Agent, Self::Router, Self::Admin];
+
+    /// Its name, as in `[auth.<name>]`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Router => "router",
+            Self::Reader => "reader",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// `[auth]` section: per role, token name → token.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Tokens that may post telemetry.
+    pub agent: BTreeMap<String, String>,
+    /// Tokens that may score and send feedback.
+    pub router: BTreeMap<String, String>,
+    /// Tokens that may read workers, stats, metrics and the status page.
+    pub reader: BTreeMap<String, String>,
+    /// Tokens that may do everything (`admin.token` counts as one, named `admin`).
+    pub admin: BTreeMap<String, String>,
+}
+
+impl AuthConfig {
+    /// The tokens of `role`.
+    pub fn tokens(&self, role: Role) -> &BTreeMap<String, String> {
+        match role {
+            Role::Agent => &self.agent,
+            Role::Router => &self.router,
+            Role::Reader => &self.reader,
+            Role::Admin => &self.admin,
+        }
+    }
+
+    /// Checks names and tokens; `Err((key, reason))` names the first bad one.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for role in Role::ALL {
+            for (name, token) in self.tokens(role) {
+                let key = format!("auth.{}.{name}", role.as_str());
+                let name_ok = !name.is_empty()
+                    && name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+                if !name_ok {
+                    return Err((
+                        key,
+                        "a token's name must be 1..=64 letters, digits, `-` or `_`".to_owned(),
+                    ));
+                }
+                if let Err(reason) = check_token(token) {
+                    return Err((key, reason));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks one bearer token: at least 16 characters of RFC 6750 token68.
+pub fn check_token(t: &str) -> Result<(), String> {
+    if t.len() < 16 {
+        return Err("must be at least 16 characters".to_owned());
+    }
+    if !is_token68(t) {
+        return Err(
+            "must be a bearer token (RFC 6750 token68: letters, digits and \
+                    `-._~+/`, then optional `=` padding); spaces and other characters \
+                    cannot be sent in an Authorization header"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// RFC 6750 `b64token` (RFC 7235 `token68`): `1*( ALPHA / DIGIT / "-" /
+/// "." / "_" / "~" / "+" / "/" ) *"="`.
+fn is_token68(t: &str) -> bool {
+    let body = t.trim_end_matches('=');
+    !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
+
+/// The service may listen on `listen` with these tokens: on loopback
+/// always; elsewhere only when every writing role has a token (the admin
+/// role may have `admin.token` instead), or when `insecure` (the operator's
+/// explicit `server.insecure_allow_unauthenticated`). `Err` names the
+/// missing keys.
+pub fn check_exposure(
+    listen: std::net::SocketAddr,
+    auth: &AuthConfig,
+    admin_token: Option<&str>,
+    insecure: bool,
+) -> Result<(), String> {
+    if listen.ip().is_loopback() || insecure {
+        return Ok(());
+    }
+    let missing: Vec<String> = Role::WRITERS
+        .into_iter()
+        .filter(|&r| auth.tokens(r).is_empty() && !(r == Role::Admin && admin_token.is_some()))
+        .map(|r| format!("auth.{}", r.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{listen} is not a loopback address, so anyone who reaches it could steer traffic: \
+         give each writing role a token ({} have none), or set \
+         server.insecure_allow_unauthenticated = true to accept that",
+        missing.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(role: Role) -> AuthConfig {
+        let mut a = AuthConfig::default();
+        let t = "0123456789abcdef0123".to_owned();
+        match role {
+            Role::Agent => a.agent.insert("a".into(), t),
+            Role::Router => a.router.insert("r".into(), t),
+            Role::Reader => a.reader.insert("d".into(), t),
+            Role::Admin => a.admin.insert("x".into(), t),
+        };
+        a
+    }
+
+    #[test]
+    fn off_loopback_every_writing_role_needs_a_token_and_the_refusal_names_the_missing() {
+        let any: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let lo: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let none = AuthConfig::default();
+        assert!(check_exposure(lo, &none, None, false).is_ok());
+        let e = check_exposure(any, &none, None, false).unwrap_err();
+        assert!(e.contains("auth.agent, auth.router, auth.admin"), "{e}");
+        let mut some = with(Role::Agent);
+        some.router = with(Role::Router).router;
+        let e = check_exposure(any, &some, None, false).unwrap_err();
+        assert!(e.contains("(auth.admin have none)"), "{e}");
+        assert!(check_exposure(any, &some, Some("x"), false).is_ok());
+        assert!(check_exposure(any, &none, None, true).is_ok());
+    }
+
+    #[test]
+    fn names_and_tokens_are_checked() {
+        let mut a = with(Role::Router);
+        assert!(a.validate().is_ok());
+        a.router
+            .insert("bad name".into(), "0123456789abcdef0123".into());
+        assert_eq!(a.validate().unwrap_err().0, "auth.router.bad name");
+        let mut b = AuthConfig::default();
+        b.agent.insert("short".into(), "abc".into());
+        assert!(b.validate().unwrap_err().1.contains("16 characters"));
+        assert!(check_token("0123456789abcdef 123").is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! Who may call what: every route but `/healthz`, `/readyz` and
+//! `/openapi.json` belongs to a role ([`Role`]), and [`require`] checks the
+//! caller's `Authorization: Bearer <token>` against that role's tokens
+//! (`[auth]`) and the admin's, in constant time (`subtle`).
+//!
+//! - A role with no token is open, except admin: with no admin token
+//!   (`[auth.admin]` or `admin.token`) only loopback peers are served.
+//! - No or an unknown token: 401 `unauthorized`; a known token of another
+//!   role: 403 `forbidden`. Both carry the JSON error body, change nothing,
+//!   are counted in `scorer_auth_refusals_total{route, reason}` and logged at
+//!   warn level, rate-limited, with the peer's address (never the token).
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use scorer_engine::config::Config;
+pub use scorer_engine::config::auth::Role;
+use subtle::ConstantTimeEq;
+
+use crate::http::{ApiError, AppState};
+
+/// Whether `presented` equals `expected`, in time independent of where they differ.
+pub fn token_matches(presented: &str, expected: &str) -> bool {
+    // Lengths are compared in the clear: a token's length is not secret enough
+    // to hide at the cost of padding, and `ct_eq` needs equal lengths.
+    presented.len() == expected.len() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme name
+/// is case-insensitive (RFC 9110 §11.1: `bearer`, `BEARER` too); one or more
+/// spaces separate it from the token.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
+/// The role of every route but the open ones (`/healthz`, `/readyz`,
+/// `/openapi.json`): what [`super::app`] layers and the OpenAPI document
+/// declares.
+pub const ROUTE_ROLES: &[(&str, Role)] = &[
+    ("/v1/telemetry", Role::Agent),
+    ("/v1/score", Role::Router),
+    ("/v1/feedback", Role::Router),
+    ("/v1/stats", Role::Reader),
+    ("/v1/log/stats", Role::Reader),
+    ("/v1/workers", Role::Reader),
+    ("/v1/features", Role::Reader),
+    ("/v1/model", Role::Reader),
+    ("/v1/shadow", Role::Reader),
+    ("/", Role::Reader),
+    ("/v1/debug/score", Role::Reader),
+    ("/metrics", Role::Reader),
+    ("/v1/admin/reload", Role::Admin),
+    ("/v1/admin/config", Role::Admin),
+    ("/v1/admin/model/promote", Role::Admin),
+    ("/v1/admin/model/rollback", Role::Admin),
+];
+
+/// Why a request was refused (the `reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token, where the role has tokens.
+    MissingToken,
+    /// A token no role has.
+    UnknownToken,
+    /// A token of another role.
+    WrongRole,
+    /// Admin without an admin token, from a non-loopback peer.
+    NotLoopback,
+}
+
+impl Refusal {
+    /// Label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::MissingToken => "missing_token",
+            Self::UnknownToken => "unknown_token",
+            Self::WrongRole => "wrong_role",
+            Self::NotLoopback => "not_loopback",
+        }
+    }
+}
+
+/// The admin tokens: `[auth.admin]`, and `admin.token` named `admin`.
+fn admin_tokens(cfg: &Config) -> impl Iterator<Item = (&str, &str)> {
+    cfg.auth
+        .admin
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .chain(cfg.admin.token.as_deref().map(|t| ("admin", t)))
+}
+
+/// The role of the token `presented`, and its name; `None` when no role has it.
+/// Every configured token is compared, so the time does not tell which matched.
+fn role_of<'c>(cfg: &'c Config, presented: &str) -> Option<(Role, &'c str)> {
+    let mut found = None;
+    for role in Role::ALL {
+        let tokens: Vec<(&str, &str)> = if role == Role::Admin {
+            admin_tokens(cfg).collect()
+        } else {
+            let t = cfg.auth.tokens(role);
+            t.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect()
+        };
+        for (name, token) in tokens {
+            if token_matches(presented, token) && found.is_none() {
+                found = Some((role, name));
+            }
+        }
+    }
+    found
+}
+
+/// Whether a request with `presented` (its bearer token, if any) from
+/// `peer` may call a route of `role` under `cfg`: `Ok` with the token's
+/// name when one was used.
+pub fn authorize<'c>(
+    cfg: &'c Config,
+    role: Role,
+    presented: Option<&str>,
+    peer: Option<SocketAddr>,
+) -> Result<Option<&'c str>, Refusal> {
+    let has_tokens = if role == Role::Admin {
+        admin_tokens(cfg).next().is_some()
+    } else {
+        !cfg.auth.tokens(role).is_empty()
+    };
+    if !has_tokens {
+        if role == Role::Admin && !peer.is_some_and(|p| p.ip().is_loopback()) {
+            return Err(Refusal::NotLoopback);
+        }
+        return Ok(presented.and_then(|t| role_of(cfg, t)).map(|(_, n)| n));
+    }
+    let presented = presented.ok_or(Refusal::MissingToken)?;
+    match role_of(cfg, presented) {
+        Some((r, name)) if r == role || r == Role::Admin => Ok(Some(name)),
+        Some(_) => Err(Refusal::WrongRole),
+        None => Err(Refusal::UnknownToken),
+    }
+}
+
+/// The answer to a refused request.
+fn refusal_answer(role: Role, why: Refusal) -> ApiError {
+    let role = role.as_str();
+    match why {
+        Refusal::MissingToken | Refusal::UnknownToken => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!(
+                "this route needs `Authorization: Bearer <token>` with a token of role `{role}` (or `admin`)"
+            ),
+        ),
+        Refusal::WrongRole => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the token is valid but not of role `{role}` (or `admin`)"),
+        ),
+        Refusal::NotLoopback => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "admin endpoints answer only on loopback unless an admin token is set ([auth.admin] or [admin] token)",
+        ),
+    }
+}
+
+/// Middleware: the request must be allowed for `role` (see [`authorize`]).
+pub(crate) async fn require(
+    State((st, role)): State<(AppState, Role)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let cfg = st.engine.config();
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    match authorize(&cfg, role, presented, peer) {
+        Ok(_) => next.run(req).await,
+        Err(why) => {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+            st.metrics.auth_refused(&route, why.as_str());
+            if let Some(held_back) = st.auth_warn.admit(st.clock.monotonic_ms()) {
+                tracing::warn!(
+                    route = %route,
+                    role = role.as_str(),
+                    reason = why.as_str(),
+                    peer = %peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+                    held_back,
+                    "request refused"
+                );
+            }
+            refusal_answer(role, why).into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        // Found by a fresh-eyes run: `bearer <token>` got 401.
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "Bearer  t0k"] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v}");
+        }
+        for v in ["Basic t0k", "Bearert0k", "Bearer", "t0k"] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
+        // The token itself stays exact.
+        assert_eq!(bearer_token("bearer T0K"), Some("T0K"));
+    }
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(token_matches("0123456789abcdef", "0123456789abcdef"));
+        assert!(!token_matches("0123456789abcdeF", "0123456789abcdef"));
+        assert!(!token_matches("0123456789abcde", "0123456789abcdef"));
+        assert!(!token_matches("", "0123456789abcdef"));
+    }
+
+    const AGENT: &str = "agent-token-0123456789";
+    const ROUTER_OLD: &str = "router-old-0123456789";
+    const ROUTER_NEW: &str = "router-new-0123456789";
+    const ADMIN: &str = "admin-token-0123456789";
+
+    fn cfg() -> Config {
+        let mut c = Config::default();
+        c.auth.agent.insert("agent-1".into(), AGENT.into());
+        c.auth.router.insert("old".into(), ROUTER_OLD.into());
+        c.auth.router.insert("new".into(), ROUTER_NEW.into());
+        c.auth.admin.insert("ops".into(), ADMIN.into());
+        c
+    }
+
+    #[test]
+    fn each_role_takes_its_tokens_or_the_admins_and_refuses_the_others() {
+        let c = cfg();
+        let lo: Option<SocketAddr> = Some("127.0.0.1:1".parse().unwrap());
+        assert_eq!(
+            authorize(&c, Role::Agent, Some(AGENT), lo),
+            Ok(Some("agent-1"))
+        );
+        assert_eq!(authorize(&c, Role::Agent, Some(ADMIN), lo), Ok(Some("ops")));
+        assert_eq!(
+            authorize(&c, Role::Agent, Some(ROUTER_NEW), lo),
+            Err(Refusal::WrongRole)
+        );
+        assert_eq!(
+            authorize(&c, Role::Agent, None, lo),
+            Err(Refusal::MissingToken)
+        );
+        assert_eq!(
+            authorize(&c, Role::Router, Some("nobody-0123456789xx"), lo),
+            Err(Refusal::UnknownToken)
+        );
+        // Rotation: both router tokens at once.
+        assert_eq!(
+            authorize(&c, Role::Router, Some(ROUTER_OLD), lo),
+            Ok(Some("old"))
+        );
+        assert_eq!(
+            authorize(&c, Role::Router, Some(ROUTER_NEW), lo),
+            Ok(Some("new"))
+        );
+        // Reader has no token: open.
+        assert_eq!(authorize(&c, Role::Reader, None, None), Ok(None));
+        // Admin with tokens: loopback alone is not enough.
+        assert_eq!(
+            authorize(&c, Role::Admin, None, lo),
+            Err(Refusal::MissingToken)
+        );
+        assert_eq!(
+            authorize(&c, Role::Admin, Some(AGENT), lo),
+            Err(Refusal::WrongRole)
+        );
+    }
+
+    #[test]
+    fn without_tokens_everything_is_open_but_admin_off_loopback() {
+        let c = Config::default();
+        let far: Option<SocketAddr> = Some("10.0.0.1:1".parse().unwrap());
+        let lo: Option<SocketAddr> = Some("[::1]:1".parse().unwrap());
+        for role in [Role::Agent, Role::Router, Role::Reader] {
+            assert_eq!(authorize(&c, role, None, far), Ok(None));
+        }
+        assert_eq!(authorize(&c, Role::Admin, None, lo), Ok(None));
+        assert_eq!(
+            authorize(&c, Role::Admin, None, far),
+            Err(Refusal::NotLoopback)
+        );
+        assert_eq!(
+            authorize(&c, Role::Admin, None, None),
+            Err(Refusal::NotLoopback)
+        );
+    }
+}
