@@ -86,13 +86,20 @@ impl Refusal {
     }
 }
 
-/// The admin tokens: `[auth.admin]`, and `admin.token` named `admin`.
-fn admin_tokens(cfg: &Config) -> impl Iterator<Item = (&str, &str)> {
-    cfg.auth
+/// The tokens of `role`, name and value: `[auth.<role>]`, and for admin
+/// also `admin.token`, named `admin`.
+fn role_tokens(cfg: &Config, role: Role) -> impl Iterator<Item = (&str, &str)> {
+    let legacy = cfg
         .admin
+        .token
+        .as_deref()
+        .filter(|_| role == Role::Admin)
+        .map(|t| ("admin", t));
+    cfg.auth
+        .tokens(role)
         .iter()
         .map(|(n, t)| (n.as_str(), t.as_str()))
-        .chain(cfg.admin.token.as_deref().map(|t| ("admin", t)))
+        .chain(legacy)
 }
 
 /// The role of the token `presented`, and its name; `None` when no role has it.
@@ -100,13 +107,7 @@ fn admin_tokens(cfg: &Config) -> impl Iterator<Item = (&str, &str)> {
 fn role_of<'c>(cfg: &'c Config, presented: &str) -> Option<(Role, &'c str)> {
     let mut found = None;
     for role in Role::ALL {
-        let tokens: Vec<(&str, &str)> = if role == Role::Admin {
-            admin_tokens(cfg).collect()
-        } else {
-            let t = cfg.auth.tokens(role);
-            t.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect()
-        };
-        for (name, token) in tokens {
+        for (name, token) in role_tokens(cfg, role) {
             if token_matches(presented, token) && found.is_none() {
                 found = Some((role, name));
             }
@@ -124,12 +125,7 @@ pub fn authorize<'c>(
     presented: Option<&str>,
     peer: Option<SocketAddr>,
 ) -> Result<Option<&'c str>, Refusal> {
-    let has_tokens = if role == Role::Admin {
-        admin_tokens(cfg).next().is_some()
-    } else {
-        !cfg.auth.tokens(role).is_empty()
-    };
-    if !has_tokens {
+    if role_tokens(cfg, role).next().is_none() {
         if role == Role::Admin && !peer.is_some_and(|p| p.ip().is_loopback()) {
             return Err(Refusal::NotLoopback);
         }
