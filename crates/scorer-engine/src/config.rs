@@ -24,6 +24,8 @@ pub use scorer_log::LogConfig;
 pub mod auth;
 #[path = "config_server.rs"]
 mod server;
+#[path = "config_tls.rs"]
+pub mod tls;
 pub use server::{
     DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_LISTEN, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES,
@@ -249,6 +251,7 @@ impl Config {
                 listen,
                 &self.auth,
                 self.admin.token.as_deref(),
+                self.server.tls.verifies_clients(),
                 self.server.insecure_allow_unauthenticated,
             )
         {

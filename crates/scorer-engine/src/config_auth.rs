@@ -3,14 +3,18 @@
 //! `SCORER_AUTH__ROUTER__EDGE_1`); several per role let a token rotate
 //! without downtime. A role without tokens is open, as everything is on
 //! loopback by default; on a non-loopback `server.listen` every writing
-//! role must have one ([`check_exposure`]).
+//! role must have one ([`check_exposure`]). With client certificates
+//! verified (`server.tls.client_ca_path`), `[auth.certificates]` gives the
+//! DNS names of client certificates their roles, and a certificate stands
+//! in for a token.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 /// Who a caller is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Posts telemetry.
     Agent,
@@ -52,6 +56,11 @@ pub struct AuthConfig {
     pub reader: BTreeMap<String, String>,
     /// Tokens that may do everything (`admin.token` counts as one, named `admin`).
     pub admin: BTreeMap<String, String>,
+    /// Client certificate DNS name (a `subjectAltName`) → its role, for
+    /// clients that present a certificate verified against
+    /// `server.tls.client_ca_path` instead of a token. The name is the
+    /// caller's identity, as a token's name is.
+    pub certificates: BTreeMap<String, Role>,
 }
 
 impl AuthConfig {
@@ -86,8 +95,38 @@ impl AuthConfig {
                 }
             }
         }
+        for name in self.certificates.keys() {
+            if !is_dns_name(name) {
+                return Err((
+                    format!("auth.certificates.{name}"),
+                    "must be a DNS name like router-1.scorer.internal, as in the \
+                     certificate's subjectAltName"
+                        .to_owned(),
+                ));
+            }
+        }
         Ok(())
     }
+
+    /// Whether `role` has a credential: a token, or a certificate name when
+    /// `certificates_verified` (client certificates are checked).
+    pub fn has_credentials(&self, role: Role, certificates_verified: bool) -> bool {
+        !self.tokens(role).is_empty()
+            || (certificates_verified && self.certificates.values().any(|&r| r == role))
+    }
+}
+
+/// A DNS name of 1..=253 characters: dot-separated labels of 1..=63
+/// letters, digits and `-`, not starting or ending with `-`.
+fn is_dns_name(n: &str) -> bool {
+    n.len() <= 253
+        && n.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 /// Checks one bearer token: at least 16 characters of RFC 6750 token68.
@@ -116,15 +155,16 @@ fn is_token68(t: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
 
-/// The service may listen on `listen` with these tokens: on loopback
-/// always; elsewhere only when every writing role has a token (the admin
-/// role may have `admin.token` instead), or when `insecure` (the operator's
-/// explicit `server.insecure_allow_unauthenticated`). `Err` names the
-/// missing keys.
+/// The service may listen on `listen` with these credentials: on loopback
+/// always; elsewhere only when every writing role has a token or, with
+/// `certificates_verified`, a certificate name (the admin role may have
+/// `admin.token` instead), or when `insecure` (the operator's explicit
+/// `server.insecure_allow_unauthenticated`). `Err` names the missing keys.
 pub fn check_exposure(
     listen: std::net::SocketAddr,
     auth: &AuthConfig,
     admin_token: Option<&str>,
+    certificates_verified: bool,
     insecure: bool,
 ) -> Result<(), String> {
     if listen.ip().is_loopback() || insecure {
@@ -132,7 +172,10 @@ pub fn check_exposure(
     }
     let missing: Vec<String> = Role::WRITERS
         .into_iter()
-        .filter(|&r| auth.tokens(r).is_empty() && !(r == Role::Admin && admin_token.is_some()))
+        .filter(|&r| {
+            !auth.has_credentials(r, certificates_verified)
+                && !(r == Role::Admin && admin_token.is_some())
+        })
         .map(|r| format!("auth.{}", r.as_str()))
         .collect();
     if missing.is_empty() {
@@ -167,15 +210,23 @@ mod tests {
         let any: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
         let lo: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let none = AuthConfig::default();
-        assert!(check_exposure(lo, &none, None, false).is_ok());
-        let e = check_exposure(any, &none, None, false).unwrap_err();
+        assert!(check_exposure(lo, &none, None, false, false).is_ok());
+        let e = check_exposure(any, &none, None, false, false).unwrap_err();
         assert!(e.contains("auth.agent, auth.router, auth.admin"), "{e}");
         let mut some = with(Role::Agent);
         some.router = with(Role::Router).router;
-        let e = check_exposure(any, &some, None, false).unwrap_err();
+        let e = check_exposure(any, &some, None, false, false).unwrap_err();
         assert!(e.contains("(auth.admin have none)"), "{e}");
-        assert!(check_exposure(any, &some, Some("x"), false).is_ok());
-        assert!(check_exposure(any, &none, None, true).is_ok());
+        assert!(check_exposure(any, &some, Some("x"), false, false).is_ok());
+        assert!(check_exposure(any, &none, None, false, true).is_ok());
+        // A certificate name stands in for a token only when certificates
+        // are verified.
+        let mut certs = some.clone();
+        certs
+            .certificates
+            .insert("ops.scorer.internal".into(), Role::Admin);
+        assert!(check_exposure(any, &certs, None, false, false).is_err());
+        assert!(check_exposure(any, &certs, None, true, false).is_ok());
     }
 
     #[test]
@@ -189,5 +240,15 @@ mod tests {
         b.agent.insert("short".into(), "abc".into());
         assert!(b.validate().unwrap_err().1.contains("16 characters"));
         assert!(check_token("0123456789abcdef 123").is_err());
+        let mut c = AuthConfig::default();
+        c.certificates
+            .insert("router-1.scorer.internal".into(), Role::Router);
+        assert!(c.validate().is_ok());
+        c.certificates
+            .insert("bad_name.internal".into(), Role::Router);
+        assert_eq!(
+            c.validate().unwrap_err().0,
+            "auth.certificates.bad_name.internal"
+        );
     }
 }

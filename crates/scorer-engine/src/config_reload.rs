@@ -59,7 +59,13 @@ pub const RESTART_KEYS: &[&str] = &[
 /// Keys whose values are secret: shown as `"<redacted>"` in changes, logs
 /// and the config view. A key matches when it equals an entry or starts
 /// with an entry ending in `.`.
-pub const SECRET_KEYS: &[&str] = &["admin.token", "auth."];
+pub const SECRET_KEYS: &[&str] = &[
+    "admin.token",
+    "auth.agent.",
+    "auth.router.",
+    "auth.reader.",
+    "auth.admin.",
+];
 
 /// Whether the dotted `key` holds a secret (see [`SECRET_KEYS`]).
 pub fn is_secret(key: &str) -> bool {

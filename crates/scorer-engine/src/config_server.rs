@@ -82,6 +82,8 @@ pub struct ServerConfig {
     /// Where score calls compute: `adaptive` (default), `pool`, `inline`
     /// or `block_in_place`; see [`ScoreDispatch`].
     pub score_dispatch: ScoreDispatch,
+    /// `[server.tls]`: HTTPS and client certificates; off by default.
+    pub tls: super::tls::TlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +102,7 @@ impl Default for ServerConfig {
             body_read_timeout_ms: DEFAULT_BODY_READ_TIMEOUT_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             score_dispatch: ScoreDispatch::Adaptive,
+            tls: super::tls::TlsConfig::default(),
         }
     }
 }
@@ -158,6 +161,6 @@ impl ServerConfig {
                 ),
             ));
         }
-        Ok(())
+        self.tls.validate()
     }
 }
