@@ -88,6 +88,19 @@ async fn serve() -> anyhow::Result<()> {
             "server.insecure_allow_unauthenticated = true: roles without [auth] tokens are open to anyone who reaches this address, who can steer traffic and write the training data"
         );
     }
+    let tls = service::http::ServerTls::load(&config.server.tls)
+        .context("cannot set up TLS")?
+        .map(Arc::new);
+    if tls.is_none()
+        && listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| !a.ip().is_loopback())
+    {
+        tracing::warn!(
+            %listen,
+            "serving plain HTTP off loopback: bearer tokens and the fleet's state cross the network in clear text; set [server.tls] cert_path and key_path, or put a TLS proxy in front"
+        );
+    }
     // Bind first: a start that cannot serve must not touch the model or log
     // directories (log recovery renames and quarantines files).
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -104,7 +117,8 @@ async fn serve() -> anyhow::Result<()> {
     }
     let config_path = args.config.clone();
     let state = AppState::new(engine, clock)
-        .with_config_source(Arc::new(move || Config::load(config_path.as_deref())));
+        .with_config_source(Arc::new(move || Config::load(config_path.as_deref())))
+        .with_tls(tls);
     #[cfg(unix)]
     let hangup = {
         let state = state.clone();
@@ -121,7 +135,14 @@ async fn serve() -> anyhow::Result<()> {
         })
     };
     let limits = service::http::ConnectionLimits::from_config(&state.engine.config().server);
-    service::http::serve(listener, app(state.clone()), limits, shutdown_signal()).await;
+    service::http::serve(
+        listener,
+        app(state.clone()),
+        limits,
+        state.tls.clone(),
+        shutdown_signal(),
+    )
+    .await;
     sweeper.abort();
     #[cfg(unix)]
     hangup.abort();
@@ -148,21 +169,18 @@ async fn reload_on_sighup(state: AppState) {
     };
     while hup.recv().await.is_some() {
         match (state.config_source)() {
-            Ok(cfg) => {
-                let cfg = state.promotions.apply(cfg);
-                match service::http::reload_on_own_thread(state.engine.clone(), cfg, false).await {
-                    Ok(Ok(r)) => tracing::info!(
-                        new_hash = %r.new_hash,
-                        changed = r.changes.len(),
-                        model_generation = r.model.generation,
-                        "SIGHUP reload applied"
-                    ),
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "SIGHUP reload refused; nothing changed")
-                    }
-                    Err(e) => tracing::warn!(error = %e, "SIGHUP reload task failed"),
+            Ok(cfg) => match service::http::reload_on_own_thread(&state, cfg, false).await {
+                Ok(Ok(r)) => tracing::info!(
+                    new_hash = %r.new_hash,
+                    changed = r.changes.len(),
+                    model_generation = r.model.generation,
+                    "SIGHUP reload applied"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "SIGHUP reload refused; nothing changed")
                 }
-            }
+                Err(e) => tracing::warn!(error = %e, "SIGHUP reload task failed"),
+            },
             Err(e) => {
                 tracing::warn!(error = %e, "SIGHUP: configuration refused; keeping the current one")
             }

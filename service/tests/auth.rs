@@ -38,6 +38,7 @@ async fn start(cfg: Config) -> (SocketAddr, common::TestApp) {
         listener,
         t.router.clone(),
         limits,
+        None,
         std::future::pending(),
     ));
     (addr, t)

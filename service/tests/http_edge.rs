@@ -28,6 +28,7 @@ async fn start(cfg: Config) -> SocketAddr {
         listener,
         t.router,
         limits,
+        None,
         std::future::pending(),
     ));
     addr

@@ -173,8 +173,8 @@ pub fn check_exposure(
     let missing: Vec<String> = Role::WRITERS
         .into_iter()
         .filter(|&r| {
-            !auth.has_credentials(r, certificates_verified)
-                && !(r == Role::Admin && admin_token.is_some())
+            let legacy_admin = r == Role::Admin && admin_token.is_some();
+            !(auth.has_credentials(r, certificates_verified) || legacy_admin)
         })
         .map(|r| format!("auth.{}", r.as_str()))
         .collect();

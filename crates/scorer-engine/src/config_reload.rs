@@ -56,6 +56,9 @@ pub const RESTART_KEYS: &[&str] = &[
     "selection.remembered_decisions",
 ];
 
+/// The key named when a reload would turn TLS on or off.
+pub const TLS_SWITCH_KEY: &str = "server.tls.cert_path";
+
 /// Keys whose values are secret: shown as `"<redacted>"` in changes, logs
 /// and the config view. A key matches when it equals an entry or starts
 /// with an entry ending in `.`.
@@ -246,11 +249,16 @@ pub fn diff(old: &Config, new: &Config) -> Vec<ConfigChange> {
 pub fn plan(old: &Config, new: &Config, force: bool) -> Result<Vec<ConfigChange>, ReloadError> {
     new.validate()?;
     let changes = diff(old, new);
-    let restart: Vec<String> = changes
+    let mut restart: Vec<String> = changes
         .iter()
         .filter(|c| needs_restart(&c.key))
         .map(|c| c.key.clone())
         .collect();
+    // New certificate files reload; turning TLS on or off changes what the
+    // listener speaks, which only a restart can.
+    if old.server.tls.enabled() != new.server.tls.enabled() {
+        restart.push(TLS_SWITCH_KEY.to_owned());
+    }
     if !restart.is_empty() {
         return Err(ReloadError::RestartRequired { keys: restart });
     }

@@ -141,6 +141,25 @@ fn start_up_keys_refuse_the_whole_reload() {
 }
 
 #[test]
+fn new_certificate_paths_reload_but_turning_tls_on_or_off_needs_a_restart() {
+    let with_tls = |cert: &str| {
+        let mut c = base();
+        c.server.tls.cert_path = Some(cert.into());
+        c.server.tls.key_path = Some("server.key".into());
+        c
+    };
+    assert!(plan(&with_tls("a.crt"), &with_tls("b.crt"), false).is_ok());
+    for (old, new) in [(base(), with_tls("a.crt")), (with_tls("a.crt"), base())] {
+        match plan(&old, &new, true) {
+            Err(ReloadError::RestartRequired { keys }) => {
+                assert_eq!(keys, vec!["server.tls.cert_path"]);
+            }
+            other => panic!("expected RestartRequired, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn an_invalid_config_is_refused_before_anything_else() {
     let mut new = base();
     new.telemetry.ewma_alpha = f64::NAN;

@@ -1,7 +1,9 @@
 //! Who may call what: every route but `/healthz`, `/readyz` and
 //! `/openapi.json` belongs to a role ([`Role`]), and [`require`] checks the
 //! caller's `Authorization: Bearer <token>` against that role's tokens
-//! (`[auth]`) and the admin's, in constant time (`subtle`).
+//! (`[auth]`) and the admin's, in constant time (`subtle`), or, without a
+//! token, the DNS names of its verified client certificate against
+//! `[auth.certificates]`.
 //!
 //! - A role with no token is open, except admin: with no admin token
 //!   (`[auth.admin]` or `admin.token`) only loopback peers are served.
@@ -11,15 +13,19 @@
 //!   warn level, rate-limited, with the peer's address (never the token).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rustls::server::ParsedCertificate;
+use rustls_pki_types::{CertificateDer, ServerName};
 use scorer_engine::config::Config;
 pub use scorer_engine::config::auth::Role;
 use subtle::ConstantTimeEq;
 
+use crate::http::transport::tls::ClientCertificate;
 use crate::http::{ApiError, AppState};
 
 /// Whether `presented` equals `expected`, in time independent of where they differ.
@@ -64,11 +70,13 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
 /// Why a request was refused (the `reason` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// No bearer token, where the role has tokens.
+    /// No bearer token (nor a client certificate), where the role has credentials.
     MissingToken,
     /// A token no role has.
     UnknownToken,
-    /// A token of another role.
+    /// A verified client certificate whose names `[auth.certificates]` does not list.
+    UnknownCertificate,
+    /// A credential of another role.
     WrongRole,
     /// Admin without an admin token, from a non-loopback peer.
     NotLoopback,
@@ -80,11 +88,27 @@ impl Refusal {
         match self {
             Self::MissingToken => "missing_token",
             Self::UnknownToken => "unknown_token",
+            Self::UnknownCertificate => "unknown_certificate",
             Self::WrongRole => "wrong_role",
             Self::NotLoopback => "not_loopback",
         }
     }
 }
+
+/// Who is calling: the role and configured name of the credential it
+/// presented (a token's name, or a certificate's DNS name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity<'c> {
+    /// The credential's role.
+    pub role: Role,
+    /// Its name in `[auth.<role>]` or `[auth.certificates]`.
+    pub name: &'c str,
+}
+
+/// The caller's name on an authorised request, for the decision log's
+/// provenance; absent when the caller presented no known credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub Arc<str>);
 
 /// The tokens of `role`, name and value: `[auth.<role>]`, and for admin
 /// also `admin.token`, named `admin`.
@@ -104,38 +128,79 @@ fn role_tokens(cfg: &Config, role: Role) -> impl Iterator<Item = (&str, &str)> {
 
 /// The role of the token `presented`, and its name; `None` when no role has it.
 /// Every configured token is compared, so the time does not tell which matched.
-fn role_of<'c>(cfg: &'c Config, presented: &str) -> Option<(Role, &'c str)> {
+fn role_of<'c>(cfg: &'c Config, presented: &str) -> Option<Identity<'c>> {
     let mut found = None;
     for role in Role::ALL {
         for (name, token) in role_tokens(cfg, role) {
             if token_matches(presented, token) && found.is_none() {
-                found = Some((role, name));
+                found = Some(Identity { role, name });
             }
         }
     }
     found
 }
 
-/// Whether a request with `presented` (its bearer token, if any) from
-/// `peer` may call a route of `role` under `cfg`: `Ok` with the token's
-/// name when one was used.
+/// The identity of a client certificate that rustls verified against
+/// `server.tls.client_ca_path`: the first `[auth.certificates]` DNS name it
+/// is valid for, matched as an HTTPS client matches a server's name
+/// (`subjectAltName` DNS entries, wildcards included).
+fn certificate_identity<'c>(cfg: &'c Config, cert: &CertificateDer<'_>) -> Option<Identity<'c>> {
+    if !cfg.server.tls.verifies_clients() || cfg.auth.certificates.is_empty() {
+        return None;
+    }
+    let parsed = ParsedCertificate::try_from(cert).ok()?;
+    cfg.auth
+        .certificates
+        .iter()
+        .find(|(name, _)| {
+            ServerName::try_from(name.as_str())
+                .is_ok_and(|n| rustls::client::verify_server_name(&parsed, &n).is_ok())
+        })
+        .map(|(name, &role)| Identity { role, name })
+}
+
+/// Whether `role` has any credential: a token, or a certificate name while
+/// client certificates are verified.
+fn has_credentials(cfg: &Config, role: Role) -> bool {
+    role_tokens(cfg, role).next().is_some()
+        || (cfg.server.tls.verifies_clients() && cfg.auth.certificates.values().any(|&r| r == role))
+}
+
+/// Whether a request with `presented` (its bearer token, if any) and `cert`
+/// (its verified client certificate, if any) from `peer` may call a route
+/// of `role` under `cfg`: `Ok` with the caller's identity when it presented
+/// a known credential. A token, when present, decides; a certificate counts
+/// only without one.
 pub fn authorize<'c>(
     cfg: &'c Config,
     role: Role,
     presented: Option<&str>,
+    cert: Option<&CertificateDer<'_>>,
     peer: Option<SocketAddr>,
-) -> Result<Option<&'c str>, Refusal> {
-    if role_tokens(cfg, role).next().is_none() {
+) -> Result<Option<Identity<'c>>, Refusal> {
+    let by_token = presented.map(|t| role_of(cfg, t));
+    let by_cert = || cert.and_then(|c| certificate_identity(cfg, c));
+    if !has_credentials(cfg, role) {
         if role == Role::Admin && !peer.is_some_and(|p| p.ip().is_loopback()) {
             return Err(Refusal::NotLoopback);
         }
-        return Ok(presented.and_then(|t| role_of(cfg, t)).map(|(_, n)| n));
+        return Ok(by_token.unwrap_or_else(by_cert));
     }
-    let presented = presented.ok_or(Refusal::MissingToken)?;
-    match role_of(cfg, presented) {
-        Some((r, name)) if r == role || r == Role::Admin => Ok(Some(name)),
-        Some(_) => Err(Refusal::WrongRole),
-        None => Err(Refusal::UnknownToken),
+    let who = match by_token {
+        Some(Some(who)) => who,
+        Some(None) => return Err(Refusal::UnknownToken),
+        None => match (by_cert(), cert) {
+            (Some(who), _) => who,
+            (None, Some(_)) if cfg.server.tls.verifies_clients() => {
+                return Err(Refusal::UnknownCertificate);
+            }
+            (None, _) => return Err(Refusal::MissingToken),
+        },
+    };
+    if who.role == role || who.role == Role::Admin {
+        Ok(Some(who))
+    } else {
+        Err(Refusal::WrongRole)
     }
 }
 
@@ -150,10 +215,17 @@ fn refusal_answer(role: Role, why: Refusal) -> ApiError {
                 "this route needs `Authorization: Bearer <token>` with a token of role `{role}` (or `admin`)"
             ),
         ),
+        Refusal::UnknownCertificate => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!(
+                "the client certificate is valid but none of its names is in [auth.certificates]; this route needs a certificate or token of role `{role}` (or `admin`)"
+            ),
+        ),
         Refusal::WrongRole => ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("the token is valid but not of role `{role}` (or `admin`)"),
+            format!("the credential is valid but not of role `{role}` (or `admin`)"),
         ),
         Refusal::NotLoopback => ApiError::new(
             StatusCode::FORBIDDEN,
@@ -166,7 +238,7 @@ fn refusal_answer(role: Role, why: Refusal) -> ApiError {
 /// Middleware: the request must be allowed for `role` (see [`authorize`]).
 pub(crate) async fn require(
     State((st, role)): State<(AppState, Role)>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let cfg = st.engine.config();
@@ -179,8 +251,16 @@ pub(crate) async fn require(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
-    match authorize(&cfg, role, presented, peer) {
-        Ok(_) => next.run(req).await,
+    let cert = req.extensions().get::<ClientCertificate>().map(|c| &*c.0);
+    match authorize(&cfg, role, presented, cert, peer) {
+        Ok(who) => {
+            if let Some(who) = who {
+                let caller = Caller(Arc::from(who.name));
+                req.extensions_mut().insert(caller);
+            }
+            drop(cfg);
+            next.run(req).await
+        }
         Err(why) => {
             let route = req
                 .extensions()
@@ -232,6 +312,16 @@ mod tests {
     const ROUTER_NEW: &str = "router-new-0123456789";
     const ADMIN: &str = "admin-token-0123456789";
 
+    /// [`authorize`] without a certificate, the identity reduced to its name.
+    fn name_of<'c>(
+        c: &'c Config,
+        role: Role,
+        token: Option<&str>,
+        peer: Option<SocketAddr>,
+    ) -> Result<Option<&'c str>, Refusal> {
+        authorize(c, role, token, None, peer).map(|who| who.map(|w| w.name))
+    }
+
     fn cfg() -> Config {
         let mut c = Config::default();
         c.auth.agent.insert("agent-1".into(), AGENT.into());
@@ -246,40 +336,40 @@ mod tests {
         let c = cfg();
         let lo: Option<SocketAddr> = Some("127.0.0.1:1".parse().unwrap());
         assert_eq!(
-            authorize(&c, Role::Agent, Some(AGENT), lo),
+            name_of(&c, Role::Agent, Some(AGENT), lo),
             Ok(Some("agent-1"))
         );
-        assert_eq!(authorize(&c, Role::Agent, Some(ADMIN), lo), Ok(Some("ops")));
+        assert_eq!(name_of(&c, Role::Agent, Some(ADMIN), lo), Ok(Some("ops")));
         assert_eq!(
-            authorize(&c, Role::Agent, Some(ROUTER_NEW), lo),
+            name_of(&c, Role::Agent, Some(ROUTER_NEW), lo),
             Err(Refusal::WrongRole)
         );
         assert_eq!(
-            authorize(&c, Role::Agent, None, lo),
+            name_of(&c, Role::Agent, None, lo),
             Err(Refusal::MissingToken)
         );
         assert_eq!(
-            authorize(&c, Role::Router, Some("nobody-0123456789xx"), lo),
+            name_of(&c, Role::Router, Some("nobody-0123456789xx"), lo),
             Err(Refusal::UnknownToken)
         );
         // Rotation: both router tokens at once.
         assert_eq!(
-            authorize(&c, Role::Router, Some(ROUTER_OLD), lo),
+            name_of(&c, Role::Router, Some(ROUTER_OLD), lo),
             Ok(Some("old"))
         );
         assert_eq!(
-            authorize(&c, Role::Router, Some(ROUTER_NEW), lo),
+            name_of(&c, Role::Router, Some(ROUTER_NEW), lo),
             Ok(Some("new"))
         );
         // Reader has no token: open.
-        assert_eq!(authorize(&c, Role::Reader, None, None), Ok(None));
+        assert_eq!(name_of(&c, Role::Reader, None, None), Ok(None));
         // Admin with tokens: loopback alone is not enough.
         assert_eq!(
-            authorize(&c, Role::Admin, None, lo),
+            name_of(&c, Role::Admin, None, lo),
             Err(Refusal::MissingToken)
         );
         assert_eq!(
-            authorize(&c, Role::Admin, Some(AGENT), lo),
+            name_of(&c, Role::Admin, Some(AGENT), lo),
             Err(Refusal::WrongRole)
         );
     }
@@ -290,15 +380,15 @@ mod tests {
         let far: Option<SocketAddr> = Some("10.0.0.1:1".parse().unwrap());
         let lo: Option<SocketAddr> = Some("[::1]:1".parse().unwrap());
         for role in [Role::Agent, Role::Router, Role::Reader] {
-            assert_eq!(authorize(&c, role, None, far), Ok(None));
+            assert_eq!(name_of(&c, role, None, far), Ok(None));
         }
-        assert_eq!(authorize(&c, Role::Admin, None, lo), Ok(None));
+        assert_eq!(name_of(&c, Role::Admin, None, lo), Ok(None));
         assert_eq!(
-            authorize(&c, Role::Admin, None, far),
+            name_of(&c, Role::Admin, None, far),
             Err(Refusal::NotLoopback)
         );
         assert_eq!(
-            authorize(&c, Role::Admin, None, None),
+            name_of(&c, Role::Admin, None, None),
             Err(Refusal::NotLoopback)
         );
     }

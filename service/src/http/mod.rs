@@ -31,6 +31,7 @@ pub use transport::body_first::{ReadStart, read_body_first};
 pub use transport::dispatch::InProgress;
 pub use transport::limits::{OverloadedFuture, RETRY_AFTER_S, shed_layer, timeout_layer};
 pub use transport::serve::{ConnectionLimits, serve};
+pub use transport::tls::{ClientCertificate, ServerTls, TlsError};
 
 use scorer_core::clock::Clock;
 use scorer_engine::Engine;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub auth_warn: Arc<warn_limit::WarnLimit>,
     /// Model promotions and the directory to roll back to.
     pub promotions: Arc<promote::Promotions>,
+    /// The listener's TLS acceptor, replaced on reload; `None` without TLS.
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 /// A function producing the configuration to reload to.
@@ -80,7 +83,14 @@ impl AppState {
             telemetry_warn: Arc::default(),
             auth_warn: Arc::default(),
             promotions: Arc::default(),
+            tls: None,
         }
+    }
+
+    /// Serves TLS with `tls`, whose files a reload re-reads.
+    pub fn with_tls(mut self, tls: Option<Arc<ServerTls>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Replaces the reload source.

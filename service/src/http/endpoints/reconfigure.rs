@@ -6,9 +6,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use std::sync::Arc;
-
 use crate::http::error_body::{AdminErrors, ErrorBody};
+use crate::http::transport::tls::{self, ServerTls};
 use crate::http::{ApiError, AppState};
 use scorer_engine::config::Config;
 use scorer_engine::config_reload::{ReloadError, redact_secrets};
@@ -23,29 +22,56 @@ pub(crate) struct ReloadQuery {
     force: Option<bool>,
 }
 
-/// Runs [`scorer_engine::Engine::reload_config`] on a thread of its own
-/// and awaits it. Not on tokio's blocking pool: the score path runs there
-/// with one thread per core (`service/src/main.rs`), and a reload reads and
-/// parses model files, which a slow disk can stretch without bound; on the
-/// pool, two such reloads took every scoring thread (found by a fresh-eyes
-/// run: every `/v1/score` then timed out).
+/// Applies `cfg` (with the promoted model, if any) on a thread of its own
+/// and awaits it, all or nothing: the TLS files are read first (a reload
+/// whose files do not load is refused as `invalid_config`), then
+/// [`scorer_engine::Engine::reload_config`] runs, and only when it applies
+/// does the new certificate serve new connections.
+///
+/// Not on tokio's blocking pool: the score path runs there with one thread
+/// per core (`service/src/main.rs`), and a reload reads and parses model
+/// files, which a slow disk can stretch without bound; on the pool, two
+/// such reloads took every scoring thread (found by a fresh-eyes run: every
+/// `/v1/score` then timed out).
 ///
 /// # Errors
 /// The thread could not be started, or it panicked: the message.
 pub async fn reload_on_own_thread(
-    engine: Arc<Engine>,
+    st: &AppState,
     cfg: Config,
     force: bool,
 ) -> Result<Result<ConfigReloadReport, ReloadError>, String> {
+    let cfg = st.promotions.apply(cfg);
+    let (engine, tls) = (st.engine.clone(), st.tls.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("config-reload".into())
         .spawn(move || {
-            let _ = tx.send(engine.reload_config(cfg, force));
+            let _ = tx.send(reload_with_tls(&engine, tls.as_deref(), cfg, force));
         })
         .map_err(|e| format!("cannot start the reload thread: {e}"))?;
     rx.await
         .map_err(|_| "the reload thread stopped without an answer".to_owned())
+}
+
+fn reload_with_tls(
+    engine: &Engine,
+    tls: Option<&ServerTls>,
+    cfg: Config,
+    force: bool,
+) -> Result<ConfigReloadReport, ReloadError> {
+    // Without TLS now, a config that turns it on is refused by the engine
+    // (restart_required); its files need not be read.
+    let acceptor = match tls {
+        Some(_) => tls::build(&cfg.server.tls).map_err(|e| ReloadError::Invalid(e.into()))?,
+        None => None,
+    };
+    let report = engine.reload_config(cfg, force)?;
+    if let (Some(tls), Some(acceptor)) = (tls, acceptor) {
+        tls.install(acceptor);
+        tracing::info!("TLS certificate and key re-read; new connections use them");
+    }
+    Ok(report)
 }
 
 fn refused(e: &ReloadError) -> ApiError {
@@ -89,8 +115,7 @@ pub(crate) async fn reload(
         tracing::warn!(error = %e, "reload refused; nothing changed");
         refused(&e)
     })?;
-    let cfg = st.promotions.apply(cfg);
-    let report = reload_on_own_thread(st.engine.clone(), cfg, force)
+    let report = reload_on_own_thread(&st, cfg, force)
         .await
         .map_err(|e| ApiError::internal(format!("reload failed: {e}")))?
         .map_err(|e| {

@@ -11,3 +11,4 @@ pub mod limits;
 pub mod parse_errors;
 pub mod serve;
 pub mod strict;
+pub mod tls;

@@ -5,9 +5,11 @@
 //! hyper's header timer runs from the moment a connection opens, and on a
 //! kept-alive connection from the end of the previous answer, until the
 //! whole request head has arrived; so it also closes a kept-alive connection
-//! that waits longer than that for its next request.
+//! that waits longer than that for its next request. With TLS on, the idle
+//! timer counts encrypted bytes, and the handshake has the header timeout.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +17,16 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use super::idle;
 use super::parse_errors;
+use super::tls::{ClientCertificate, ServerTls};
 use scorer_engine::config::ServerConfig;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), so the loop
@@ -54,12 +58,16 @@ impl ConnectionLimits {
 /// Serve `router` on `listener` until `shutdown` resolves, then stop
 /// accepting and wait for the open connections to finish their requests.
 ///
-/// Every request carries the peer's [`ConnectInfo<SocketAddr>`]. A connection
-/// accepted while `max_connections` are open is closed at once.
+/// Every request carries the peer's [`ConnectInfo<SocketAddr>`], and over
+/// TLS with a verified client certificate, its [`ClientCertificate`]. A
+/// connection accepted while `max_connections` are open is closed at once.
+/// With `tls`, every connection is TLS: the handshake must finish within
+/// `header_read_timeout`, as a request head must.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    tls: Option<Arc<ServerTls>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -86,25 +94,38 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (io, watch) = idle::track(stream);
-        let service = router
-            .clone()
-            .map_request(move |mut req: axum::http::Request<Incoming>| {
-                req.extensions_mut().insert(ConnectInfo(peer));
-                req
-            });
-        let io = parse_errors::JsonParseErrors::new(io);
-        let conn = graceful
-            .watch(http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service)));
+        let conn = Connection {
+            peer,
+            router: router.clone(),
+            http: http.clone(),
+            watcher: graceful.watcher(),
+            limits,
+        };
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         tokio::spawn(async move {
-            tokio::select! {
-                done = conn => {
-                    if let Err(e) = done {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+            let (io, watch) = idle::track(stream);
+            match acceptor {
+                None => conn.run(io, watch, None).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(io))
+                        .await
+                    {
+                        Ok(Ok(io)) => {
+                            let cert = io
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(<[_]>::first)
+                                .map(|c| ClientCertificate(Arc::new(c.clone())));
+                            conn.run(io, watch, cert).await;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake not done within server.header_read_timeout_ms");
+                        }
                     }
-                }
-                () = watch.idle_for(limits.idle_timeout) => {
-                    tracing::debug!(%peer, "closing a connection idle for server.idle_timeout_ms");
                 }
             }
             drop(permit);
@@ -112,4 +133,47 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// One accepted connection, ready to serve HTTP/1 over whatever stream it
+/// ends up with.
+struct Connection {
+    peer: SocketAddr,
+    router: Router,
+    http: hyper::server::conn::http1::Builder,
+    watcher: Watcher,
+    limits: ConnectionLimits,
+}
+
+impl Connection {
+    async fn run<I>(self, io: I, watch: idle::IdleWatch, cert: Option<ClientCertificate>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let peer = self.peer;
+        let service = self
+            .router
+            .map_request(move |mut req: axum::http::Request<Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                if let Some(cert) = &cert {
+                    req.extensions_mut().insert(cert.clone());
+                }
+                req
+            });
+        let io = parse_errors::JsonParseErrors::new(io);
+        let conn = self.watcher.watch(
+            self.http
+                .serve_connection(TokioIo::new(io), TowerToHyperService::new(service)),
+        );
+        tokio::select! {
+            done = conn => {
+                if let Err(e) = done {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            }
+            () = watch.idle_for(self.limits.idle_timeout) => {
+                tracing::debug!(%peer, "closing a connection idle for server.idle_timeout_ms");
+            }
+        }
+    }
 }
