@@ -28,6 +28,10 @@ need_apt=()
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+# docs/operations.md's deployment walk-through (run by tests/tests/doc_commands.rs)
+# makes its certificates with openssl and calls the service with curl.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 # Headless Chromium renders the status page in service/tests/status_page.rs.
 chromium_present || need_apt+=(chromium)
 # lightgbm3's bindgen loads libclang itself (not libclang-cpp, which the

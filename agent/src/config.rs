@@ -116,7 +116,7 @@ impl fmt::Display for WorkerSpec {
 }
 
 /// Everything [`crate::run`] needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// Base URL of the scoring service; snapshots go to `{service_url}/v1/telemetry`.
     pub service_url: String,
@@ -134,6 +134,8 @@ pub struct AgentConfig {
     /// the last `probe_timeout_ms` are reserved for `INFO`. While the server
     /// is stalled, PINGs that would overrun into the `INFO` slot are skipped.
     pub pings_per_interval: u32,
+    /// The token, CA and client certificate the reports carry.
+    pub credentials: scorer_client::Credentials,
 }
 
 impl AgentConfig {
@@ -145,6 +147,7 @@ impl AgentConfig {
             interval_ms: DEFAULT_INTERVAL_MS,
             probe_timeout_ms: DEFAULT_PROBE_TIMEOUT_MS,
             pings_per_interval: DEFAULT_PINGS_PER_INTERVAL,
+            credentials: scorer_client::Credentials::none(),
         }
     }
 
@@ -175,6 +178,12 @@ impl AgentConfig {
                 "pings per interval must be 1..=10000",
             ));
         }
+        self.credentials.check_url(&self.service_url).map_err(|e| {
+            ConfigError::InvalidServiceUrl {
+                url: redact(&self.service_url),
+                reason: e.to_string(),
+            }
+        })?;
         telemetry_url(&self.service_url)
     }
 

@@ -65,7 +65,7 @@ pub enum AgentError {
 pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let url = cfg.validate()?;
     // A POST may take at most one interval, so reports never pile up.
-    let reporter = Reporter::new(url, cfg.interval())?;
+    let reporter = Reporter::new(url, cfg.interval(), &cfg.credentials)?;
     let timing = worker::Timing {
         interval: cfg.interval(),
         probe_timeout: cfg.probe_timeout(),

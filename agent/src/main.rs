@@ -41,6 +41,9 @@ struct Args {
     /// timeout of each interval is reserved for INFO.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PINGS_PER_INTERVAL)]
     pings_per_interval: u32,
+
+    #[command(flatten)]
+    credentials: scorer_client::CredentialArgs,
 }
 
 #[tokio::main]
@@ -71,6 +74,8 @@ async fn run() -> anyhow::Result<()> {
         interval_ms: args.interval_ms,
         probe_timeout_ms: args.probe_timeout_ms,
         pings_per_interval: args.pings_per_interval,
+        credentials: scorer_client::Credentials::from_args(&args.credentials)
+            .context("invalid credentials")?,
     };
     agent::run(cfg, scorer_signal::interrupt_or_terminate())
         .await

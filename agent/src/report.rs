@@ -39,10 +39,16 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter posting to `url` (the full `/v1/telemetry` URL); each
-    /// request, including connecting, is bounded by `request_timeout`.
-    pub fn new(url: reqwest::Url, request_timeout: Duration) -> Result<Self, ReportError> {
-        let client = reqwest::Client::builder()
+    /// A reporter posting to `url` (the full `/v1/telemetry` URL) with
+    /// `credentials`; each request, including connecting, is bounded by
+    /// `request_timeout`.
+    pub fn new(
+        url: reqwest::Url,
+        request_timeout: Duration,
+        credentials: &scorer_client::Credentials,
+    ) -> Result<Self, ReportError> {
+        let client = credentials
+            .apply(reqwest::Client::builder())
             .timeout(request_timeout)
             .connect_timeout(request_timeout)
             .build()?;

@@ -347,7 +347,7 @@ impl Router for ServiceRouter {
         };
         let _ = if self.logging {
             self.engine
-                .feedback_and_log(&f, mono(o.now_ms), wall(o.now_ms))
+                .feedback_and_log(&f, mono(o.now_ms), wall(o.now_ms), None)
         } else {
             self.engine.feedback(&f, mono(o.now_ms))
         };

@@ -45,6 +45,7 @@ fn records() -> Vec<DecisionRecord> {
                 None
             },
             config_hash: "9f8e7d6c5b4a".to_string(),
+            caller: None,
             candidates: (0..CANDIDATES)
                 .map(|j| {
                     let mut features = [0f32; FEATURE_COUNT];

@@ -381,3 +381,52 @@ fn the_start_log_line_names_both_directories() {
         assert!(line.contains(&want), "{want} in {line}");
     }
 }
+
+#[tokio::test]
+async fn a_callers_name_is_the_provenance_of_its_decisions_and_outcomes() {
+    const EDGE: &str = "edge-token-0123456789";
+    let dir = TempDir::new("caller");
+    let mut cfg: Config = no_warmup();
+    cfg.log.dir = dir.0.join("decisions");
+    cfg.auth.router.insert("edge-1".into(), EDGE.into());
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let log = Arc::new(DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log"));
+    let state = AppState::new(Engine::new(cfg).with_log(log.clone()), clock.clone());
+    let t = common::TestApp {
+        router: app(state.clone()),
+        clock,
+        state,
+    };
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2)]});
+    assert_eq!(t.post_json("/v1/telemetry", &batch).await.0, StatusCode::OK);
+    let post = |path: &str, body: Value| {
+        axum::http::Request::post(path)
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {EDGE}"))
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("request")
+    };
+    let (s, r) = t
+        .send(post(
+            "/v1/score",
+            json!({"key": "user:1", "candidates": ["a"]}),
+        ))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let fb = json!({"decision_id": r["decision_id"], "worker_id": "a", "latency_ms": 2.0, "success": true});
+    let (s, b) = t.send(post("/v1/feedback", fb)).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    log.shutdown().expect("close");
+
+    let d = read_dir(&dir.0.join("decisions"), LogKind::Decisions).expect("decisions");
+    let o = read_dir(&dir.0.join("outcomes"), LogKind::Outcomes).expect("outcomes");
+    let caller = |b: &arrow::array::RecordBatch| {
+        b.column_by_name("caller")
+            .expect("caller column")
+            .as_string::<i32>()
+            .value(0)
+            .to_owned()
+    };
+    assert_eq!(caller(&d.batches[0]), "edge-1");
+    assert_eq!(caller(&o.batches[0]), "edge-1");
+}

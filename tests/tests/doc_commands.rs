@@ -2,7 +2,11 @@
 //! fenced block whose info string is `sh run` or `python run` (GitHub
 //! highlights them as `sh`/`python` and ignores the rest), in document
 //! order, in one scratch directory per file, against the workspace's built
-//! binaries (`evaluate`, `trainer` on `PATH`, `$REPO` the repository). A
+//! binaries (`evaluate`, `trainer`, `service`, `agent` on `PATH`, `$REPO`
+//! the repository, `$PORT` and `$REDIS_PORT` free ports). A block that
+//! starts a server leaves its pid in a `*.pid` file of the scratch
+//! directory; whatever is still running after the file's last block is
+//! stopped. A
 //! ```` ```text ```` block right after one is its expected output: each of
 //! its lines but `time:` lines (which vary with the machine) must appear in
 //! the command's output, in order. So the walk-throughs cannot drift from
@@ -12,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Markdown files whose runnable blocks are run.
-const FILES: [&str; 1] = ["docs/retraining.md"];
+const FILES: [&str; 2] = ["docs/retraining.md", "docs/operations.md"];
 
 #[derive(Debug)]
 struct Block {
@@ -85,10 +89,10 @@ fn binaries() -> PathBuf {
         .and_then(Path::parent)
         .expect("target directory")
         .to_path_buf();
-    for bin in ["evaluate", "trainer"] {
+    for bin in ["evaluate", "trainer", "service", "agent"] {
         assert!(
             dir.join(bin).is_file(),
-            "{} missing: build the workspace's binaries first (cargo build -p evaluation -p trainer, or cargo test --workspace)",
+            "{} missing: build the workspace's binaries first (cargo build --workspace, or cargo test --workspace)",
             dir.join(bin).display()
         );
     }
@@ -129,6 +133,7 @@ fn runnable_doc_blocks_run_and_print_what_the_docs_show() {
         let blocks = runnable_blocks(&text);
         assert!(!blocks.is_empty(), "{file} has no `sh run` block");
         let scratch = tempfile::tempdir().expect("scratch dir");
+        let (port, redis_port) = (free_port(), free_port());
         for b in &blocks {
             let mut cmd = match b.lang.as_str() {
                 "sh" => {
@@ -147,6 +152,8 @@ fn runnable_doc_blocks_run_and_print_what_the_docs_show() {
                 .current_dir(scratch.path())
                 .env("PATH", &path)
                 .env("REPO", &repo)
+                .env("PORT", port.to_string())
+                .env("REDIS_PORT", redis_port.to_string())
                 .output()
                 .expect("runner starts");
             let stdout = String::from_utf8_lossy(&out.stdout);
@@ -171,6 +178,31 @@ fn runnable_doc_blocks_run_and_print_what_the_docs_show() {
                 }
             }
         }
+        stop_leftovers(scratch.path());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Stops the processes whose pids the blocks left in `dir/*.pid` (a block
+/// that failed before its own `kill`), so none outlives the test.
+fn stop_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.path().extension().is_some_and(|x| x == "pid")
+            && let Ok(pid) = std::fs::read_to_string(e.path())
+            && pid.trim().parse::<u32>().is_ok()
+        {
+            let _ = Command::new("kill").arg(pid.trim()).output();
+        }
+    }
 }

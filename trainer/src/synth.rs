@@ -371,6 +371,7 @@ impl Synth {
             ts_ms: self.ts_ms + latency.ceil() as i64,
             latency_ms: (latency * 1000.0).round() / 1000.0,
             success,
+            caller: None,
         });
         let rec = DecisionRecord {
             decision_id,
@@ -386,6 +387,7 @@ impl Synth {
             model_version: None,
             arm: None,
             config_hash: "synthetic".to_string(),
+            caller: None,
             candidates,
         };
         Some((rec, outcome))

@@ -2,6 +2,8 @@
 //! path only builds a record and does a non-blocking send; the log's writer
 //! thread does the rest.
 
+use std::sync::Arc;
+
 use rand::RngCore;
 
 use super::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
@@ -31,23 +33,26 @@ impl Engine {
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
         let resp = self.score(req, context, now_mono_ms, decision_id, rng)?;
-        self.log_scored(req, context, &resp, now_wall_ms);
+        self.log_scored(req, context, &resp, now_wall_ms, None);
         Ok(resp)
     }
 
     /// Queues `resp`'s decision (and its shadow's) for the decision log when
-    /// a log is configured and the decision is sampled.
+    /// a log is configured and the decision is sampled; `caller` is the
+    /// configured name of the credential that asked for it.
     pub fn log_scored(
         &self,
         req: &ScoreRequest,
         context: &RequestContext,
         resp: &ScoreResponse,
         now_wall_ms: u64,
+        caller: Option<&Arc<str>>,
     ) {
         if let Some(log) = &self.log
             && log.sampled(&resp.decision_id)
         {
-            let rec = self.decision_record(req, context, resp, now_wall_ms);
+            let mut rec = self.decision_record(req, context, resp, now_wall_ms);
+            rec.caller = caller.cloned();
             let shadow = resp.shadow.as_ref().map(|sh| shadow_record(&rec, sh));
             log.log_decision(rec);
             if let Some(sh) = shadow {
@@ -79,6 +84,7 @@ impl Engine {
             model_version: resp.model.version.clone(),
             arm: resp.model.arm.map(str::to_owned),
             config_hash: resp.config_hash.to_string(),
+            caller: None,
             candidates: resp
                 .scores
                 .iter()
@@ -99,7 +105,8 @@ impl Engine {
     }
 
     /// [`Engine::feedback`], then log the outcome (when the decision id is
-    /// sampled). `now_wall_ms` (Unix ms) stamps the row.
+    /// sampled). `now_wall_ms` (Unix ms) stamps the row; `caller` is the
+    /// configured name of the credential that reported it.
     ///
     /// # Errors
     /// As [`Engine::feedback`]; nothing is logged for a refused feedback.
@@ -108,6 +115,7 @@ impl Engine {
         f: &Feedback,
         now_mono_ms: u64,
         now_wall_ms: u64,
+        caller: Option<&Arc<str>>,
     ) -> Result<FeedbackOutcome, FeedbackError> {
         let out = self.feedback(f, now_mono_ms)?;
         if let Some(log) = &self.log {
@@ -117,6 +125,7 @@ impl Engine {
                 ts_ms: wall_i64(now_wall_ms),
                 latency_ms: f.latency_ms,
                 success: f.success,
+                caller: caller.cloned(),
             });
         }
         Ok(out)

@@ -138,6 +138,7 @@ pub fn decisions_batch_sampled(
         StringBuilder::with_capacity(n, bytes(&|r| opt_len(r.model_version.as_deref())));
     let mut arm = StringBuilder::with_capacity(n, bytes(&|r| opt_len(r.arm.as_deref())));
     let mut config_hash = StringBuilder::with_capacity(n, bytes(&|r| r.config_hash.len()));
+    let mut caller = StringBuilder::with_capacity(n, bytes(&|r| opt_len(r.caller.as_deref())));
     let mut pick = StringBuilder::with_capacity(n, n * 16);
     let mut pick_probability = Float64Builder::with_capacity(n);
     for rec in records {
@@ -154,6 +155,7 @@ pub fn decisions_batch_sampled(
         model_version.append_option(rec.model_version.as_deref());
         arm.append_option(rec.arm.as_deref());
         config_hash.append_value(&rec.config_hash);
+        caller.append_option(rec.caller.as_deref());
         let picked = rec.candidates.iter().find(|c| c.picked);
         pick.append_option(picked.map(|c| c.worker_id.as_str()));
         pick_probability.append_option(picked.and_then(|c| c.probability));
@@ -178,6 +180,7 @@ pub fn decisions_batch_sampled(
         Arc::new(arm.finish()),
         Arc::new(config_hash.finish()),
         Arc::new(version),
+        Arc::new(caller.finish()),
         Arc::new(pick.finish()),
         Arc::new(pick_probability.finish()),
         Arc::new(candidates_column(records, &|i| all_features[i])?),
@@ -196,12 +199,14 @@ pub fn outcomes_batch(records: &[OutcomeRecord]) -> Result<RecordBatch, ArrowErr
     let mut ts_ms = Vec::with_capacity(n);
     let mut latency_ms = Vec::with_capacity(n);
     let mut success = BooleanBuilder::with_capacity(n);
+    let mut caller = StringBuilder::with_capacity(n, 0);
     for r in records {
         decision_id.append_value(&r.decision_id);
         worker_id.append_value(&r.worker_id);
         ts_ms.push(r.ts_ms);
         latency_ms.push(r.latency_ms);
         success.append_value(r.success);
+        caller.append_option(r.caller.as_deref());
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(decision_id.finish()),
@@ -209,6 +214,7 @@ pub fn outcomes_batch(records: &[OutcomeRecord]) -> Result<RecordBatch, ArrowErr
         Arc::new(TimestampMillisecondArray::from(ts_ms).with_timezone(TIMEZONE)),
         Arc::new(Float64Array::from(latency_ms)),
         Arc::new(success.finish()),
+        Arc::new(caller.finish()),
     ];
     RecordBatch::try_new(outcomes_schema(), columns)
 }

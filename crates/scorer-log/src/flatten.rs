@@ -1,23 +1,21 @@
 //! Layout 2 → the flat view: [`candidate_rows`] turns a batch of
-//! [`decisions_schema`] (one row per decision, candidates nested) into
+//! [`decisions_schema`](super::schema::decisions_schema) (one row per decision, candidates nested) into
 //! [`candidate_rows_schema`] (one row per candidate, the decision's columns
 //! repeated), the form the join and the trainer work on.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
 use arrow::error::ArrowError;
 
-use super::schema::{
-    CANDIDATE_ROW_COLUMNS, CANDIDATES_COLUMN, candidate_rows_schema, decisions_schema,
-};
+use super::schema::{CANDIDATE_ROW_COLUMNS, CANDIDATES_COLUMN, candidate_rows_schema};
 
 fn missing(name: &str) -> ArrowError {
     ArrowError::SchemaError(format!("decisions batch has no column `{name}`"))
 }
 
-/// The candidate rows of `batch` (a batch of [`decisions_schema`], as the
+/// The candidate rows of `batch` (a batch of [`decisions_schema`](super::schema::decisions_schema), as the
 /// reader restamps it), in decision then candidate order. Decisions without
 /// candidates give no row.
 ///
@@ -48,25 +46,28 @@ pub fn candidate_rows(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
         repeat.extend(std::iter::repeat_n(i, n));
     }
     let repeat = UInt32Array::from(repeat);
+    let schema = candidate_rows_schema();
     let columns = CANDIDATE_ROW_COLUMNS
         .iter()
-        .map(|name| -> Result<ArrayRef, ArrowError> {
-            match items.column_by_name(name) {
-                Some(c) => Ok(Arc::clone(c)),
-                None => {
-                    let c = batch.column_by_name(name).ok_or_else(|| missing(name))?;
-                    take(c.as_ref(), &repeat, None)
+        .zip(schema.fields())
+        .map(|(name, field)| -> Result<ArrayRef, ArrowError> {
+            match (items.column_by_name(name), batch.column_by_name(name)) {
+                (Some(c), _) => Ok(Arc::clone(c)),
+                (None, Some(c)) => take(c.as_ref(), &repeat, None),
+                // A column added by a later layout (`caller`, after layout 2).
+                (None, None) if field.is_nullable() => {
+                    Ok(new_null_array(field.data_type(), repeat.len()))
                 }
+                (None, None) => Err(missing(name)),
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(candidate_rows_schema(), columns)
+    RecordBatch::try_new(schema, columns)
 }
 
-/// Whether `batch` has the nested layout ([`decisions_schema`]'s columns).
+/// Whether `batch` has a nested layout ([`decisions_schema`](super::schema::decisions_schema) or layout 2's).
 pub fn is_nested(batch: &RecordBatch) -> bool {
-    batch.schema().fields().len() == decisions_schema().fields().len()
-        && batch.column_by_name(CANDIDATES_COLUMN).is_some()
+    batch.column_by_name(CANDIDATES_COLUMN).is_some()
 }
 
 #[cfg(test)]
@@ -92,6 +93,7 @@ mod tests {
             model_version: None,
             arm: None,
             config_hash: "h".into(),
+            caller: None,
             candidates: workers
                 .iter()
                 .enumerate()

@@ -31,6 +31,7 @@ fn decision(i: usize, candidates: usize) -> DecisionRecord {
         model_version: None,
         arm: None,
         config_hash: "cfg".to_string(),
+        caller: Some(std::sync::Arc::from("edge-1")),
         candidates: (0..candidates)
             .map(|j| CandidateRow {
                 worker_id: format!("w-{j}"),
@@ -64,31 +65,79 @@ fn file(dir: &std::path::Path, seq: u64) -> std::path::PathBuf {
     ))
 }
 
+/// `batch` without its `caller` column, under `schema`.
+fn without_caller(batch: &RecordBatch, schema: arrow::datatypes::SchemaRef) -> RecordBatch {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| batch.column_by_name(f.name()).unwrap().clone())
+        .collect();
+    RecordBatch::try_new(schema, columns).unwrap()
+}
+
 #[test]
-fn layout_1_files_read_as_the_same_candidate_rows_as_layout_2() {
+fn files_of_every_layout_read_as_the_same_candidate_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let recs: Vec<DecisionRecord> = (0..20).map(|i| decision(i, 3)).collect();
     let nested = decisions_batch(&recs).unwrap();
     let rows = candidate_rows(&nested).unwrap();
-    // Layout 1 on disk: those rows, `features` never null, version "1".
-    let flat = RecordBatch::try_new(flat_layout_schema(), rows.columns().to_vec()).unwrap();
-    let (v1, v2) = (tmp.path().join("v1"), tmp.path().join("v2"));
-    write(&file(&v1, 1), &flat);
-    write(&file(&v2, 1), &nested);
+    // Layout 1 on disk: those rows but `caller`, `features` never null.
+    let flat = without_caller(&rows, flat_layout_schema());
+    // Layout 2: the nested layout without `caller`.
+    let v2_nested = without_caller(&nested, schema::decisions_schema_v2());
+    let dirs = ["v1", "v2", "v3"].map(|d| tmp.path().join(d));
+    write(&file(&dirs[0], 1), &flat);
+    write(&file(&dirs[1], 1), &v2_nested);
+    write(&file(&dirs[2], 1), &nested);
 
-    let a = read_dir(&v1, LogKind::Decisions).unwrap();
-    let b = read_dir(&v2, LogKind::Decisions).unwrap();
-    assert!(
-        a.skipped.is_empty() && b.skipped.is_empty(),
-        "{:?} {:?}",
-        a.skipped,
-        b.skipped
+    let read = dirs.map(|d| {
+        let log = read_dir(&d, LogKind::Decisions).unwrap();
+        assert!(log.skipped.is_empty(), "{:?}", log.skipped);
+        assert_eq!(log.rows, 60);
+        concat_batches(&candidate_rows_schema(), &log.batches).unwrap()
+    });
+    assert_eq!(read[2], rows);
+    let callers = read[2].column_by_name("caller").unwrap().as_string::<i32>();
+    assert!(callers.iter().all(|c| c == Some("edge-1")));
+    // Written before `caller`: the same rows, `caller` null.
+    let mut no_caller = rows.columns().to_vec();
+    let at = rows.schema().index_of("caller").unwrap();
+    no_caller[at] =
+        arrow::array::new_null_array(&arrow::datatypes::DataType::Utf8, rows.num_rows());
+    let rows_before = RecordBatch::try_new(candidate_rows_schema(), no_caller).unwrap();
+    assert_eq!(read[0], rows_before);
+    assert_eq!(read[1], rows_before);
+}
+
+#[test]
+fn outcomes_written_before_caller_read_with_it_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = outcomes_batch(&[OutcomeRecord {
+        decision_id: "d".into(),
+        worker_id: "w".into(),
+        ts_ms: T0 as i64,
+        latency_ms: 1.5,
+        success: true,
+        caller: Some(Arc::from("edge-1")),
+    }])
+    .unwrap();
+    let v2 = without_caller(&out, schema::outcomes_schema_v2());
+    let path = tmp
+        .path()
+        .join("dt=2024-03-05/outcomes-20240305T100000000Z-000001.parquet");
+    write(&path, &v2);
+    let log = read_dir(tmp.path(), LogKind::Outcomes).unwrap();
+    assert!(log.skipped.is_empty(), "{:?}", log.skipped);
+    let b = &log.batches[0];
+    assert_eq!(b.schema(), outcomes_schema());
+    assert!(b.column_by_name("caller").unwrap().is_null(0));
+    assert_eq!(
+        b.column_by_name("worker_id")
+            .unwrap()
+            .as_string::<i32>()
+            .value(0),
+        "w"
     );
-    assert_eq!((a.rows, b.rows), (60, 60));
-    let a = concat_batches(&candidate_rows_schema(), &a.batches).unwrap();
-    let b = concat_batches(&candidate_rows_schema(), &b.batches).unwrap();
-    assert_eq!(a, b);
-    assert_eq!(a, rows);
 }
 
 #[test]
@@ -96,7 +145,7 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     let tmp = tempfile::tempdir().unwrap();
     let nested = decisions_batch(&[decision(1, 2)]).unwrap();
     let mut meta = nested.schema().metadata().clone();
-    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "3".to_string());
+    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "4".to_string());
     let schema = Arc::new(nested.schema().as_ref().clone().with_metadata(meta));
     let batch = RecordBatch::try_new(schema, nested.columns().to_vec()).unwrap();
     write(&file(tmp.path(), 1), &batch);
@@ -104,7 +153,8 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     assert_eq!(log.rows, 0);
     let reason = &log.skipped[0].1;
     assert!(
-        reason.contains("log_schema_version is \"3\"") && reason.contains("\"2\" or \"1\""),
+        reason.contains("log_schema_version is \"4\"")
+            && reason.contains("\"3\" or \"2\" or \"1\""),
         "{reason}"
     );
 }

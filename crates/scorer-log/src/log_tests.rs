@@ -97,6 +97,7 @@ fn decision(i: usize, candidates: usize) -> DecisionRecord {
         model_version: odd.then(|| "m-3".to_string()),
         arm: i.is_multiple_of(3).then(|| "b".to_string()),
         config_hash: "cfg-abc".to_string(),
+        caller: odd.then(|| std::sync::Arc::from("edge-1")),
         candidates: (0..candidates)
             .map(|j| CandidateRow {
                 worker_id: format!("w-{j}"),
@@ -121,6 +122,7 @@ fn outcome(i: usize, worker: usize, latency_ms: f64) -> OutcomeRecord {
         ts_ms: T0 as i64 + 500 + i as i64,
         latency_ms,
         success: !i.is_multiple_of(4),
+        caller: i.is_multiple_of(3).then(|| std::sync::Arc::from("edge-1")),
     }
 }
 

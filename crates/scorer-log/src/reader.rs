@@ -6,15 +6,18 @@
 //! (`*.inprogress`), anything under a `quarantine/` directory and files of the
 //! other kind are ignored.
 //!
-//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"2"`
+//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"3"`
 //! ([`LOG_SCHEMA_VERSION`], one decisions row per decision, candidates
-//! nested) or `"1"` ([`LOG_SCHEMA_VERSION_FLAT`], one row per candidate).
+//! nested, with `caller`), `"2"` ([`LOG_SCHEMA_VERSION_NESTED`], the same
+//! without `caller`) or `"1"` ([`LOG_SCHEMA_VERSION_FLAT`], one row per
+//! candidate, without `caller`).
 //! Its columns must equal that layout's (up to the names of list items:
 //! `element` as pyarrow writes them, or `item`) and a decisions file must
 //! carry the current [`META_FEATURE_SCHEMA_VERSION`]; a file that does not,
 //! or names another layout, is listed in [`LoadedLog::skipped`] with the
-//! reason, never mixed in. Decisions of either layout are returned as
-//! candidate rows ([`candidate_rows_schema`]), outcomes as they are.
+//! reason, never mixed in. Decisions of every layout are returned as
+//! candidate rows ([`candidate_rows_schema`]), outcomes as
+//! [`outcomes_schema`]; a file written before `caller` reads with it null.
 //! A file that cannot be decoded at all (empty, truncated, not Parquet, corrupt)
 //! is an error naming the file: final files are only ever produced complete, so
 //! such a file signals real damage and is not skipped silently.
@@ -22,7 +25,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use arrow::array::{ArrayData, RecordBatch, make_array};
+use arrow::array::{ArrayData, ArrayRef, RecordBatch, make_array, new_null_array};
 use arrow::datatypes::{DataType, Field, SchemaRef};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -32,9 +35,10 @@ use super::error::ReadError;
 use super::flatten::{candidate_rows, is_nested};
 use super::naming::{PARQUET_EXT, QUARANTINE_DIR};
 use super::schema::{
-    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
-    META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, flat_layout_schema,
-    outcomes_schema,
+    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, LOG_SCHEMA_VERSION_NESTED,
+    META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema,
+    decisions_schema_v2, flat_layout_read_schema, flat_layout_schema, outcomes_schema,
+    outcomes_schema_v2,
 };
 use scorer_core::features::FEATURE_SCHEMA_VERSION;
 
@@ -99,20 +103,56 @@ fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
         LogKind::Decisions => vec![
             (LOG_SCHEMA_VERSION, decisions_schema(), decisions_schema()),
             (
+                LOG_SCHEMA_VERSION_NESTED,
+                decisions_schema_v2(),
+                decisions_schema_v2(),
+            ),
+            (
                 LOG_SCHEMA_VERSION_FLAT,
                 flat_layout_schema(),
-                candidate_rows_schema(),
+                flat_layout_read_schema(),
             ),
         ],
         LogKind::Outcomes => vec![
             (LOG_SCHEMA_VERSION, outcomes_schema(), outcomes_schema()),
             (
+                LOG_SCHEMA_VERSION_NESTED,
+                outcomes_schema_v2(),
+                outcomes_schema_v2(),
+            ),
+            (
                 LOG_SCHEMA_VERSION_FLAT,
-                outcomes_schema(),
-                outcomes_schema(),
+                outcomes_schema_v2(),
+                outcomes_schema_v2(),
             ),
         ],
     }
+}
+
+/// `batch` with the columns of `schema`: its own where it has them, null
+/// where it lacks a nullable one (a column added by a later layout).
+///
+/// # Errors
+/// A non-nullable column of `schema` is missing.
+pub(crate) fn complete(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    if batch.schema().fields().len() == schema.fields().len() {
+        return Ok(batch);
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| -> Result<ArrayRef, ArrowError> {
+            match batch.column_by_name(f.name()) {
+                Some(c) => Ok(c.clone()),
+                None if f.is_nullable() => Ok(new_null_array(f.data_type(), batch.num_rows())),
+                None => Err(ArrowError::SchemaError(format!(
+                    "batch has no column `{}`",
+                    f.name()
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
 }
 
 /// Why `schema`'s columns are not `expected`'s, if they are not: the first
@@ -275,11 +315,16 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
         let batch = match &expected {
             Some(schema) => {
                 let batch = restamp(schema, &batch).map_err(|e| e.to_string())?;
-                if is_nested(&batch) {
+                let batch = if is_nested(&batch) {
                     candidate_rows(&batch).map_err(|e| e.to_string())?
                 } else {
                     batch
-                }
+                };
+                let full = match kind {
+                    Some(LogKind::Outcomes) => outcomes_schema(),
+                    _ => candidate_rows_schema(),
+                };
+                complete(batch, &full).map_err(|e| e.to_string())?
             }
             None => batch,
         };

@@ -37,6 +37,10 @@ pub struct DecisionRecord {
     pub arm: Option<String>,
     /// Hash of the active configuration.
     pub config_hash: String,
+    /// Configured name of the credential that asked for the decision (a
+    /// token's or a client certificate's name, never the token); `None`
+    /// without one.
+    pub caller: Option<std::sync::Arc<str>>,
     /// Every candidate considered, in scoring order; may be empty (an empty `candidates` list).
     pub candidates: Vec<CandidateRow>,
 }
@@ -104,4 +108,6 @@ pub struct OutcomeRecord {
     pub latency_ms: f64,
     /// Whether the request succeeded.
     pub success: bool,
+    /// Configured name of the credential that reported it; `None` without one.
+    pub caller: Option<std::sync::Arc<str>>,
 }

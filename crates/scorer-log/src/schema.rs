@@ -1,7 +1,7 @@
 //! The Arrow schemas of the decision log: the one place they are defined
 //! (the trainer imports this module).
 //!
-//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 2)
+//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 3)
 //!
 //! | column | type | null | unit / meaning |
 //! | --- | --- | --- | --- |
@@ -19,6 +19,7 @@
 //! | `arm` | Utf8 | yes | experiment arm |
 //! | `config_hash` | Utf8 | no | hash of the active config |
 //! | `feature_schema_version` | Utf8 | no | [`FEATURE_SCHEMA_VERSION`] at write time |
+//! | `caller` | Utf8 | yes | configured name of the credential that asked for the decision (a token's or a client certificate's name); null without one |
 //! | `pick` | Utf8 | yes | picked worker id; null when nothing was picked |
 //! | `pick_probability` | Float64 | yes | propensity of the pick, [0, 1] |
 //! | `candidates` | `List<Struct>` (non-null items) | no | every candidate scored, in scoring order |
@@ -51,8 +52,9 @@
 //! `worker_id`, `eligible`, `rule_score`, `model_action`, `final_score`,
 //! `policy`, `probability`, `picked`, `panic`, `penalty_state`,
 //! `fallback_reason`, `model_version`, `arm`, `config_hash`,
-//! `feature_schema_version`, `features`. [`super::reader`] gives both
-//! layouts in this form ([`super::flatten`]).
+//! `feature_schema_version`, `features`, then `caller`. [`super::reader`]
+//! gives every layout in this form ([`super::flatten`]); files of layouts 1
+//! and 2, written before `caller`, read with a null `caller`.
 //!
 //! # Outcomes: one row per outcome
 //!
@@ -63,6 +65,7 @@
 //! | `ts_ms` | Timestamp(ms, "UTC") | no | outcome wall time, Unix ms |
 //! | `latency_ms` | Float64 | no | observed latency, ms |
 //! | `success` | Boolean | no | request succeeded |
+//! | `caller` | Utf8 | yes | configured name of the credential that reported it; null without one |
 //!
 //! Schema metadata: [`META_LOG_SCHEMA_VERSION`] only (outcomes carry no features).
 
@@ -74,8 +77,14 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 /// Version of the log layout (columns and their meaning); bump on any change.
-/// `"2"`: one decisions row per decision, candidates nested.
-pub const LOG_SCHEMA_VERSION: &str = "2";
+/// `"3"`: one decisions row per decision, candidates nested, and the
+/// `caller` of decisions and outcomes.
+pub const LOG_SCHEMA_VERSION: &str = "3";
+/// Layout 2: layout 3 without `caller` ([`decisions_schema_v2`],
+/// [`outcomes_schema_v2`]). Still read.
+pub const LOG_SCHEMA_VERSION_NESTED: &str = "2";
+/// The column naming who asked for a decision or reported an outcome.
+pub const CALLER_COLUMN: &str = "caller";
 /// Layout 1: one decisions row per (decision, candidate),
 /// [`flat_layout_schema`]. Still read.
 pub const LOG_SCHEMA_VERSION_FLAT: &str = "1";
@@ -90,7 +99,7 @@ pub const FEATURE_ITEM_NAME: &str = "item";
 /// Name of the nested candidates column.
 pub const CANDIDATES_COLUMN: &str = "candidates";
 /// Decision-level columns of [`decisions_schema`] before `pick`, in order.
-pub const DECISION_COLUMNS: [&str; 14] = [
+pub const DECISION_COLUMNS: [&str; 15] = [
     "decision_id",
     "ts_ms",
     "key_prefix",
@@ -105,6 +114,7 @@ pub const DECISION_COLUMNS: [&str; 14] = [
     "arm",
     "config_hash",
     "feature_schema_version",
+    CALLER_COLUMN,
 ];
 
 pub(crate) fn ts_type() -> DataType {
@@ -157,7 +167,9 @@ fn decision_field(name: &str) -> Field {
         "shard_id" | "timeout_ms" => (DataType::UInt64, true),
         "batch_size" => (DataType::UInt32, true),
         "panic" => (DataType::Boolean, false),
-        "request_type" | "client_region" | "model_version" | "arm" => (DataType::Utf8, true),
+        "request_type" | "client_region" | "model_version" | "arm" | CALLER_COLUMN => {
+            (DataType::Utf8, true)
+        }
         _ => (DataType::Utf8, false),
     };
     Field::new(name, ty, nullable)
@@ -203,31 +215,45 @@ fn decisions_metadata(log_version: &str) -> HashMap<String, String> {
     ])
 }
 
+fn nested_schema(with_caller: bool, log_version: &str) -> SchemaRef {
+    let mut fields: Vec<Field> = DECISION_COLUMNS
+        .iter()
+        .filter(|c| with_caller || **c != CALLER_COLUMN)
+        .map(|c| decision_field(c))
+        .collect();
+    fields.push(Field::new("pick", DataType::Utf8, true));
+    fields.push(Field::new("pick_probability", DataType::Float64, true));
+    fields.push(Field::new(
+        CANDIDATES_COLUMN,
+        DataType::List(candidate_item_field()),
+        false,
+    ));
+    Arc::new(Schema::new_with_metadata(
+        fields,
+        decisions_metadata(log_version),
+    ))
+}
+
 /// Schema of decisions files, one row per decision (see the module table).
 /// Cheap: cloned from a cache.
 pub fn decisions_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| {
-            let mut fields: Vec<Field> =
-                DECISION_COLUMNS.iter().map(|c| decision_field(c)).collect();
-            fields.push(Field::new("pick", DataType::Utf8, true));
-            fields.push(Field::new("pick_probability", DataType::Float64, true));
-            fields.push(Field::new(
-                CANDIDATES_COLUMN,
-                DataType::List(candidate_item_field()),
-                false,
-            ));
-            Arc::new(Schema::new_with_metadata(
-                fields,
-                decisions_metadata(LOG_SCHEMA_VERSION),
-            ))
-        })
+        .get_or_init(|| nested_schema(true, LOG_SCHEMA_VERSION))
+        .clone()
+}
+
+/// The on-disk decisions schema of layout 2 ([`LOG_SCHEMA_VERSION_NESTED`]):
+/// [`decisions_schema`] without `caller`.
+pub fn decisions_schema_v2() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| nested_schema(false, LOG_SCHEMA_VERSION_NESTED))
         .clone()
 }
 
 /// Column names of [`candidate_rows_schema`], in order.
-pub const CANDIDATE_ROW_COLUMNS: [&str; 24] = [
+pub const CANDIDATE_ROW_COLUMNS: [&str; 25] = [
     "decision_id",
     "ts_ms",
     "key_prefix",
@@ -252,12 +278,15 @@ pub const CANDIDATE_ROW_COLUMNS: [&str; 24] = [
     "config_hash",
     "feature_schema_version",
     "features",
+    CALLER_COLUMN,
 ];
 
 fn flat_schema(features_nullable: bool, log_version: &str) -> SchemaRef {
     let candidate = candidate_fields();
+    let with_caller = log_version != LOG_SCHEMA_VERSION_FLAT;
     let fields: Vec<Field> = CANDIDATE_ROW_COLUMNS
         .iter()
+        .filter(|c| with_caller || **c != CALLER_COLUMN)
         .map(|name| match candidate.find(name) {
             Some((_, f)) if f.name() == "features" => {
                 f.as_ref().clone().with_nullable(features_nullable)
@@ -282,7 +311,7 @@ pub fn candidate_rows_schema() -> SchemaRef {
 }
 
 /// The on-disk schema of layout 1 ([`LOG_SCHEMA_VERSION_FLAT`]): the
-/// [`candidate_rows_schema`] columns, `features` never null.
+/// [`candidate_rows_schema`] columns but `caller`, `features` never null.
 pub fn flat_layout_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -290,24 +319,44 @@ pub fn flat_layout_schema() -> SchemaRef {
         .clone()
 }
 
+fn outcomes(with_caller: bool, log_version: &str) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("decision_id", DataType::Utf8, false),
+        Field::new("worker_id", DataType::Utf8, false),
+        Field::new("ts_ms", ts_type(), false),
+        Field::new("latency_ms", DataType::Float64, false),
+        Field::new("success", DataType::Boolean, false),
+    ];
+    if with_caller {
+        fields.push(Field::new(CALLER_COLUMN, DataType::Utf8, true));
+    }
+    let metadata = HashMap::from([(META_LOG_SCHEMA_VERSION.to_string(), log_version.to_string())]);
+    Arc::new(Schema::new_with_metadata(fields, metadata))
+}
+
+/// Layout 1 as the reader decodes it: [`flat_layout_schema`] with
+/// `features` nullable, as in [`candidate_rows_schema`].
+pub fn flat_layout_read_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| flat_schema(true, LOG_SCHEMA_VERSION_FLAT))
+        .clone()
+}
+
 /// Schema of the outcomes log (see the module table). Cheap: cloned from a cache.
 pub fn outcomes_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| {
-            let fields = vec![
-                Field::new("decision_id", DataType::Utf8, false),
-                Field::new("worker_id", DataType::Utf8, false),
-                Field::new("ts_ms", ts_type(), false),
-                Field::new("latency_ms", DataType::Float64, false),
-                Field::new("success", DataType::Boolean, false),
-            ];
-            let metadata = HashMap::from([(
-                META_LOG_SCHEMA_VERSION.to_string(),
-                LOG_SCHEMA_VERSION.to_string(),
-            )]);
-            Arc::new(Schema::new_with_metadata(fields, metadata))
-        })
+        .get_or_init(|| outcomes(true, LOG_SCHEMA_VERSION))
+        .clone()
+}
+
+/// The outcomes schema of layouts 1 and 2: [`outcomes_schema`] without
+/// `caller` (its metadata names layout 2).
+pub fn outcomes_schema_v2() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| outcomes(false, LOG_SCHEMA_VERSION_NESTED))
         .clone()
 }
 
@@ -324,25 +373,29 @@ mod tests {
     #[test]
     fn schemas_carry_versions() {
         let d = decisions_schema();
-        assert_eq!(d.fields().len(), 17);
+        assert_eq!(d.fields().len(), 18);
+        assert_eq!(decisions_schema_v2().fields().len(), 17);
+        assert_eq!(flat_layout_schema().fields().len(), 24);
         assert_eq!(
             d.metadata()
                 .get(META_FEATURE_SCHEMA_VERSION)
                 .map(String::as_str),
             Some(FEATURE_SCHEMA_VERSION)
         );
-        assert_eq!(version(&d), Some("2"));
+        assert_eq!(version(&d), Some("3"));
+        assert_eq!(version(&decisions_schema_v2()), Some("2"));
         assert_eq!(version(&flat_layout_schema()), Some("1"));
-        assert_eq!(version(&outcomes_schema()), Some("2"));
-        assert_eq!(outcomes_schema().fields().len(), 5);
+        assert_eq!(version(&outcomes_schema()), Some("3"));
+        assert_eq!(outcomes_schema().fields().len(), 6);
+        assert_eq!(outcomes_schema_v2().fields().len(), 5);
     }
 
     #[test]
     fn the_flat_view_has_every_decision_and_candidate_column_once() {
         let flat = candidate_rows_schema();
-        assert_eq!(flat.fields().len(), 24);
+        assert_eq!(flat.fields().len(), 25);
         let nested: usize = DECISION_COLUMNS.len() + candidate_fields().len();
-        assert_eq!(nested, 24);
+        assert_eq!(nested, 25);
         for name in DECISION_COLUMNS {
             let (_, d) = decisions_schema()
                 .column_with_name(name)

@@ -11,12 +11,15 @@
 //! envelope is wrong: not JSON, not `{"outcomes": [...]}`, or more than
 //! `server.max_feedback_batch` items.
 
-use axum::Json;
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
+use crate::http::auth::Caller;
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::extract::json::{JsonBytes, parse};
 use crate::http::{ApiError, AppState};
@@ -111,11 +114,14 @@ fn is_batch(bytes: &[u8]) -> bool {
     ))]
 pub(crate) async fn feedback(
     State(st): State<AppState>,
+    caller: Option<Extension<Caller>>,
     JsonBytes(bytes): JsonBytes,
 ) -> Result<Response, ApiError> {
+    let caller = caller.map(|Extension(Caller(name))| name);
+    let caller = caller.as_ref();
     if !is_batch(&bytes) {
         let f: Feedback = parse(&bytes)?;
-        return Ok(Json(record(&st, &f)?).into_response());
+        return Ok(Json(record(&st, &f, caller)?).into_response());
     }
     let batch: FeedbackBatch =
         serde_json::from_slice(&bytes).map_err(|e| envelope_error(&bytes, &e))?;
@@ -133,8 +139,8 @@ pub(crate) async fn feedback(
     let results: Vec<ItemResult> = batch
         .outcomes
         .into_iter()
-        .map(
-            |raw| match parse::<Feedback>(raw.get().as_bytes()).and_then(|f| record(&st, &f)) {
+        .map(|raw| {
+            match parse::<Feedback>(raw.get().as_bytes()).and_then(|f| record(&st, &f, caller)) {
                 Ok(out) => ItemResult::Recorded(out),
                 Err(e) => ItemResult::Refused {
                     error: ItemError {
@@ -142,8 +148,8 @@ pub(crate) async fn feedback(
                         message: e.message,
                     },
                 },
-            },
-        )
+            }
+        })
         .collect();
     let accepted = results
         .iter()
@@ -171,7 +177,11 @@ fn envelope_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
     }
 }
 
-fn record(st: &AppState, f: &Feedback) -> Result<FeedbackOutcome, ApiError> {
+fn record(
+    st: &AppState,
+    f: &Feedback,
+    caller: Option<&Arc<str>>,
+) -> Result<FeedbackOutcome, ApiError> {
     if !is_decision_id(&f.decision_id) {
         let shown: String = f.decision_id.chars().take(64).collect();
         return Err(ApiError::unprocessable(format!(
@@ -186,9 +196,9 @@ fn record(st: &AppState, f: &Feedback) -> Result<FeedbackOutcome, ApiError> {
             decision_id: f.decision_id.to_ascii_lowercase(),
             ..f.clone()
         };
-        return Ok(st.engine.feedback_and_log(&lower, mono, wall)?);
+        return Ok(st.engine.feedback_and_log(&lower, mono, wall, caller)?);
     }
-    Ok(st.engine.feedback_and_log(f, mono, wall)?)
+    Ok(st.engine.feedback_and_log(f, mono, wall, caller)?)
 }
 
 /// Whether `id` is a decision id as the score endpoint issues them: a

@@ -13,6 +13,7 @@ use scorer_engine::api::{ScoreRequest, ScoreResponse};
 use super::answer;
 use crate::http::ReadStart;
 use crate::http::ScoreStage;
+use crate::http::auth::Caller;
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::transport::dispatch::Run;
 use crate::http::{ApiError, ApiJson, AppState};
@@ -113,9 +114,11 @@ pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
 pub(crate) async fn score(
     State(st): State<AppState>,
     read_start: Option<Extension<ReadStart>>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<ScoreRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let caller = caller.map(|Extension(Caller(name))| name);
     let entered = Instant::now();
     if let Some(Extension(ReadStart(t))) = read_start {
         st.metrics
@@ -146,7 +149,7 @@ pub(crate) async fn score(
         let scored = Instant::now();
         metrics.observe_score((scored - start).as_secs_f64());
         metrics.observe_stage(ScoreStage::Engine, (scored - start).as_secs_f64());
-        engine.log_scored(&req, &ctx, &resp, wall);
+        engine.log_scored(&req, &ctx, &resp, wall, caller.as_ref());
         let logged = Instant::now();
         metrics.observe_stage(ScoreStage::Log, (logged - scored).as_secs_f64());
         let body =
