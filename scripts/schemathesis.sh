@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Fuzzes a running service from its own OpenAPI document with schemathesis
-# (issue #8): starts the service binary on a free loopback port with a
-# throwaway config, reports three workers, then runs a bounded number of
-# generated requests per operation. Fails on any 5xx that the operation does
+# Fuzzes a running service from its own OpenAPI document with schemathesis:
+# starts the service binary on a free loopback port with a throwaway config
+# that gives every role a token (so every route requires one, as off
+# loopback), reports three workers with the agent's token, then runs a
+# bounded number of generated requests per operation with the admin token.
+# ignored_auth checks that each route refuses a request without a token or
+# with a wrong one. Fails on any 5xx that the operation does
 # not document as an answer (see schemathesis.toml), on an undocumented
 # status, and on an answer whose content type, headers or body violate the
 # document. Installs schemathesis from PyPI when missing.
@@ -26,6 +29,8 @@ schemathesis() {
 }
 
 tmp="$(mktemp -d)"
+token() { python3 -c 'import secrets; print(secrets.token_hex(24))'; }
+agent_token="$(token)"; router_token="$(token)"; reader_token="$(token)"; admin_token="$(token)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:${port}"
 cat > "$tmp/config.toml" <<TOML
@@ -39,6 +44,18 @@ forget_after_ms = 3600000
 
 [log]
 dir = "${tmp}/decisions"
+
+[auth.agent]
+seed = "${agent_token}"
+
+[auth.router]
+fuzz = "${router_token}"
+
+[auth.reader]
+fuzz = "${reader_token}"
+
+[auth.admin]
+fuzz = "${admin_token}"
 TOML
 
 "$bin" --config "$tmp/config.toml" >"$tmp/service.log" 2>&1 &
@@ -50,11 +67,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 scripts/seed_workers.py "$base" 1 3
+SCORER_TOKEN="$agent_token" python3 scripts/seed_workers.py "$base" 1 3
 
 status=0
 schemathesis --config-file scripts/schemathesis.toml run "$base/openapi.json" \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,negative_data_rejection \
+  --header "Authorization: Bearer ${admin_token}" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,negative_data_rejection,ignored_auth \
   --seed 1 --no-color || status=$?
 
 # The service must have survived the run.

@@ -318,3 +318,45 @@ async fn text_answers_carry_their_documented_content_types() {
         );
     }
 }
+
+#[tokio::test]
+async fn each_routes_security_is_what_the_running_config_enforces() {
+    let security =
+        |doc: &Value, method: &str, path: &str| doc["paths"][path][method]["security"].clone();
+    // No credentials: every role's routes are open, or take a bearer token.
+    let open = document(&test_app(no_warmup())).await;
+    assert_eq!(
+        security(&open, "post", "/v1/score"),
+        json!([{}, {"bearer": []}])
+    );
+    assert!(security(&open, "get", "/healthz").is_null());
+
+    let mut cfg = no_warmup();
+    cfg.auth
+        .router
+        .insert("edge-1".into(), "router-token-0123456789".into());
+    let doc = document(&test_app(cfg.clone())).await;
+    assert_eq!(security(&doc, "post", "/v1/score"), json!([{"bearer": []}]));
+    assert_eq!(
+        security(&doc, "post", "/v1/feedback"),
+        json!([{"bearer": []}])
+    );
+    assert_eq!(
+        security(&doc, "post", "/v1/telemetry"),
+        json!([{}, {"bearer": []}])
+    );
+    assert!(doc["components"]["securitySchemes"]["mutualTLS"].is_null());
+
+    cfg.server.tls.cert_path = Some("server.crt".into());
+    cfg.server.tls.key_path = Some("server.key".into());
+    cfg.server.tls.client_ca_path = Some("clients.crt".into());
+    let doc = document(&test_app(cfg)).await;
+    assert_eq!(
+        security(&doc, "post", "/v1/score"),
+        json!([{"bearer": []}, {"mutualTLS": []}])
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["mutualTLS"]["type"],
+        "mutualTLS"
+    );
+}

@@ -161,7 +161,7 @@ fn certificate_identity<'c>(cfg: &'c Config, cert: &CertificateDer<'_>) -> Optio
 
 /// Whether `role` has any credential: a token, or a certificate name while
 /// client certificates are verified.
-fn has_credentials(cfg: &Config, role: Role) -> bool {
+pub(crate) fn has_credentials(cfg: &Config, role: Role) -> bool {
     role_tokens(cfg, role).next().is_some()
         || (cfg.server.tls.verifies_clients() && cfg.auth.certificates.values().any(|&r| r == role))
 }

@@ -9,13 +9,16 @@
 //! service from it.
 
 use axum::Json;
+use axum::extract::State;
+use scorer_engine::config::Config;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::{IntoResponses, Modify, OpenApi};
 
+use super::AppState;
 use super::endpoints::{
     explain, feedback, model, operations, promote, reconfigure, score, telemetry, workers,
 };
-use super::error_body::{ErrorBody, ErrorDetail};
+use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
 use super::prometheus;
 use scorer_core::telemetry::validate::FieldError;
 
@@ -48,6 +51,9 @@ impl Modify for BearerAuth {
                     SecurityRequirement::default(),
                     SecurityRequirement::new("bearer", Vec::<String>::new()),
                 ]);
+                for (status, response) in AuthErrors::responses() {
+                    op.responses.responses.entry(status).or_insert(response);
+                }
                 let note = format!(
                     "\n\nRole `{}`: with `[auth.{}]` tokens set, a bearer token of that role or `admin` (401 without one, 403 with another role's).",
                     role.as_str(),
@@ -99,12 +105,63 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
-/// `GET /openapi.json`: this document.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
-pub(super) async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
-    // Built once: the document is fixed at compile time.
+/// The document as compiled: each role's routes take a bearer token, or
+/// nothing (a role without credentials is open).
+pub fn document() -> &'static utoipa::openapi::OpenApi {
     static DOC: std::sync::LazyLock<utoipa::openapi::OpenApi> =
         std::sync::LazyLock::new(ApiDoc::openapi);
-    Json(&DOC)
+    &DOC
+}
+
+/// The document as `cfg` serves it: a role with credentials drops the empty
+/// (open) requirement, and with client certificates verified its routes
+/// also take `mutualTLS`.
+pub fn document_for(cfg: &Config) -> utoipa::openapi::OpenApi {
+    let mut doc = document().clone();
+    let certificates = cfg.server.tls.verifies_clients();
+    if certificates {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "mutualTLS",
+            SecurityScheme::MutualTls {
+                description: Some(
+                    "A client certificate signed by server.tls.client_ca_path whose DNS name [auth.certificates] gives a role".to_owned(),
+                ),
+                extensions: None,
+            },
+        );
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let Some(&(_, role)) = super::auth::ROUTE_ROLES.iter().find(|(p, _)| p == path) else {
+            continue;
+        };
+        let mut requirements = Vec::new();
+        if !super::auth::has_credentials(cfg, role) {
+            requirements.push(SecurityRequirement::default());
+        }
+        requirements.push(SecurityRequirement::new("bearer", Vec::<String>::new()));
+        if certificates {
+            requirements.push(SecurityRequirement::new("mutualTLS", Vec::<String>::new()));
+        }
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security = Some(requirements.clone());
+        }
+    }
+    doc
+}
+
+/// `GET /openapi.json`: this document, with each route's security as the
+/// running configuration enforces it.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document; each route's `security` as the running configuration enforces it", body = Object)))]
+pub(super) async fn openapi_json(State(st): State<AppState>) -> Json<utoipa::openapi::OpenApi> {
+    Json(document_for(&st.engine.config()))
 }

@@ -39,6 +39,18 @@ pub enum AdminErrors {
     Forbidden(ErrorBody),
 }
 
+/// The refusals of every route that belongs to a role (`http::auth`).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Schema only.
+pub enum AuthErrors {
+    /// The role has credentials and the request presents none, or an unknown token or client certificate (`unauthorized`)
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// A credential of another role, or an admin route off loopback without admin tokens (`forbidden`)
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+}
+
 /// The errors every endpoint with a JSON body may answer before its handler
 /// runs ([`super::ApiJson`]).
 #[derive(utoipa::IntoResponses)]
