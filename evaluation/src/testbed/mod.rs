@@ -18,6 +18,7 @@
 //! late scorer call is counted and the router picks by itself.
 
 pub mod conns;
+pub mod credentials;
 pub mod faults;
 pub mod loaded;
 pub mod loadgen;

@@ -153,6 +153,7 @@ pub(super) async fn run_policy(
 ) -> Result<PolicyRun, String> {
     let n = workers.len();
     let mut config = Config::default();
+    let credentials = super::credentials::RunCredentials::install(&mut config)?;
     let mut engine = Engine::new(config.clone());
     let hub = match &setup.model_dir {
         Some(dir) => {
@@ -182,7 +183,9 @@ pub(super) async fn run_policy(
         "http://{}",
         std_listener.local_addr().map_err(|e| e.to_string())?
     );
-    let http = reqwest::Client::builder()
+    let http = credentials
+        .router
+        .apply(reqwest::Client::builder())
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
@@ -214,7 +217,8 @@ pub(super) async fn run_policy(
             port: w.port,
         })
         .collect();
-    let agent_cfg = agent::AgentConfig::new(base.clone(), specs);
+    let mut agent_cfg = agent::AgentConfig::new(base.clone(), specs);
+    agent_cfg.credentials = credentials.agent;
     let (agent_stop_tx, agent_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let agent_task = svc_rt.spawn(agent::run(agent_cfg, async {
         let _ = agent_stop_rx.await;
