@@ -324,10 +324,10 @@ async fn dataset_readers_read_a_live_directory_without_the_open_file() {
     let decisions = dir.0.join("decisions");
     let hidden = python(
         "import sys, pathlib\n\
-         print(sorted(p.name.startswith('.') for p in pathlib.Path(sys.argv[1]).rglob('*.inprogress')))",
+         print(sorted(p.name.startswith('.') for p in pathlib.Path(sys.argv[1]).rglob('*.arrows')))",
         &[&decisions],
     );
-    assert_eq!(hidden, "[True]", "one open file, hidden");
+    assert_eq!(hidden, "[True]", "one open write-ahead file, hidden");
     let pyarrow = python(
         "import sys, pyarrow.dataset as ds\n\
          print(ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table().num_rows)",

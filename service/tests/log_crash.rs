@@ -1,7 +1,8 @@
-//! Crash safety of the decision log with the real binary (issue #4): a
-//! SIGKILL mid-stream leaves every rolled file complete and readable; the
-//! restart recovers or quarantines what was in progress; SIGTERM drains and
-//! closes cleanly.
+//! Crash safety of the decision log with the real binary: after a SIGKILL
+//! mid-stream every rolled file reads, and the restart compacts the
+//! write-ahead files the kill left, so every decision the writer had
+//! appended is in the Parquet files, once; SIGTERM drains and closes
+//! cleanly.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -175,33 +176,52 @@ async fn sigkill_mid_stream_loses_no_rolled_file_and_restart_recovers() {
 
     let decisions = root.join("decisions");
     let rolled = read_dir(&decisions, LogKind::Decisions).expect("every rolled file reads");
-    assert!(rolled.files.len() >= 3, "{:?}", rolled.files);
     assert_eq!(rolled.rows % 3, 0, "whole decisions only");
-    let leftovers = files_with_suffix(&root, ".inprogress");
+    let leftovers = files_with_suffix(&root, ".arrows");
     assert!(
         !leftovers.is_empty(),
-        "the kill should leave a file in progress"
+        "the kill should leave a write-ahead file"
     );
 
     let second = start(&root, "second");
     wait_healthy(&client, &second).await;
     let stats = log_stats(&client, &second).await;
-    let handled = stats["stats"]["recovered"].as_u64().unwrap_or(0)
-        + stats["stats"]["quarantined"].as_u64().unwrap_or(0);
-    assert_eq!(
-        handled as usize,
-        leftovers.len(),
-        "{stats} vs {leftovers:?}"
+    assert_eq!(stats["stats"]["quarantined"], 0, "{stats}");
+    assert!(
+        stats["stats"]["recovered"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
     );
     for f in &leftovers {
-        assert!(
-            !f.exists(),
-            "{} was neither recovered nor quarantined",
-            f.display()
-        );
+        assert!(!f.exists(), "{} was not compacted", f.display());
     }
     let after = read_dir(&decisions, LogKind::Decisions).expect("still readable");
-    assert!(after.rows >= rolled.rows);
+    // Every decision the writer had appended survived the kill, once.
+    assert_eq!(
+        u64::try_from(after.rows).unwrap(),
+        sent * 3,
+        "{sent} decisions sent"
+    );
+    let mut ids: Vec<String> = after
+        .batches
+        .iter()
+        .flat_map(|b| {
+            let ids = b
+                .column_by_name("decision_id")
+                .expect("decision_id")
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .expect("utf8")
+                .clone();
+            (0..arrow::array::Array::len(&ids)).map(move |i| ids.value(i).to_owned())
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        u64::try_from(ids.len()).unwrap(),
+        sent,
+        "no decision twice, none lost"
+    );
 
     // SIGTERM: graceful shutdown drains and closes; nothing stays in progress.
     report_workers(&client, &second, wall_ms() + 1).await;
@@ -234,6 +254,7 @@ async fn sigkill_mid_stream_loses_no_rolled_file_and_restart_recovers() {
     };
     assert!(status.success(), "exit status {status}");
     assert!(files_with_suffix(&root, ".inprogress").is_empty());
+    assert!(files_with_suffix(&root, ".arrows").is_empty());
     let last = read_dir(&decisions, LogKind::Decisions).expect("readable after shutdown");
     assert_eq!(
         last.rows,

@@ -35,6 +35,25 @@ pub const DEFAULT_ROW_GROUP_ROWS: usize = 4_096;
 /// writer keeps up unless the CPU is saturated; past the capacity records are
 /// dropped and counted rather than queued without bound.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 8_192;
+/// Default for [`LogConfig::flush_ms`]: under sustained traffic, records
+/// reach the write-ahead file at least every 200 ms, which bounds what a
+/// crash of the process loses.
+pub const DEFAULT_FLUSH_MS: u64 = 200;
+/// Longest accepted [`LogConfig::flush_ms`] (a minute, the default file age).
+pub const MAX_FLUSH_MS: u64 = 60_000;
+
+/// When the write-ahead file is fsynced ([`LogConfig::fsync`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    /// At each roll-over, before compaction: a process crash loses at most
+    /// `flush_ms`; a machine crash can lose what the kernel had not written.
+    #[default]
+    Roll,
+    /// After every appended batch too: a machine crash loses at most
+    /// `flush_ms` as well, at the cost of an fsync per batch.
+    Batch,
+}
 
 /// Decision log settings. Every field has a default (the `DEFAULT_*` constants);
 /// unknown keys are rejected when deserializing.
@@ -68,6 +87,12 @@ pub struct LogConfig {
     pub row_group_rows: usize,
     /// Capacity of the bounded channel to the writer thread, in records (≥ 1).
     pub channel_capacity: usize,
+    /// Under sustained traffic, pending records are appended to the
+    /// write-ahead file at least this often, ms (1..=60 000); a process
+    /// crash loses at most the last `flush_ms` of accepted records.
+    pub flush_ms: u64,
+    /// When the write-ahead file is fsynced: `roll` (default) or `batch`.
+    pub fsync: FsyncPolicy,
 }
 
 impl Default for LogConfig {
@@ -83,6 +108,8 @@ impl Default for LogConfig {
             max_age_ms: DEFAULT_MAX_AGE_MS,
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            flush_ms: DEFAULT_FLUSH_MS,
+            fsync: FsyncPolicy::Roll,
         }
     }
 }
@@ -133,6 +160,12 @@ impl LogConfig {
                 return Err(format!("{key} must be >= 1, got {value}"));
             }
         }
+        if !(1..=MAX_FLUSH_MS).contains(&self.flush_ms) {
+            return Err(format!(
+                "flush_ms must be in 1..={MAX_FLUSH_MS}, got {}",
+                self.flush_ms
+            ));
+        }
         Ok(())
     }
 
@@ -179,6 +212,8 @@ mod tests {
         assert!(bad(|c| c.max_age_ms = 0).starts_with("max_age_ms"));
         assert!(bad(|c| c.row_group_rows = 0).starts_with("row_group_rows"));
         assert!(bad(|c| c.channel_capacity = 0).starts_with("channel_capacity"));
+        assert!(bad(|c| c.flush_ms = 0).starts_with("flush_ms"));
+        assert!(bad(|c| c.flush_ms = 60_001).starts_with("flush_ms"));
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub mod sink;
 #[cfg(feature = "parquet")]
 pub mod batch;
 #[cfg(feature = "parquet")]
+pub mod compact;
+#[cfg(feature = "parquet")]
+pub mod compactor;
+#[cfg(feature = "parquet")]
 pub mod dir_lock;
 #[cfg(feature = "parquet")]
 pub mod error;
@@ -88,6 +92,8 @@ pub mod schema;
 #[cfg(feature = "parquet")]
 pub mod stats;
 #[cfg(feature = "parquet")]
+pub mod wal;
+#[cfg(feature = "parquet")]
 pub mod writer;
 
 #[cfg(all(test, feature = "parquet"))]
@@ -100,7 +106,7 @@ use arrow::datatypes::SchemaRef;
 
 #[cfg(feature = "parquet")]
 pub use batch::{decisions_batch, outcomes_batch};
-pub use config::LogConfig;
+pub use config::{FsyncPolicy, LogConfig};
 #[cfg(feature = "parquet")]
 pub use error::{LogError, ReadError};
 #[cfg(feature = "parquet")]
@@ -111,7 +117,7 @@ pub use join::{join_outcomes, joined_schema};
 pub use reader::{LoadedLog, read_dir, read_file};
 pub use record::{CandidateRow, DecisionRecord, OutcomeRecord, SHADOW_ARM};
 #[cfg(feature = "parquet")]
-pub use recovery::{RecoveryReport, recover_dir};
+pub use recovery::{RecoveryReport, recover_dir, recover_dir_with};
 #[cfg(feature = "parquet")]
 pub use rolling::{RollReason, roll_reason};
 pub use sampling::sampled_at;

@@ -9,7 +9,9 @@
 //! as Flink names in-progress part files, so that dataset readers which list a
 //! live directory (pyarrow's and Spark's skip names starting with `.` or `_`;
 //! DuckDB's and polars' `*.parquet` globs do not match the suffix) never open a
-//! file without a footer.
+//! file without a footer. Records are first appended to a hidden write-ahead
+//! file in Arrow IPC stream format, `.<prefix>-…-<seq>.arrows` ([`wal_path`]),
+//! which no Parquet reader lists either.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,8 @@ pub const PARQUET_EXT: &str = ".parquet";
 pub const INPROGRESS_SUFFIX: &str = ".inprogress";
 /// Prefix put before the final name while a file is being written (hidden).
 pub const INPROGRESS_PREFIX: &str = ".";
+/// Extension of a write-ahead file (Arrow IPC stream format).
+pub const WAL_EXT: &str = ".arrows";
 /// Directory (directly under a log root) where unreadable leftovers are moved.
 pub const QUARANTINE_DIR: &str = "quarantine";
 /// Prefix of a date partition directory.
@@ -104,6 +108,27 @@ pub fn inprogress_path(final_path: &Path) -> PathBuf {
     final_path.with_file_name(name)
 }
 
+/// The write-ahead path of a final path: `<dir>/.<stem>.arrows`.
+pub fn wal_path(final_path: &Path) -> PathBuf {
+    let name = final_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(PARQUET_EXT).unwrap_or(name);
+    final_path.with_file_name(format!("{INPROGRESS_PREFIX}{stem}{WAL_EXT}"))
+}
+
+/// The final path a write-ahead path (`.<stem>.arrows`) compacts to, or
+/// `None` if it is not one.
+pub fn final_of_wal(path: &Path) -> Option<PathBuf> {
+    let stem = path
+        .file_name()?
+        .to_str()?
+        .strip_suffix(WAL_EXT)?
+        .strip_prefix(INPROGRESS_PREFIX)?;
+    (!stem.is_empty()).then(|| path.with_file_name(format!("{stem}{PARQUET_EXT}")))
+}
+
 /// The final path of an in-progress path (`.<name>.inprogress`, or
 /// `<name>.inprogress` as earlier versions named them), or `None` if it
 /// lacks the suffix.
@@ -116,12 +141,16 @@ pub fn strip_inprogress(path: &Path) -> Option<PathBuf> {
     (!name.is_empty()).then(|| path.with_file_name(name))
 }
 
-/// Sequence number of a log file name of `kind` (final or in-progress), if it is one.
+/// Sequence number of a log file name of `kind` (final, in-progress or
+/// write-ahead), if it is one.
 pub fn parse_seq(kind: LogKind, name: &str) -> Option<u64> {
     let name = name
         .strip_suffix(INPROGRESS_SUFFIX)
         .map_or(name, |n| n.strip_prefix(INPROGRESS_PREFIX).unwrap_or(n));
-    let stem = name.strip_suffix(PARQUET_EXT)?;
+    let stem = match name.strip_suffix(WAL_EXT) {
+        Some(wal) => wal.strip_prefix(INPROGRESS_PREFIX)?,
+        None => name.strip_suffix(PARQUET_EXT)?,
+    };
     let rest = stem.strip_prefix(kind.prefix())?.strip_prefix('-')?;
     let (_ts, seq) = rest.rsplit_once('-')?;
     if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
@@ -208,5 +237,25 @@ mod tests {
         );
         assert_eq!(parse_seq(LogKind::Decisions, "decisions-x-.parquet"), None);
         assert_eq!(parse_seq(LogKind::Decisions, "notes.txt"), None);
+        assert_eq!(
+            parse_seq(
+                LogKind::Decisions,
+                ".decisions-20240305T101112345Z-000043.arrows"
+            ),
+            Some(43)
+        );
+    }
+
+    #[test]
+    fn a_write_ahead_file_is_hidden_and_names_its_parquet_file() {
+        let p = PathBuf::from("/r/dt=2024-03-05/decisions-20240305T101112345Z-000042.parquet");
+        let wal = wal_path(&p);
+        assert_eq!(
+            wal,
+            PathBuf::from("/r/dt=2024-03-05/.decisions-20240305T101112345Z-000042.arrows")
+        );
+        assert_eq!(final_of_wal(&wal), Some(p));
+        assert_eq!(final_of_wal(Path::new("/r/x.arrows")), None);
+        assert_eq!(final_of_wal(Path::new("/r/.arrows")), None);
     }
 }

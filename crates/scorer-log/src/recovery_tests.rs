@@ -231,3 +231,89 @@ fn reader_skips_other_feature_schema_versions_and_ignores_leftovers() {
     // Outcomes reader ignores decisions files.
     assert_eq!(read_dir(&dir, LogKind::Outcomes).unwrap().rows, 0);
 }
+
+/// A write-ahead file of decisions `0..n` (2 candidates each) in two
+/// batches, as a killed writer leaves it (not sealed), and where its
+/// Parquet file goes.
+fn crashed_wal(root: &Path, n: usize) -> (PathBuf, PathBuf) {
+    let part = root.join("dt=2024-03-05");
+    std::fs::create_dir_all(&part).unwrap();
+    let final_path = part.join("decisions-20240305T090000000Z-000001.parquet");
+    let wal = crate::naming::wal_path(&final_path);
+    let mut w =
+        crate::wal::WalWriter::create(&wal, &decisions_schema(), crate::config::FsyncPolicy::Roll)
+            .unwrap();
+    let recs: Vec<DecisionRecord> = (0..n).map(|i| decision(i, 2)).collect();
+    let half = n / 2;
+    w.append(&decisions_batch(&recs[..half]).unwrap()).unwrap();
+    w.append(&decisions_batch(&recs[half..]).unwrap()).unwrap();
+    drop(w);
+    (wal, final_path)
+}
+
+#[test]
+fn a_torn_write_ahead_tail_is_dropped_and_the_rest_compacted() {
+    let tmp = TempDir::new("recover-torn");
+    let root = tmp.path().join("decisions");
+    let (wal, final_path) = crashed_wal(&root, 10);
+    let bytes = std::fs::read(&wal).unwrap();
+    std::fs::write(&wal, &bytes[..bytes.len() - 100]).unwrap();
+    let report = recover_dir(&root).unwrap();
+    assert_eq!(report.recovered, vec![final_path.clone()]);
+    assert_eq!(report.torn.len(), 1, "{report:?}");
+    assert!(report.quarantined.is_empty());
+    assert!(!wal.exists());
+    let d = read_dir(&root, LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 5 * 2, "the first batch, whole");
+}
+
+#[test]
+fn a_write_ahead_file_already_compacted_is_deleted_not_read_twice() {
+    let tmp = TempDir::new("recover-dup");
+    let root = tmp.path().join("decisions");
+    let (wal, final_path) = crashed_wal(&root, 10);
+    let copy = std::fs::read(&wal).unwrap();
+    let props = crate::rolling::writer_properties(&LogConfig::default());
+    crate::compact::compact(&wal, &final_path, LogKind::Decisions, &props)
+        .unwrap()
+        .unwrap();
+    // The crash came after the rename, before the delete.
+    std::fs::write(&wal, copy).unwrap();
+    let report = recover_dir(&root).unwrap();
+    assert!(report.recovered.is_empty() && report.quarantined.is_empty());
+    assert!(!wal.exists());
+    let d = read_dir(&root, LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 10 * 2, "each decision once");
+}
+
+#[test]
+fn a_compaction_cut_short_is_redone_from_the_write_ahead_file() {
+    let tmp = TempDir::new("recover-redo");
+    let root = tmp.path().join("decisions");
+    let (wal, final_path) = crashed_wal(&root, 10);
+    let partial = crate::naming::inprogress_path(&final_path);
+    std::fs::write(&partial, b"PAR1 half a file").unwrap();
+    let report = recover_dir(&root).unwrap();
+    assert_eq!(report.recovered, vec![final_path]);
+    assert!(report.quarantined.is_empty(), "{report:?}");
+    assert!(!partial.exists() && !wal.exists());
+    assert_eq!(read_dir(&root, LogKind::Decisions).unwrap().rows, 10 * 2);
+}
+
+#[test]
+fn a_write_ahead_file_without_a_header_or_a_fifo_is_quarantined() {
+    let tmp = TempDir::new("recover-bad-wal");
+    let root = tmp.path().join("r");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join(".decisions-x-000001.arrows"), b"junk").unwrap();
+    let fifo = root.join(".decisions-x-000002.arrows");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let report = recover_dir(&root).unwrap();
+    assert!(report.recovered.is_empty());
+    assert_eq!(report.quarantined.len(), 2, "{report:?}");
+    assert!(root.join("quarantine/.decisions-x-000002.arrows").exists());
+}

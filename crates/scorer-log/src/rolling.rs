@@ -1,19 +1,17 @@
 //! When to roll a file ([`roll_reason`], a pure function) and the one open file
-//! of a log kind ([`RollingFile`]): `*.inprogress` → close → fsync → rename.
+//! of a log kind ([`RollingFile`]): a write-ahead file ([`super::wal`]) that
+//! each batch is appended to, sealed at roll-over and handed to
+//! [`super::compact`] for its Parquet file.
 //!
-//! Size is estimated as `ArrowWriter::bytes_written()` (bytes already flushed to
-//! the file: header and finished row groups, compressed) plus
-//! `ArrowWriter::in_progress_size()` (the writer's estimate of the encoded size of
-//! the buffered row group, before compression). It therefore overestimates for
-//! compressible data, so files close at or somewhat below `max_bytes`; the footer
-//! (a few KiB) is not counted.
+//! Size is the bytes of the write-ahead file: Arrow IPC, about the records'
+//! in-memory size, before Parquet's encodings and compression; so the
+//! Parquet file is several times smaller than `max_bytes`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -21,10 +19,11 @@ use parquet::schema::types::ColumnPath;
 use super::LogKind;
 use super::config::LogConfig;
 use super::error::LogError;
-use super::naming::{day_of, final_path, inprogress_path, max_seq};
+use super::naming::{day_of, final_path, max_seq, wal_path};
 use super::schema::{
     CANDIDATES_COLUMN, FEATURE_ITEM_NAME, candidate_fields, decisions_schema, outcomes_schema,
 };
+use super::wal::WalWriter;
 
 /// Zstd level used for every log file (the Parquet default, fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -190,20 +189,20 @@ pub fn writer_properties(cfg: &LogConfig) -> WriterProperties {
     builder.build()
 }
 
-/// A file closed and renamed to its final name.
+/// A write-ahead file sealed at roll-over, to be compacted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClosedFile {
-    /// Final path.
-    pub path: PathBuf,
-    /// Rows in the file.
+pub struct SealedFile {
+    /// The write-ahead file.
+    pub wal: PathBuf,
+    /// The Parquet file it becomes.
+    pub final_path: PathBuf,
+    /// Rows in it.
     pub rows: u64,
-    /// Size on disk, bytes.
-    pub bytes: u64,
 }
 
 struct OpenFile {
-    writer: ArrowWriter<File>,
-    inprogress: PathBuf,
+    wal: WalWriter,
+    wal_path: PathBuf,
     final_path: PathBuf,
     opened_at_ms: u64,
     rows: u64,
@@ -213,7 +212,7 @@ struct OpenFile {
 pub struct RollingFile {
     root: PathBuf,
     kind: LogKind,
-    props: WriterProperties,
+    fsync: super::config::FsyncPolicy,
     next_seq: u64,
     open: Option<OpenFile>,
 }
@@ -224,7 +223,7 @@ impl std::fmt::Debug for RollingFile {
             .field("root", &self.root)
             .field("kind", &self.kind)
             .field("next_seq", &self.next_seq)
-            .field("open", &self.open.as_ref().map(|o| &o.inprogress))
+            .field("open", &self.open.as_ref().map(|o| &o.wal_path))
             .finish()
     }
 }
@@ -237,10 +236,15 @@ impl RollingFile {
         Self {
             root,
             kind,
-            props: writer_properties(cfg),
+            fsync: cfg.fsync,
             next_seq,
             open: None,
         }
+    }
+
+    /// The log kind.
+    pub fn kind(&self) -> LogKind {
+        self.kind
     }
 
     /// Rows in the open file (0 if none).
@@ -248,12 +252,9 @@ impl RollingFile {
         self.open.as_ref().map_or(0, |o| o.rows)
     }
 
-    /// Estimated size of the open file in bytes (see the module docs; 0 if none).
+    /// Size of the open write-ahead file in bytes (0 if none).
     pub fn estimated_bytes(&self) -> u64 {
-        self.open.as_ref().map_or(0, |o| {
-            let n = o.writer.bytes_written() + o.writer.in_progress_size();
-            u64::try_from(n).unwrap_or(u64::MAX)
-        })
+        self.open.as_ref().map_or(0, |o| o.wal.bytes())
     }
 
     /// Rows the open file can still take before the row limit (≥ 1).
@@ -261,11 +262,12 @@ impl RollingFile {
         cfg.max_rows.saturating_sub(self.rows()).max(1)
     }
 
-    /// Appends `batch`, opening a new in-progress file stamped `now_ms` if none is
-    /// open. Empty batches are ignored.
+    /// Appends `batch` to the write-ahead file, opening one stamped `now_ms`
+    /// if none is open. Empty batches are ignored. Once this returns, the
+    /// rows survive a crash of the process.
     ///
     /// # Errors
-    /// Creating the directory or file, or Parquet encoding, failed.
+    /// Creating the directory or file, or writing, failed.
     pub fn write(&mut self, batch: &RecordBatch, now_ms: u64) -> Result<(), LogError> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -276,19 +278,14 @@ impl RollingFile {
         let Some(open) = self.open.as_mut() else {
             return Ok(()); // ok: set just above
         };
-        open.writer
-            .write(batch)
-            .map_err(|source| LogError::Parquet {
-                path: open.inprogress.clone(),
-                source,
-            })?;
+        open.wal.append(batch)?;
         open.rows = open
             .rows
             .saturating_add(u64::try_from(batch.num_rows()).unwrap_or(u64::MAX));
         Ok(())
     }
 
-    /// Closes the open file if [`roll_reason`] says so at `now_ms`.
+    /// Seals the open file if [`roll_reason`] says so at `now_ms`.
     ///
     /// # Errors
     /// As [`RollingFile::close`].
@@ -296,7 +293,7 @@ impl RollingFile {
         &mut self,
         now_ms: u64,
         cfg: &LogConfig,
-    ) -> Result<Option<(ClosedFile, RollReason)>, LogError> {
+    ) -> Result<Option<(SealedFile, RollReason)>, LogError> {
         let Some(open) = &self.open else {
             return Ok(None);
         };
@@ -313,41 +310,26 @@ impl RollingFile {
         }
     }
 
-    /// Finishes the open file (footer), fsyncs it, renames it to its final name and
-    /// fsyncs the directory. `Ok(None)` if no file was open.
+    /// Seals the open write-ahead file (end-of-stream marker, fsync) for
+    /// compaction. `Ok(None)` if no file was open.
     ///
     /// # Errors
-    /// Any step failed; the in-progress file is left for start-up recovery.
-    pub fn close(&mut self) -> Result<Option<ClosedFile>, LogError> {
-        let Some(mut open) = self.open.take() else {
+    /// Writing or syncing failed; the file is left for start-up recovery.
+    pub fn close(&mut self) -> Result<Option<SealedFile>, LogError> {
+        let Some(open) = self.open.take() else {
             return Ok(None);
         };
-        open.writer.finish().map_err(|source| LogError::Parquet {
-            path: open.inprogress.clone(),
-            source,
-        })?;
-        let file = open.writer.inner();
-        file.sync_all()
-            .map_err(|e| LogError::io(&open.inprogress, e))?;
-        let bytes = file
-            .metadata()
-            .map_err(|e| LogError::io(&open.inprogress, e))?
-            .len();
-        drop(open.writer);
-        std::fs::rename(&open.inprogress, &open.final_path)
-            .map_err(|e| LogError::io(&open.final_path, e))?;
-        if let Some(dir) = open.final_path.parent() {
-            sync_dir(dir)?;
-        }
-        Ok(Some(ClosedFile {
-            path: open.final_path,
+        let wal = open.wal.seal()?;
+        Ok(Some(SealedFile {
+            wal,
+            final_path: open.final_path,
             rows: open.rows,
-            bytes,
         }))
     }
 
-    /// Drops the open file without finishing it (after an error); the in-progress
-    /// file stays on disk for start-up recovery. Returns the rows it held.
+    /// Drops the open file without sealing it (after an error); the
+    /// write-ahead file stays on disk for start-up recovery. Returns the
+    /// rows it held.
     pub fn abandon(&mut self) -> u64 {
         self.open.take().map_or(0, |o| o.rows)
     }
@@ -357,32 +339,25 @@ impl RollingFile {
             let seq = self.next_seq;
             self.next_seq = self.next_seq.saturating_add(1);
             let final_path = final_path(&self.root, self.kind, now_ms, seq);
-            let inprogress = inprogress_path(&final_path);
+            let wal_path = wal_path(&final_path);
             if let Some(dir) = final_path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
             }
-            if final_path.exists() {
+            if final_path.exists() || wal_path.exists() {
                 continue;
             }
-            let file = match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&inprogress)
-            {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(LogError::io(&inprogress, e)),
+            let wal = match WalWriter::create(&wal_path, &self.kind.schema(), self.fsync) {
+                Ok(w) => w,
+                Err(LogError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            let schema = self.kind.schema();
-            let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(self.props.clone()))
-                .map_err(|source| LogError::Parquet {
-                path: inprogress.clone(),
-                source,
-            })?;
-            super::schema::append_version_metadata(&mut writer, &schema);
             return Ok(OpenFile {
-                writer,
-                inprogress,
+                wal,
+                wal_path,
                 final_path,
                 opened_at_ms: now_ms,
                 rows: 0,

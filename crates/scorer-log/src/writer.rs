@@ -5,9 +5,11 @@
 //! the writer. One thread drains the channel, buffers records until
 //! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
 //! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
-//! [`WRITER_FLUSH_MS`] passed, converts them to one `RecordBatch` and appends
-//! it to the open file of its kind (the Parquet writer still cuts row groups
-//! of `row_group_rows`). Appending after every lull wrote one-decision
+//! `log.flush_ms` passed, converts them to one `RecordBatch` and appends
+//! it to the write-ahead file of its kind, flushed to the kernel: from then
+//! on a crash of the process loses none of it. At roll-over the sealed file
+//! goes to the compaction thread ([`super::compactor`]), which writes the
+//! Parquet file (cutting row groups of `row_group_rows`). Appending after every lull wrote one-decision
 //! batches whose fixed cost took a quarter of a 2-core machine at 3 000
 //! decisions/s; appending whole row groups encoded in ~0.1 s bursts that
 //! requests queued behind. After each append
@@ -23,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use super::LogKind;
 use super::batch::{decisions_batch_sampled, outcomes_batch};
+use super::compactor::Compactor;
 use super::config::LogConfig;
 use super::dir_lock::{DirLock, lock_dir};
 use super::error::LogError;
 use super::record::{DecisionRecord, OutcomeRecord};
-use super::recovery::recover_dir;
-use super::rolling::{ClosedFile, RollReason, RollingFile};
+use super::recovery::recover_dir_with;
+use super::rolling::{RollReason, RollingFile, SealedFile, writer_properties};
 use super::sampling::sampled_at;
 use super::stats::{Counters, LogStats};
 use scorer_core::clock::Clock;
@@ -39,10 +42,6 @@ pub const WRITER_TICK_MS: u64 = 100;
 /// drains instead of blocking on the channel: a blocked receiver costs every
 /// sender a wake-up system call, a sleeping one costs them nothing.
 pub const WRITER_POLL_MS: u64 = 10;
-/// Under sustained traffic, pending records are appended to the open file at
-/// least this often (ms) even when no row group has filled. Appended rows
-/// are not durable before the file closes either way (see the module docs).
-pub const WRITER_FLUSH_MS: u64 = 1_000;
 /// Pending candidates (or outcome rows) at which the writer appends them
 /// (when below `row_group_rows`), yielding the CPU after each append: 512
 /// candidate rows were ~1 ms of encoding, all a score call on a shared core waits
@@ -153,7 +152,7 @@ impl DecisionLog {
             }
         }
         for dir in [&cfg.dir, &outcomes_dir] {
-            let report = recover_dir(dir)?;
+            let report = recover_dir_with(dir, &writer_properties(&cfg))?;
             let c = &shared.counters;
             Counters::add(&c.recovered, len_u64(report.recovered.len()));
             Counters::add(&c.quarantined, len_u64(report.quarantined.len()));
@@ -165,6 +164,7 @@ impl DecisionLog {
             recovered = st.recovered, quarantined = st.quarantined, "decision log started");
         let decisions = RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg);
         let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg);
+        let compactor = Compactor::spawn(writer_properties(&cfg), compacted(shared.clone()))?;
         let (tx, rx) = std::sync::mpsc::sync_channel(cfg.channel_capacity);
         let worker = Worker {
             rx,
@@ -177,6 +177,7 @@ impl DecisionLog {
             pending_decision_rows: 0,
             pending_outcomes: Vec::new(),
             first_error: None,
+            compactor,
             _locks: locks,
         };
         let handle = std::thread::Builder::new()
@@ -352,15 +353,39 @@ struct Worker {
     pending_decision_rows: u64,
     pending_outcomes: Vec<OutcomeRecord>,
     first_error: Option<LogError>,
+    compactor: Compactor,
     /// Held until the writer thread ends ([`super::dir_lock`]).
     _locks: Vec<DirLock>,
+}
+
+/// What the writer learns of a compaction: its counters and log lines.
+fn compacted(shared: Arc<Shared>) -> super::compactor::OnDone {
+    Box::new(move |kind, sealed, result| {
+        let c = &shared.counters;
+        Counters::sub(&c.open_rows, sealed.rows);
+        match result {
+            Ok(Some(done)) => {
+                Counters::add(&c.written_rows, done.rows);
+                Counters::add(&c.files, 1);
+                Counters::add(&c.bytes, done.bytes);
+                tracing::debug!(path = %done.path.display(), rows = done.rows,
+                    bytes = done.bytes, "decision log file compacted");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                Counters::add(&c.write_errors, 1);
+                tracing::error!(error = %e, kind = kind.prefix(), wal = %sealed.wal.display(),
+                    rows = sealed.rows, "decision log compaction failed; start-up recovery will retry");
+            }
+        }
+    })
 }
 
 impl Worker {
     fn run(mut self) -> Result<(), LogError> {
         let tick = Duration::from_millis(WRITER_TICK_MS);
         let poll = Duration::from_millis(WRITER_POLL_MS);
-        let flush_every = Duration::from_millis(WRITER_FLUSH_MS);
+        let flush_every = Duration::from_millis(self.cfg.flush_ms);
         let mut last_flush = Instant::now();
         // Busy: records arrived during the last poll. The writer then sleeps
         // instead of blocking in `recv`, so senders never have to wake it.
@@ -416,6 +441,9 @@ impl Worker {
         for kind in [LogKind::Decisions, LogKind::Outcomes] {
             let result = self.file(kind).close();
             self.after_close(kind, result, None);
+        }
+        if let Some(e) = self.compactor.finish() {
+            self.first_error.get_or_insert(e);
         }
         match self.first_error.take() {
             Some(e) => Err(e),
@@ -554,31 +582,23 @@ impl Worker {
     fn after_close(
         &mut self,
         kind: LogKind,
-        result: Result<Option<ClosedFile>, LogError>,
+        result: Result<Option<SealedFile>, LogError>,
         reason: Option<RollReason>,
     ) {
         match result {
-            Ok(Some(closed)) => {
-                let c = &self.shared.counters;
-                Counters::sub(&c.open_rows, closed.rows);
-                Counters::add(&c.written_rows, closed.rows);
-                Counters::add(&c.files, 1);
-                Counters::add(&c.bytes, closed.bytes);
-                tracing::debug!(
-                    path = %closed.path.display(),
-                    rows = closed.rows,
-                    bytes = closed.bytes,
-                    ?reason,
-                    "decision log file closed"
-                );
+            Ok(Some(sealed)) => {
+                tracing::debug!(wal = %sealed.wal.display(), rows = sealed.rows, ?reason,
+                    "decision log file sealed");
+                self.compactor.submit(kind, sealed);
             }
             Ok(None) => {}
             Err(e) => self.fail(kind, e),
         }
     }
 
-    /// Records a write failure: the open file of `kind` is abandoned (left as
-    /// `*.inprogress` for start-up recovery) and its rows are lost.
+    /// Records a write failure: the open file of `kind` is abandoned (its
+    /// write-ahead file left for start-up recovery, which keeps the rows
+    /// written before the failure).
     fn fail(&mut self, kind: LogKind, e: LogError) {
         let lost = self.file(kind).abandon();
         let c = &self.shared.counters;

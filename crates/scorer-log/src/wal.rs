@@ -1,0 +1,248 @@
+//! The write-ahead file of one open log file: an Arrow IPC *stream*
+//! (`.<stem>.arrows`), appended a record batch at a time and flushed to the
+//! kernel after each, fsynced per [`FsyncPolicy`]. A stream has no footer,
+//! so a file cut short by a crash reads back up to its last complete batch
+//! ([`read_wal`]); [`super::compact`] rewrites it as the Parquet file
+//! readers see.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::Schema;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+
+use super::config::FsyncPolicy;
+use super::error::LogError;
+
+/// Buffer of the write-ahead writer, bytes (a batch is flushed whole anyway).
+const WAL_BUFFER_BYTES: usize = 256 * 1024;
+
+/// A writer that counts the bytes through it.
+#[derive(Debug)]
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes = self
+            .bytes
+            .saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// An open write-ahead file.
+pub struct WalWriter {
+    writer: StreamWriter<Counting<BufWriter<File>>>,
+    path: PathBuf,
+    fsync: FsyncPolicy,
+}
+
+impl std::fmt::Debug for WalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalWriter")
+            .field("path", &self.path)
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
+impl WalWriter {
+    /// Creates `path` (which must not exist) and writes the stream's schema.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] if the file exists or cannot be written.
+    pub fn create(path: &Path, schema: &Schema, fsync: FsyncPolicy) -> Result<Self, LogError> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| LogError::io(path, e))?;
+        let sink = Counting {
+            inner: BufWriter::with_capacity(WAL_BUFFER_BYTES, file),
+            bytes: 0,
+        };
+        let mut writer = StreamWriter::try_new(sink, schema).map_err(|e| arrow_err(path, e))?;
+        writer.flush().map_err(|e| arrow_err(path, e))?;
+        Ok(Self {
+            writer,
+            path: path.to_owned(),
+            fsync,
+        })
+    }
+
+    /// Appends `batch` and hands it to the kernel (and to the disk with
+    /// [`FsyncPolicy::Batch`]): once this returns, a crash of the process
+    /// no longer loses it.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] on a failed write, flush or fsync (e.g. ENOSPC).
+    pub fn append(&mut self, batch: &RecordBatch) -> Result<(), LogError> {
+        self.writer
+            .write(batch)
+            .map_err(|e| arrow_err(&self.path, e))?;
+        self.writer.flush().map_err(|e| arrow_err(&self.path, e))?;
+        if self.fsync == FsyncPolicy::Batch {
+            self.file()
+                .sync_data()
+                .map_err(|e| LogError::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far (Arrow IPC: about the in-memory size).
+    pub fn bytes(&self) -> u64 {
+        self.writer.get_ref().bytes
+    }
+
+    fn file(&self) -> &File {
+        self.writer.get_ref().inner.get_ref()
+    }
+
+    /// Writes the end-of-stream marker and fsyncs the file.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] on a failed write or fsync; the file stays for recovery.
+    pub fn seal(mut self) -> Result<PathBuf, LogError> {
+        self.writer.finish().map_err(|e| arrow_err(&self.path, e))?;
+        self.file()
+            .sync_all()
+            .map_err(|e| LogError::io(&self.path, e))?;
+        Ok(self.path)
+    }
+}
+
+fn arrow_err(path: &Path, e: arrow::error::ArrowError) -> LogError {
+    let e = match e {
+        arrow::error::ArrowError::IoError(_, io) => io,
+        other => std::io::Error::other(other.to_string()),
+    };
+    LogError::io(path, e)
+}
+
+/// A write-ahead file opened for reading: its batches, in order, up to the
+/// last complete one.
+pub struct WalReader {
+    reader: StreamReader<BufReader<File>>,
+    /// Set once a batch could not be read whole (a torn tail), with why.
+    pub torn: Option<String>,
+}
+
+impl WalReader {
+    /// Opens `path` and reads its schema.
+    ///
+    /// # Errors
+    /// Why the header cannot be read: the file is not a write-ahead file.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        // Not `File::open`: a FIFO under that name would block start-up.
+        let file = scorer_core::regular_file::open_regular(path).map_err(|e| e.to_string())?;
+        let opened = catch_unwind(AssertUnwindSafe(|| {
+            StreamReader::try_new(BufReader::new(file), None)
+        }));
+        match opened {
+            Ok(Ok(reader)) => Ok(Self { reader, torn: None }),
+            Ok(Err(e)) => Err(format!("not an Arrow IPC stream: {e}")),
+            Err(_) => Err("not an Arrow IPC stream: the reader panicked".to_owned()),
+        }
+    }
+
+    /// The next complete batch, or `None` at the end of the stream or at a
+    /// torn tail (then [`WalReader::torn`] says why).
+    pub fn next_batch(&mut self) -> Option<RecordBatch> {
+        if self.torn.is_some() {
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.reader.next())) {
+            Ok(Some(Ok(batch))) => Some(batch),
+            Ok(None) => None,
+            Ok(Some(Err(e))) => {
+                self.torn = Some(e.to_string());
+                None
+            }
+            Err(_) => {
+                self.torn = Some("the reader panicked on the tail".to_owned());
+                None
+            }
+        }
+    }
+}
+
+/// Every complete batch of `path` and, if its tail is torn, why.
+///
+/// # Errors
+/// Why the header cannot be read.
+pub fn read_wal(path: &Path) -> Result<(Vec<RecordBatch>, Option<String>), String> {
+    let mut r = WalReader::open(path)?;
+    let mut batches = Vec::new();
+    while let Some(b) = r.next_batch() {
+        batches.push(b);
+    }
+    Ok((batches, r.torn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::outcomes_batch;
+    use crate::record::OutcomeRecord;
+
+    fn batch(n: usize) -> RecordBatch {
+        let recs: Vec<OutcomeRecord> = (0..n)
+            .map(|i| OutcomeRecord {
+                decision_id: format!("d-{i}"),
+                worker_id: "w".into(),
+                ts_ms: 1_700_000_000_000,
+                latency_ms: i as f64,
+                success: true,
+                caller: None,
+            })
+            .collect();
+        outcomes_batch(&recs).unwrap()
+    }
+
+    #[test]
+    fn a_torn_tail_reads_up_to_the_last_complete_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".outcomes-x-000001.arrows");
+        let schema = crate::schema::outcomes_schema();
+        let mut w = WalWriter::create(&path, &schema, FsyncPolicy::Roll).unwrap();
+        w.append(&batch(3)).unwrap();
+        let after_first = w.bytes();
+        w.append(&batch(5)).unwrap();
+        // Never sealed: the process "died" here. Cut the second batch short.
+        drop(w);
+        let full = std::fs::read(&path).unwrap();
+        let cut = usize::try_from(after_first).unwrap() + 40;
+        std::fs::write(&path, &full[..cut]).unwrap();
+        let (batches, torn) = read_wal(&path).unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].num_rows(), 3);
+        assert!(torn.is_some(), "the cut batch is reported");
+        // Uncut: both batches, nothing torn (no end-of-stream marker needed).
+        std::fs::write(&path, &full).unwrap();
+        let (batches, torn) = read_wal(&path).unwrap();
+        assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 8);
+        assert!(torn.is_none(), "{torn:?}");
+    }
+
+    #[test]
+    fn a_file_without_a_readable_header_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".outcomes-x-000002.arrows");
+        std::fs::write(&path, b"\xff\xff\xff\xffgarbage").unwrap();
+        assert!(read_wal(&path).is_err());
+        std::fs::write(&path, b"").unwrap();
+        assert!(read_wal(&path).is_err());
+    }
+}
