@@ -304,7 +304,7 @@ pub fn evaluation_markdown(
          `{cal_path}` (measured {date} on {host}, commit {commit}, {samples} calls at one connection: score call p50 {p50:.0} µs, p99 {p99:.0} µs; \
          `/healthz` round trip {rtt:.0} µs; in-service p50 {is50:.0} µs, p99 {is99:.0} µs). The request reaches its worker only when the answer is back, and its latency \
          counts from its arrival at the router. Outcomes reach the service in batches every {flush} ms (or {batch} outcomes) plus half a round trip; \
-         telemetry {tele} ms after the snapshot. Every one of these is a scenario key (docs/evaluation.md). In the testbed the service is a real process over HTTP.\n\n\
+         telemetry {tele} ms after the snapshot. Every one of these is a scenario key (docs/evaluation.md). In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
          **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
          The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains on seed + {offset}); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
