@@ -94,6 +94,8 @@ pub mod stats;
 #[cfg(feature = "parquet")]
 pub mod wal;
 #[cfg(feature = "parquet")]
+mod worker;
+#[cfg(feature = "parquet")]
 pub mod writer;
 
 #[cfg(all(test, feature = "parquet"))]

@@ -571,6 +571,8 @@ fn files_use_the_documented_encodings_and_statistics() {
     );
 }
 
+#[path = "disk_full_tests.rs"]
+mod disk_full;
 #[path = "recovery_tests.rs"]
 mod recovery_and_reader;
 #[path = "rolling_tests.rs"]

@@ -240,9 +240,13 @@ fn crashed_wal(root: &Path, n: usize) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&part).unwrap();
     let final_path = part.join("decisions-20240305T090000000Z-000001.parquet");
     let wal = crate::naming::wal_path(&final_path);
-    let mut w =
-        crate::wal::WalWriter::create(&wal, &decisions_schema(), crate::config::FsyncPolicy::Roll)
-            .unwrap();
+    let mut w = crate::wal::WalWriter::create(
+        &wal,
+        &decisions_schema(),
+        crate::config::FsyncPolicy::Roll,
+        &crate::wal::file_opener(),
+    )
+    .unwrap();
     let recs: Vec<DecisionRecord> = (0..n).map(|i| decision(i, 2)).collect();
     let half = n / 2;
     w.append(&decisions_batch(&recs[..half]).unwrap()).unwrap();

@@ -23,7 +23,7 @@ use super::naming::{day_of, final_path, max_seq, wal_path};
 use super::schema::{
     CANDIDATES_COLUMN, FEATURE_ITEM_NAME, candidate_fields, decisions_schema, outcomes_schema,
 };
-use super::wal::WalWriter;
+use super::wal::{WalOpener, WalWriter, file_opener};
 
 /// Zstd level used for every log file (the Parquet default, fast).
 pub const ZSTD_LEVEL: i32 = 1;
@@ -213,6 +213,7 @@ pub struct RollingFile {
     root: PathBuf,
     kind: LogKind,
     fsync: super::config::FsyncPolicy,
+    opener: WalOpener,
     next_seq: u64,
     open: Option<OpenFile>,
 }
@@ -237,9 +238,16 @@ impl RollingFile {
             root,
             kind,
             fsync: cfg.fsync,
+            opener: file_opener(),
             next_seq,
             open: None,
         }
+    }
+
+    /// This roller creating its write-ahead files with `opener`.
+    pub fn with_opener(mut self, opener: WalOpener) -> Self {
+        self.opener = opener;
+        self
     }
 
     /// The log kind.
@@ -346,15 +354,16 @@ impl RollingFile {
             if final_path.exists() || wal_path.exists() {
                 continue;
             }
-            let wal = match WalWriter::create(&wal_path, &self.kind.schema(), self.fsync) {
-                Ok(w) => w,
-                Err(LogError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+            let wal =
+                match WalWriter::create(&wal_path, &self.kind.schema(), self.fsync, &self.opener) {
+                    Ok(w) => w,
+                    Err(LogError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                    {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
             return Ok(OpenFile {
                 wal,
                 wal_path,

@@ -10,8 +10,9 @@ pub struct LogStats {
     /// Rows (one per decision, its candidates nested, plus one per outcome)
     /// in files closed and renamed to their final names by this process.
     pub written_rows: u64,
-    /// Records refused because the channel was full (not counting sampled-out
-    /// records, records offered while disabled or after shutdown).
+    /// Records refused because the channel was full, or drained while
+    /// writes were failing (not counting sampled-out records, records
+    /// offered while disabled or after shutdown).
     pub dropped: u64,
     /// Final files written by this process.
     pub files: u64,
@@ -25,11 +26,14 @@ pub struct LogStats {
     pub decisions_logged: u64,
     /// Outcome records accepted into the channel.
     pub outcomes_logged: u64,
-    /// Write, close or rename failures of the writer thread; the open file's rows
-    /// are lost on each (the in-progress file is left for start-up recovery).
+    /// Write, seal, compaction or rename failures; the rows already in the
+    /// write-ahead file stay there for start-up recovery.
     pub write_errors: u64,
-    /// Gauge: rows written into currently open (in-progress) files.
+    /// Gauge: rows in write-ahead files not yet compacted.
     pub open_rows: u64,
+    /// Gauge: 1 while writes fail (disk full, I/O error): the writer drops
+    /// what it drains (counted in `dropped`) and retries every second.
+    pub writes_failing: u64,
 }
 
 /// The live atomics; [`Counters::snapshot`] gives a [`LogStats`].
@@ -45,6 +49,7 @@ pub(crate) struct Counters {
     pub outcomes_logged: AtomicU64,
     pub write_errors: AtomicU64,
     pub open_rows: AtomicU64,
+    pub writes_failing: AtomicU64,
 }
 
 impl Counters {
@@ -74,6 +79,7 @@ impl Counters {
             outcomes_logged: r(&self.outcomes_logged),
             write_errors: r(&self.write_errors),
             open_rows: r(&self.open_rows),
+            writes_failing: r(&self.writes_failing),
         }
     }
 }

@@ -9,6 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
@@ -17,6 +18,37 @@ use arrow::ipc::writer::StreamWriter;
 
 use super::config::FsyncPolicy;
 use super::error::LogError;
+
+/// Where a write-ahead file's bytes go: a [`File`], or in tests a writer
+/// that fails on demand.
+pub trait WalFile: Write + Send {
+    /// Flushes the file's data (`all`: and metadata) to the disk.
+    ///
+    /// # Errors
+    /// As `fsync(2)`.
+    fn sync(&self, all: bool) -> std::io::Result<()>;
+}
+
+impl WalFile for File {
+    fn sync(&self, all: bool) -> std::io::Result<()> {
+        if all {
+            self.sync_all()
+        } else {
+            self.sync_data()
+        }
+    }
+}
+
+/// Creates the write-ahead file at a path that must not exist yet.
+pub type WalOpener = Arc<dyn Fn(&Path) -> std::io::Result<Box<dyn WalFile>> + Send + Sync>;
+
+/// The opener of real files (`O_CREAT | O_EXCL`).
+pub fn file_opener() -> WalOpener {
+    Arc::new(|path: &Path| {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(Box::new(file) as Box<dyn WalFile>)
+    })
+}
 
 /// Buffer of the write-ahead writer, bytes (a batch is flushed whole anyway).
 const WAL_BUFFER_BYTES: usize = 256 * 1024;
@@ -44,7 +76,7 @@ impl<W: Write> Write for Counting<W> {
 
 /// An open write-ahead file.
 pub struct WalWriter {
-    writer: StreamWriter<Counting<BufWriter<File>>>,
+    writer: StreamWriter<Counting<BufWriter<Box<dyn WalFile>>>>,
     path: PathBuf,
     fsync: FsyncPolicy,
 }
@@ -59,16 +91,18 @@ impl std::fmt::Debug for WalWriter {
 }
 
 impl WalWriter {
-    /// Creates `path` (which must not exist) and writes the stream's schema.
+    /// Creates `path` (which must not exist) with `open` and writes the
+    /// stream's schema.
     ///
     /// # Errors
     /// [`LogError::Io`] if the file exists or cannot be written.
-    pub fn create(path: &Path, schema: &Schema, fsync: FsyncPolicy) -> Result<Self, LogError> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| LogError::io(path, e))?;
+    pub fn create(
+        path: &Path,
+        schema: &Schema,
+        fsync: FsyncPolicy,
+        open: &WalOpener,
+    ) -> Result<Self, LogError> {
+        let file = open(path).map_err(|e| LogError::io(path, e))?;
         let sink = Counting {
             inner: BufWriter::with_capacity(WAL_BUFFER_BYTES, file),
             bytes: 0,
@@ -95,7 +129,7 @@ impl WalWriter {
         self.writer.flush().map_err(|e| arrow_err(&self.path, e))?;
         if self.fsync == FsyncPolicy::Batch {
             self.file()
-                .sync_data()
+                .sync(false)
                 .map_err(|e| LogError::io(&self.path, e))?;
         }
         Ok(())
@@ -106,8 +140,8 @@ impl WalWriter {
         self.writer.get_ref().bytes
     }
 
-    fn file(&self) -> &File {
-        self.writer.get_ref().inner.get_ref()
+    fn file(&self) -> &dyn WalFile {
+        self.writer.get_ref().inner.get_ref().as_ref()
     }
 
     /// Writes the end-of-stream marker and fsyncs the file.
@@ -117,7 +151,7 @@ impl WalWriter {
     pub fn seal(mut self) -> Result<PathBuf, LogError> {
         self.writer.finish().map_err(|e| arrow_err(&self.path, e))?;
         self.file()
-            .sync_all()
+            .sync(true)
             .map_err(|e| LogError::io(&self.path, e))?;
         Ok(self.path)
     }
@@ -216,7 +250,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(".outcomes-x-000001.arrows");
         let schema = crate::schema::outcomes_schema();
-        let mut w = WalWriter::create(&path, &schema, FsyncPolicy::Roll).unwrap();
+        let mut w = WalWriter::create(&path, &schema, FsyncPolicy::Roll, &file_opener()).unwrap();
         w.append(&batch(3)).unwrap();
         let after_first = w.bytes();
         w.append(&batch(5)).unwrap();

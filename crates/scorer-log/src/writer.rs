@@ -18,22 +18,23 @@
 //! nested in it), so `max_rows` and `row_group_rows` count decisions there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::LogKind;
-use super::batch::{decisions_batch_sampled, outcomes_batch};
 use super::compactor::Compactor;
 use super::config::LogConfig;
 use super::dir_lock::{DirLock, lock_dir};
 use super::error::LogError;
 use super::record::{DecisionRecord, OutcomeRecord};
 use super::recovery::recover_dir_with;
-use super::rolling::{RollReason, RollingFile, SealedFile, writer_properties};
+use super::rolling::{RollingFile, writer_properties};
 use super::sampling::sampled_at;
 use super::stats::{Counters, LogStats};
+use super::wal::{WalOpener, file_opener};
+use super::worker::{Worker, compacted};
 use scorer_core::clock::Clock;
 
 /// The writer thread wakes at least this often (ms) to check age-based rolls.
@@ -57,7 +58,7 @@ pub const WRITER_THREAD_NAME: &str = "decision-log-writer";
 
 /// A queued message; a decision is boxed because the bounded channel
 /// allocates every slot up front (inline, 65 536 slots were ~19 MB).
-enum Msg {
+pub(crate) enum Msg {
     Decision(Box<DecisionRecord>),
     Outcome(OutcomeRecord),
     /// Park until every [`WriterHold`] is dropped (or shutdown).
@@ -65,21 +66,21 @@ enum Msg {
 }
 
 #[derive(Debug, Default)]
-struct HoldState {
-    holds: usize,
-    parked: bool,
+pub(crate) struct HoldState {
+    pub(crate) holds: usize,
+    pub(crate) parked: bool,
 }
 
 #[derive(Debug, Default)]
-struct Shared {
-    counters: Counters,
-    closed: AtomicBool,
-    hold: Mutex<HoldState>,
-    hold_cv: Condvar,
+pub(crate) struct Shared {
+    pub(crate) counters: Counters,
+    pub(crate) closed: AtomicBool,
+    pub(crate) hold: Mutex<HoldState>,
+    pub(crate) hold_cv: Condvar,
 }
 
 impl Shared {
-    fn hold_state(&self) -> std::sync::MutexGuard<'_, HoldState> {
+    pub(crate) fn hold_state(&self) -> std::sync::MutexGuard<'_, HoldState> {
         self.hold.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -129,6 +130,19 @@ impl DecisionLog {
     /// cannot be created or recovery fails, [`LogError::Thread`] if the thread
     /// cannot be spawned.
     pub fn start(cfg: LogConfig, clock: Arc<dyn Clock>) -> Result<DecisionLog, LogError> {
+        Self::start_with_opener(cfg, clock, file_opener())
+    }
+
+    /// [`DecisionLog::start`], creating the write-ahead files with `opener`
+    /// (tests inject failing files here; [`file_opener`] is the real one).
+    ///
+    /// # Errors
+    /// As [`DecisionLog::start`].
+    pub fn start_with_opener(
+        cfg: LogConfig,
+        clock: Arc<dyn Clock>,
+        opener: WalOpener,
+    ) -> Result<DecisionLog, LogError> {
         cfg.validate().map_err(LogError::Config)?;
         let shared = Arc::new(Shared::default());
         if !cfg.enabled {
@@ -162,24 +176,20 @@ impl DecisionLog {
         tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
             sample_rate, candidate_features_rate = cfg.candidate_features_rate,
             recovered = st.recovered, quarantined = st.quarantined, "decision log started");
-        let decisions = RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg);
-        let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg);
+        let decisions =
+            RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg).with_opener(opener.clone());
+        let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg).with_opener(opener);
         let compactor = Compactor::spawn(writer_properties(&cfg), compacted(shared.clone()))?;
         let (tx, rx) = std::sync::mpsc::sync_channel(cfg.channel_capacity);
-        let worker = Worker {
+        let worker = Worker::new(
             rx,
             cfg,
             clock,
-            shared: shared.clone(),
-            decisions,
-            outcomes,
-            pending_decisions: Vec::new(),
-            pending_decision_rows: 0,
-            pending_outcomes: Vec::new(),
-            first_error: None,
+            shared.clone(),
+            [decisions, outcomes],
             compactor,
-            _locks: locks,
-        };
+            locks,
+        );
         let handle = std::thread::Builder::new()
             .name(WRITER_THREAD_NAME.to_string())
             .spawn(move || worker.run())
@@ -337,278 +347,8 @@ impl Drop for DecisionLog {
     }
 }
 
-fn len_u64(n: usize) -> u64 {
+pub(crate) fn len_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-/// State owned by the writer thread.
-struct Worker {
-    rx: Receiver<Msg>,
-    cfg: LogConfig,
-    clock: Arc<dyn Clock>,
-    shared: Arc<Shared>,
-    decisions: RollingFile,
-    outcomes: RollingFile,
-    pending_decisions: Vec<DecisionRecord>,
-    pending_decision_rows: u64,
-    pending_outcomes: Vec<OutcomeRecord>,
-    first_error: Option<LogError>,
-    compactor: Compactor,
-    /// Held until the writer thread ends ([`super::dir_lock`]).
-    _locks: Vec<DirLock>,
-}
-
-/// What the writer learns of a compaction: its counters and log lines.
-fn compacted(shared: Arc<Shared>) -> super::compactor::OnDone {
-    Box::new(move |kind, sealed, result| {
-        let c = &shared.counters;
-        Counters::sub(&c.open_rows, sealed.rows);
-        match result {
-            Ok(Some(done)) => {
-                Counters::add(&c.written_rows, done.rows);
-                Counters::add(&c.files, 1);
-                Counters::add(&c.bytes, done.bytes);
-                tracing::debug!(path = %done.path.display(), rows = done.rows,
-                    bytes = done.bytes, "decision log file compacted");
-            }
-            Ok(None) => {}
-            Err(e) => {
-                Counters::add(&c.write_errors, 1);
-                tracing::error!(error = %e, kind = kind.prefix(), wal = %sealed.wal.display(),
-                    rows = sealed.rows, "decision log compaction failed; start-up recovery will retry");
-            }
-        }
-    })
-}
-
-impl Worker {
-    fn run(mut self) -> Result<(), LogError> {
-        let tick = Duration::from_millis(WRITER_TICK_MS);
-        let poll = Duration::from_millis(WRITER_POLL_MS);
-        let flush_every = Duration::from_millis(self.cfg.flush_ms);
-        let mut last_flush = Instant::now();
-        // Busy: records arrived during the last poll. The writer then sleeps
-        // instead of blocking in `recv`, so senders never have to wake it.
-        let mut busy = false;
-        loop {
-            let first = if busy {
-                std::thread::sleep(poll);
-                match self.rx.try_recv() {
-                    Ok(msg) => Some(msg),
-                    Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => break,
-                }
-            } else {
-                match self.rx.recv_timeout(tick) {
-                    Ok(msg) => Some(msg),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            };
-            match first {
-                Some(msg) => {
-                    self.handle(msg);
-                    let mut disconnected = false;
-                    for _ in 1..DRAIN_BATCH {
-                        match self.rx.try_recv() {
-                            Ok(msg) => self.handle(msg),
-                            Err(TryRecvError::Empty) => break,
-                            Err(TryRecvError::Disconnected) => {
-                                disconnected = true;
-                                break;
-                            }
-                        }
-                    }
-                    if disconnected {
-                        break;
-                    }
-                    busy = true;
-                }
-                None => {
-                    // Traffic paused: write what is pending.
-                    self.flush_all();
-                    last_flush = Instant::now();
-                    busy = false;
-                }
-            }
-            if last_flush.elapsed() >= flush_every {
-                self.flush_all();
-                last_flush = Instant::now();
-            }
-            self.tick();
-        }
-        self.flush_all();
-        for kind in [LogKind::Decisions, LogKind::Outcomes] {
-            let result = self.file(kind).close();
-            self.after_close(kind, result, None);
-        }
-        if let Some(e) = self.compactor.finish() {
-            self.first_error.get_or_insert(e);
-        }
-        match self.first_error.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    fn file(&mut self, kind: LogKind) -> &mut RollingFile {
-        match kind {
-            LogKind::Decisions => &mut self.decisions,
-            LogKind::Outcomes => &mut self.outcomes,
-        }
-    }
-
-    fn handle(&mut self, msg: Msg) {
-        match msg {
-            Msg::Decision(rec) => {
-                self.pending_decision_rows = self
-                    .pending_decision_rows
-                    .saturating_add(len_u64(rec.candidates.len()));
-                self.pending_decisions.push(*rec);
-                let limit = self.flush_threshold(LogKind::Decisions);
-                if self.pending_decision_rows >= WRITER_APPEND_ROWS
-                    || len_u64(self.pending_decisions.len()) >= limit
-                {
-                    self.flush(LogKind::Decisions);
-                }
-            }
-            Msg::Outcome(rec) => {
-                self.pending_outcomes.push(rec);
-                let limit = self.flush_threshold(LogKind::Outcomes);
-                if len_u64(self.pending_outcomes.len()) >= limit {
-                    self.flush(LogKind::Outcomes);
-                }
-            }
-            Msg::Hold => self.park(),
-        }
-    }
-
-    /// Pending file rows (decisions or outcomes) at which to write:
-    /// [`WRITER_APPEND_ROWS`], a row group, or what the file can take,
-    /// whichever is least. Decisions are also written once their candidates
-    /// reach [`WRITER_APPEND_ROWS`].
-    fn flush_threshold(&self, kind: LogKind) -> u64 {
-        let file = match kind {
-            LogKind::Decisions => &self.decisions,
-            LogKind::Outcomes => &self.outcomes,
-        };
-        WRITER_APPEND_ROWS
-            .min(len_u64(self.cfg.row_group_rows))
-            .min(file.remaining_rows(&self.cfg))
-    }
-
-    fn park(&mut self) {
-        self.flush_all();
-        let shared = self.shared.clone();
-        let mut st = shared.hold_state();
-        if st.holds == 0 {
-            return;
-        }
-        st.parked = true;
-        shared.hold_cv.notify_all();
-        while st.holds > 0 && !shared.closed.load(Ordering::SeqCst) {
-            st = shared
-                .hold_cv
-                .wait_timeout(st, Duration::from_millis(WRITER_TICK_MS))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        st.parked = false;
-    }
-
-    fn flush_all(&mut self) {
-        self.flush(LogKind::Decisions);
-        self.flush(LogKind::Outcomes);
-    }
-
-    /// Writes the pending records of `kind` as one batch, then checks for a roll.
-    fn flush(&mut self, kind: LogKind) {
-        let batch = match kind {
-            LogKind::Decisions => {
-                if self.pending_decisions.is_empty() {
-                    return;
-                }
-                self.pending_decision_rows = 0;
-                let all_features_below = self.cfg.sample_rate * self.cfg.candidate_features_rate;
-                decisions_batch_sampled(
-                    &std::mem::take(&mut self.pending_decisions),
-                    all_features_below,
-                )
-            }
-            LogKind::Outcomes => {
-                if self.pending_outcomes.is_empty() {
-                    return;
-                }
-                outcomes_batch(&std::mem::take(&mut self.pending_outcomes))
-            }
-        };
-        let now = self.clock.wall_ms();
-        let result = batch
-            .map_err(LogError::from)
-            .and_then(|b| self.file(kind).write(&b, now).map(|()| b.num_rows()));
-        match result {
-            Ok(rows) => {
-                Counters::add(&self.shared.counters.open_rows, len_u64(rows));
-                std::thread::yield_now();
-            }
-            Err(e) => {
-                self.fail(kind, e);
-                return;
-            }
-        }
-        self.roll(kind, now);
-    }
-
-    /// Rolls both files if due (age without traffic).
-    fn tick(&mut self) {
-        let now = self.clock.wall_ms();
-        self.roll(LogKind::Decisions, now);
-        self.roll(LogKind::Outcomes, now);
-    }
-
-    fn roll(&mut self, kind: LogKind, now: u64) {
-        let file = match kind {
-            LogKind::Decisions => &mut self.decisions,
-            LogKind::Outcomes => &mut self.outcomes,
-        };
-        let result = file.maybe_roll(now, &self.cfg);
-        match result {
-            Ok(Some((closed, reason))) => self.after_close(kind, Ok(Some(closed)), Some(reason)),
-            Ok(None) => {}
-            Err(e) => self.after_close(kind, Err(e), None),
-        }
-    }
-
-    fn after_close(
-        &mut self,
-        kind: LogKind,
-        result: Result<Option<SealedFile>, LogError>,
-        reason: Option<RollReason>,
-    ) {
-        match result {
-            Ok(Some(sealed)) => {
-                tracing::debug!(wal = %sealed.wal.display(), rows = sealed.rows, ?reason,
-                    "decision log file sealed");
-                self.compactor.submit(kind, sealed);
-            }
-            Ok(None) => {}
-            Err(e) => self.fail(kind, e),
-        }
-    }
-
-    /// Records a write failure: the open file of `kind` is abandoned (its
-    /// write-ahead file left for start-up recovery, which keeps the rows
-    /// written before the failure).
-    fn fail(&mut self, kind: LogKind, e: LogError) {
-        let lost = self.file(kind).abandon();
-        let c = &self.shared.counters;
-        Counters::sub(&c.open_rows, lost);
-        Counters::add(&c.write_errors, 1);
-        tracing::error!(error = %e, kind = kind.prefix(), lost_rows = lost, "decision log write failed");
-        if self.first_error.is_none() {
-            self.first_error = Some(e);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -447,7 +447,7 @@ fn registry(st: &AppState) -> Registry {
         counter(
             &mut r,
             "scorer_log_records_dropped",
-            "Decision-log records dropped (channel full)",
+            "Decision-log records dropped (channel full, or writes failing)",
             l.dropped,
         );
         counter(
@@ -467,6 +467,13 @@ fn registry(st: &AppState) -> Registry {
             "scorer_log_write_errors",
             "Decision-log write errors",
             l.write_errors,
+        );
+        let failing: Gauge = Gauge::default();
+        failing.set(i64::from(l.writes_failing > 0));
+        r.register(
+            "scorer_log_writes_failing",
+            "1 while decision-log writes fail (disk full, I/O error): records are dropped, counted, and a write retried every second",
+            failing,
         );
     }
 

@@ -55,25 +55,35 @@ pub(crate) async fn healthz() -> impl IntoResponse {
 /// `GET /readyz`: 200 once at least one live worker is known, else 503.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "`{status: \"ready\", workers}`", body = Object),
-        (status = 503, description = "`{status: \"not_ready\", workers, reason}`: no worker has reported within `telemetry.dead_after_ms`", body = Object),
+        (status = 200, description = "`{status: \"ready\", workers, decision_log?}`; `decision_log` (with the log on) is `{status: \"ok\"}` or `{status: \"writes_failing\", dropped, write_errors}` (scoring goes on either way)", body = Object),
+        (status = 503, description = "`{status: \"not_ready\", workers, reason, decision_log?}`: no worker has reported within `telemetry.dead_after_ms`", body = Object),
     ))]
 pub(crate) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
     let now = st.clock.monotonic_ms();
     let live = st.engine.has_live_worker(now);
     let workers = st.engine.registry().len();
-    if live {
-        (
-            StatusCode::OK,
-            Json(json!({ "status": "ready", "workers": workers })),
-        )
+    let mut body = if live {
+        json!({ "status": "ready", "workers": workers })
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "not_ready", "workers": workers,
-                         "reason": "no worker has reported within telemetry.dead_after_ms" })),
-        )
+        json!({ "status": "not_ready", "workers": workers,
+                "reason": "no worker has reported within telemetry.dead_after_ms" })
+    };
+    // Scoring does not depend on the log, so a failing log does not make the
+    // service unready; it is said here for whoever watches readiness.
+    if let Some(log) = st.engine.decision_log() {
+        let l = log.stats();
+        body["decision_log"] = if l.writes_failing > 0 {
+            json!({ "status": "writes_failing", "dropped": l.dropped, "write_errors": l.write_errors })
+        } else {
+            json!({ "status": "ok" })
+        };
     }
+    let status = if live {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body))
 }
 
 /// Known route, wrong method: 405 with a JSON body.
