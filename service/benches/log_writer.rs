@@ -1,7 +1,11 @@
-//! Sustained throughput of the writer path: `decisions_batch` + `ArrowWriter`
-//! (zstd, the log's writer properties) for 10k decisions × 16 candidates,
-//! one row per decision, in `RecordBatch`es of 32 decisions (what the
-//! service's writer appends at a time: 512 candidates) and of 256.
+//! Sustained throughput of the writer path for 10k decisions × 16
+//! candidates, one row per decision, in `RecordBatch`es of 32 decisions
+//! (what the service's writer appends at a time: 512 candidates) and of 256:
+//! `decisions_batch` + `ArrowWriter` straight to Parquet (zstd, the log's
+//! writer properties; the writer before the write-ahead file), then the two
+//! halves of today's path: `decisions_batch` + the write-ahead append (Arrow
+//! IPC, flushed per batch) on the writer thread, and the compaction of that
+//! file to Parquet on the compaction thread.
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -12,8 +16,11 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use scorer_core::features::FEATURE_COUNT;
 use scorer_log::batch::decisions_batch_sampled;
+use scorer_log::compact::compact;
 use scorer_log::rolling::writer_properties;
+use scorer_log::wal::{WalWriter, file_opener};
 use scorer_log::{CandidateRow, DecisionRecord, LogConfig, decisions_schema};
+use scorer_log::{FsyncPolicy, LogKind};
 
 const DECISIONS: usize = 10_000;
 const CANDIDATES: usize = 16;
@@ -89,6 +96,42 @@ fn write_file(
     black_box(w.close().expect("close"));
 }
 
+fn write_wal(recs: &[DecisionRecord], path: &std::path::Path, chunk: usize, features_rate: f64) {
+    let _ = std::fs::remove_file(path);
+    let mut w = WalWriter::create(path, &decisions_schema(), FsyncPolicy::Roll, &file_opener())
+        .expect("wal");
+    for chunk in recs.chunks(chunk) {
+        let batch = decisions_batch_sampled(chunk, features_rate).expect("batch");
+        w.append(&batch).expect("append");
+    }
+    black_box(w.seal().expect("seal"));
+}
+
+fn bench_wal(c: &mut Criterion, recs: &[DecisionRecord], props: &WriterProperties) {
+    let dir = std::env::temp_dir().join(format!("dlog-wal-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let wal = dir.join(".decisions-20240305T100000000Z-000001.arrows");
+    let parquet = dir.join("decisions-20240305T100000000Z-000001.parquet");
+    let mut g = c.benchmark_group("write-ahead");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(DECISIONS as u64));
+    g.bench_function("appends of 32, every candidate's features on 0.1", |b| {
+        b.iter(|| write_wal(recs, &wal, CHUNK, 0.1))
+    });
+    g.bench_function("compaction to Parquet, features on 0.1", |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&parquet);
+                write_wal(recs, &wal, CHUNK, 0.1);
+            },
+            |()| black_box(compact(&wal, &parquet, LogKind::Decisions, props).expect("compact")),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn bench(c: &mut Criterion) {
     let recs = records();
     let props = writer_properties(&LogConfig::default());
@@ -131,6 +174,7 @@ fn bench(c: &mut Criterion) {
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     println!("file size for {DECISIONS} decisions x {CANDIDATES}: {size} bytes");
     let _ = std::fs::remove_file(&path);
+    bench_wal(c, &recs, &props);
 }
 
 criterion_group!(benches, bench);
