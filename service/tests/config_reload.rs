@@ -295,3 +295,42 @@ fn a_reload_completes_while_the_blocking_pool_is_saturated() {
         holder.await.expect("holder").expect("recv");
     });
 }
+
+#[tokio::test]
+async fn a_config_rollback_restores_the_exact_previous_hash_and_toggles() {
+    let (t, next) = reloadable(base(), None);
+    let (s, b) = t.post_json("/v1/admin/config/rollback", &json!({})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["error"]["code"], "no_previous_config");
+    let (_, view) = t.get("/v1/admin/config").await;
+    let first = view["hash"].clone();
+
+    // A change far beyond the weight step, forced in.
+    next.lock().expect("lock").scoring.cpu_high = 0.5;
+    let (s, b) = t.post_json("/v1/admin/reload?force=true", &json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let second = b["new_hash"].clone();
+    assert_ne!(first, second);
+
+    let (s, b) = t.post_json("/v1/admin/config/rollback", &json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["rolled_back"], true);
+    assert_eq!(b["new_hash"], first, "the exact previous configuration");
+    let (_, view) = t.get("/v1/admin/config").await;
+    assert_eq!(view["hash"], first);
+    assert_eq!(
+        view["config"]["scoring"]["cpu_high"],
+        base().scoring.cpu_high
+    );
+
+    // Rolling back again returns to the change.
+    let (s, b) = t.post_json("/v1/admin/config/rollback", &json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["new_hash"], second);
+
+    // A reload that changes nothing keeps what a rollback returns to.
+    let (s, _) = t.post_json("/v1/admin/reload?force=true", &json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, b) = t.post_json("/v1/admin/config/rollback", &json!({})).await;
+    assert_eq!(b["new_hash"], first);
+}

@@ -27,6 +27,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/shadow"),
     ("post", "/v1/admin/reload"),
     ("get", "/v1/admin/config"),
+    ("post", "/v1/admin/config/rollback"),
     ("post", "/v1/admin/model/promote"),
     ("post", "/v1/admin/model/rollback"),
     ("get", "/v1/debug/score"),

@@ -114,8 +114,10 @@ pub struct Engine {
     counters: Counters,
     log: Option<Arc<dyn DecisionSink>>,
     models: Arc<scorer_model::ModelHub>,
-    /// Serialises hot reloads: each plans against the config it replaces.
-    reload_lock: std::sync::Mutex<()>,
+    /// Serialises hot reloads (each plans against the config it replaces)
+    /// and holds the configuration the last applied change replaced, for
+    /// [`Engine::previous_config`].
+    reload_lock: std::sync::Mutex<Option<Arc<Config>>>,
 }
 
 impl Engine {
@@ -145,7 +147,7 @@ impl Engine {
             counters: Counters::default(),
             log: None,
             models,
-            reload_lock: std::sync::Mutex::new(()),
+            reload_lock: std::sync::Mutex::new(None),
         }
     }
 

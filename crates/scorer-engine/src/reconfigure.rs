@@ -28,6 +28,15 @@ pub struct ConfigReloadReport {
 }
 
 impl Engine {
+    /// The configuration the last applied change replaced (a reload whose
+    /// hash differed), for a config rollback; `None` before any.
+    pub fn previous_config(&self) -> Option<Arc<Config>> {
+        self.reload_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Replaces the configuration with `new` and reloads the models from
     /// `new.model`, all or nothing: the config is planned first
     /// ([`crate::config_reload::plan`]), then the models are loaded, and only
@@ -53,7 +62,7 @@ impl Engine {
         new: Config,
         force: bool,
     ) -> Result<ConfigReloadReport, ReloadError> {
-        let _serial = self
+        let mut previous = self
             .reload_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -91,6 +100,9 @@ impl Engine {
             model,
         };
         self.active.store(Arc::new(next));
+        if report.new_hash != report.old_hash {
+            *previous = Some(old.config.clone());
+        }
         tracing::info!(
             old_hash = %report.old_hash,
             new_hash = %report.new_hash,

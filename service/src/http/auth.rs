@@ -63,6 +63,7 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/metrics", Role::Reader),
     ("/v1/admin/reload", Role::Admin),
     ("/v1/admin/config", Role::Admin),
+    ("/v1/admin/config/rollback", Role::Admin),
     ("/v1/admin/model/promote", Role::Admin),
     ("/v1/admin/model/rollback", Role::Admin),
 ];

@@ -113,6 +113,10 @@ pub fn app(state: AppState) -> Router {
     let admin = Router::new()
         .route("/v1/admin/reload", post(endpoints::reconfigure::reload))
         .route("/v1/admin/config", get(endpoints::reconfigure::config_view))
+        .route(
+            "/v1/admin/config/rollback",
+            post(endpoints::reconfigure::config_rollback),
+        )
         .route("/v1/admin/model/promote", post(endpoints::promote::promote))
         .route(
             "/v1/admin/model/rollback",

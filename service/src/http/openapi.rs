@@ -86,6 +86,7 @@ impl Modify for BearerAuth {
         model::shadow,
         reconfigure::reload,
         reconfigure::config_view,
+        reconfigure::config_rollback,
         promote::promote,
         promote::rollback,
         explain::debug_score,

@@ -127,6 +127,43 @@ pub(crate) async fn reload(
     Ok(Json(body))
 }
 
+/// `POST /v1/admin/config/rollback`: puts back the configuration the last
+/// applied change replaced, through the same all-or-nothing path as a
+/// reload (models and TLS files re-read; the weight step limit waived, as
+/// the way back is a configuration that was in force). Rolling back twice
+/// returns to where it started. The config file is not touched: fix it
+/// before the next reload or SIGHUP, which would apply it again.
+#[utoipa::path(post, path = "/v1/admin/config/rollback", tag = "admin",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Applied: `{applied: true, rolled_back: true, old_hash, new_hash, changes, forced: true, model}`", body = Object),
+        AdminErrors,
+        (status = 409, description = "No change has been applied since start (`no_previous_config`)", body = ErrorBody),
+        (status = 422, description = "Refused, nothing changed: `invalid_config` (e.g. a TLS file gone), `restart_required`, `model_refused`", body = ErrorBody),
+    ))]
+pub(crate) async fn config_rollback(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let Some(previous) = st.engine.previous_config() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_previous_config",
+            "no configuration change has been applied since the service started",
+        ));
+    };
+    let report = reload_on_own_thread(&st, (*previous).clone(), true)
+        .await
+        .map_err(|e| ApiError::internal(format!("rollback failed: {e}")))?
+        .map_err(|e| {
+            tracing::warn!(error = %e, "config rollback refused; nothing changed");
+            refused(&e)
+        })?;
+    tracing::warn!(new_hash = %report.new_hash, old_hash = %report.old_hash,
+        "configuration rolled back; the config file still holds the newer one");
+    let mut body = serde_json::to_value(report).unwrap_or(Value::Null);
+    body["applied"] = Value::Bool(true);
+    body["rolled_back"] = Value::Bool(true);
+    Ok(Json(body))
+}
+
 /// `GET /v1/admin/config`: the configuration in force and its hash, secrets
 /// shown as `"<redacted>"`.
 #[utoipa::path(get, path = "/v1/admin/config", tag = "admin",
