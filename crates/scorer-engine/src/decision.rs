@@ -86,6 +86,9 @@ pub(crate) struct Decision<'r> {
     /// the live ones in panic mode.
     pub selectable: Vec<usize>,
     pub panic: bool,
+    /// No view of the workers' telemetry: every known candidate is live
+    /// and healthy, and is scored on local evidence alone.
+    pub blackout: bool,
     /// Every candidate's 42-feature vector.
     pub observations: Vec<[f32; FEATURE_COUNT]>,
     /// Per candidate: the model's action and the rule action, when the
@@ -163,6 +166,7 @@ impl<'r> Decision<'r> {
             ids,
             selectable: Vec::new(),
             panic: false,
+            blackout: false,
             observations: Vec::new(),
             model_actions: Vec::new(),
             rule_actions: Vec::new(),

@@ -8,7 +8,8 @@
 //!
 //! - [`config`]: the configuration, its ranges and hash;
 //!   [`config_reload`]: what a hot reload may change;
-//! - [`api`]: the request and answer types.
+//! - [`api`]: the request and answer types;
+//! - [`view`]: what the service streams to the balancers in the routers.
 //!
 //! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
 //!   state machine.
@@ -30,6 +31,7 @@ mod pending;
 mod reconfigure;
 mod score;
 pub mod stages;
+pub mod view;
 mod weight;
 
 use std::sync::Arc;

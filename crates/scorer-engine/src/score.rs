@@ -88,15 +88,31 @@ impl Engine {
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
         let mode = ScoreMode::Decide;
-        self.score_in(
-            mode,
-            req,
-            context,
-            now_ms,
-            decision_id,
-            rng,
-            &mut NoObserver,
-        )
+        let (obs, blackout) = (&mut NoObserver, false);
+        self.score_in(mode, req, context, now_ms, decision_id, rng, obs, blackout)
+    }
+
+    /// [`Engine::score`] without a view of the workers' telemetry (a
+    /// router's balancer whose last view is older than its time to live):
+    /// every candidate the engine has a slot for is live and scores 100
+    /// before dynamics, penalty states and reported signals count for
+    /// nothing, and the routing cost rests on local evidence alone
+    /// (outstanding picks, the outcome peak-EWMA, observed failures and
+    /// outlier ejection). Candidates never seen stay ineligible.
+    ///
+    /// # Errors
+    /// As [`Engine::score`].
+    pub fn score_blackout(
+        &self,
+        req: &ScoreRequest,
+        context: &RequestContext,
+        now_ms: u64,
+        decision_id: String,
+        rng: &mut dyn RngCore,
+    ) -> Result<ScoreResponse, ScoreError> {
+        let mode = ScoreMode::Decide;
+        let (obs, blackout) = (&mut NoObserver, true);
+        self.score_in(mode, req, context, now_ms, decision_id, rng, obs, blackout)
     }
 
     /// [`Engine::score`], telling `observer` as each stage ends (the service
@@ -114,7 +130,16 @@ impl Engine {
         observer: &mut dyn StageObserver,
     ) -> Result<ScoreResponse, ScoreError> {
         let mode = ScoreMode::Decide;
-        self.score_in(mode, req, context, now_ms, decision_id, rng, observer)
+        self.score_in(
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            rng,
+            observer,
+            false,
+        )
     }
 
     /// [`Engine::score`] as a [`ScoreMode::Preview`]: what a decision would
@@ -130,7 +155,7 @@ impl Engine {
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
         let (mode, id) = (ScoreMode::Preview, String::new());
-        self.score_in(mode, req, context, now_ms, id, rng, &mut NoObserver)
+        self.score_in(mode, req, context, now_ms, id, rng, &mut NoObserver, false)
     }
 
     /// The pipeline: check the request, then each stage in order.
@@ -144,11 +169,13 @@ impl Engine {
         decision_id: String,
         rng: &mut dyn RngCore,
         observer: &mut dyn StageObserver,
+        blackout: bool,
     ) -> Result<ScoreResponse, ScoreError> {
         let active = self.active.load();
         let cfg = &*active.config;
         let sharding = self.sharding.as_ref();
         let mut d = Decision::new(mode, req, context, now_ms, decision_id, cfg, sharding)?;
+        d.blackout = blackout;
         stages::rules(&mut d, &self.registry, cfg);
         observer.stage_done(Stage::Rules);
         stages::freshness(&mut d, cfg);

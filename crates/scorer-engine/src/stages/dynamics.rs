@@ -38,7 +38,11 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
             .as_ref()
             .map(|slot| slot.evidence().snapshot())
             .unwrap_or_default();
-        s.trust = cfg.cost.trust(v.age_ms(now_ms));
+        s.trust = if d.blackout {
+            0.0
+        } else {
+            cfg.cost.trust(v.age_ms(now_ms))
+        };
         s.state = pv.state.as_str();
         if !s.live {
             s.reason = Some("heartbeat_dead");
@@ -46,10 +50,11 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
         }
         let e = &mut s.e;
         e.stage = Stage::Dynamics;
-        if !s.stale {
+        if !s.stale && !d.blackout {
             snapshot_age_give_back(e, v.age_ms(now_ms), s.trust);
         }
         match pv.state {
+            _ if d.blackout => {}
             PenaltyState::Healthy | PenaltyState::Recovering => {}
             PenaltyState::Observation => {
                 e.multiply("observation", pv.score_factor, pv.reason, None);
@@ -148,6 +153,23 @@ mod tests {
         let mut full = Explained::new();
         snapshot_age_give_back(&mut full, 2_000, 0.5);
         assert!(full.adjustments.is_empty());
+    }
+
+    #[test]
+    fn in_a_blackout_every_known_candidate_is_live_and_its_reported_signals_count_for_nothing() {
+        let e = engine();
+        report(&e, "old", 0.1, 0, 0);
+        report(&e, "hot", 0.99, 80, 20_000);
+        let req = request(&["old", "hot", "ghost"]);
+        let mut d = decision(&req, &e, 20_000);
+        d.blackout = true;
+        run(&mut d, &e).unwrap();
+        let reasons: Vec<_> = d.scored.iter().map(|s| s.reason).collect();
+        assert_eq!(reasons, [None, None, Some("unknown_worker")]);
+        assert_eq!((d.selectable.as_slice(), d.panic), (&[0, 1][..], false));
+        for s in &d.scored[..2] {
+            assert_eq!((s.e.score, s.trust), (100.0, 0.0));
+        }
     }
 
     #[test]

@@ -37,6 +37,18 @@ pub(crate) fn rules(d: &mut Decision<'_>, registry: &Registry, cfg: &Config) {
             s
         })
         .collect();
+    if d.blackout {
+        for s in d.scored.iter_mut().filter(|s| s.view.is_some()) {
+            s.live = true;
+            s.e.add(
+                "telemetry_blackout",
+                0.0,
+                "no view of the workers' telemetry: scored on local evidence alone",
+                None,
+            );
+        }
+        return;
+    }
     let priors = d.scored.iter().any(|s| s.freshness < 1.0).then(|| {
         let fresh = d
             .scored

@@ -1,0 +1,190 @@
+//! Applying a view: checked whole, then each report newer than what the
+//! balancer has is replayed through the engine's ingest path with the
+//! receive time the service gave it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use scorer_core::telemetry::validate::check_snapshot;
+use scorer_engine::view::{MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind};
+
+use crate::Balancer;
+use crate::stats::Counters;
+
+/// What applying a view did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViewApplied {
+    /// Reports replayed.
+    pub applied: usize,
+    /// Reports not newer than the balancer's (already applied).
+    pub skipped: usize,
+    /// The view's configuration hash is the balancer's.
+    pub config_matches: bool,
+}
+
+/// Why a view was refused; nothing of it was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    /// More workers than [`MAX_VIEW_WORKERS`].
+    #[error("the view holds {0} reports, at most {MAX_VIEW_WORKERS} are allowed")]
+    TooManyWorkers(usize),
+    /// A report breaks the telemetry contract.
+    #[error("report {index} (worker `{worker}`): `{field}`: {reason}")]
+    InvalidReport {
+        /// Position in `workers`.
+        index: usize,
+        /// Its worker id (truncated).
+        worker: String,
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A report's `age_ms` is beyond [`MAX_VIEW_AGE_MS`].
+    #[error("report {index}: age_ms {age_ms} is beyond {MAX_VIEW_AGE_MS}")]
+    Age {
+        /// Position in `workers`.
+        index: usize,
+        /// The age.
+        age_ms: u64,
+    },
+    /// A full view names a worker twice, or a delta repeats a worker
+    /// without a later timestamp.
+    #[error("report {index}: worker `{worker}` repeats without a later timestamp_ms")]
+    Repeated {
+        /// Position in `workers`.
+        index: usize,
+        /// Its worker id.
+        worker: String,
+    },
+    /// A report is dated beyond the router's clock plus
+    /// `telemetry.max_clock_skew_ms`.
+    #[error("report {index}: timestamp_ms {timestamp_ms} is ahead of this router's clock")]
+    Future {
+        /// Position in `workers`.
+        index: usize,
+        /// Its timestamp.
+        timestamp_ms: u64,
+    },
+    /// The view would take the balancer past `telemetry.max_workers`.
+    #[error("the view brings {new} new workers beyond telemetry.max_workers = {limit}")]
+    TooManyNew {
+        /// New workers in the view.
+        new: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl Balancer {
+    /// Apply `view` at monotonic `now_ms` and Unix `now_wall_ms`: it is
+    /// checked whole first, and refused whole (with a warning and
+    /// `views_refused`) if any part is malformed. Then each report newer
+    /// than the balancer's copy of its worker is replayed through the
+    /// engine's ingest, received `age_ms` before `now_ms`, and the view's
+    /// age restarts at 0.
+    ///
+    /// # Errors
+    /// [`ViewError`]; nothing was applied.
+    pub fn apply_view(
+        &self,
+        view: &View,
+        now_ms: u64,
+        now_wall_ms: u64,
+    ) -> Result<ViewApplied, ViewError> {
+        if let Err(e) = self.check_view(view, now_wall_ms) {
+            Counters::bump(&self.counters.views_refused);
+            tracing::warn!(seq = view.seq, error = %e, "view refused");
+            return Err(e);
+        }
+        let registry = self.engine.registry();
+        let (mut applied, mut skipped) = (0, 0);
+        for w in &view.workers {
+            let s = &w.snapshot;
+            let known = registry.get(&s.worker_id);
+            if known.is_some_and(|slot| slot.view().last_timestamp_ms >= s.timestamp_ms) {
+                skipped += 1;
+                continue;
+            }
+            let received_ms = now_ms.saturating_sub(w.age_ms);
+            match self
+                .engine
+                .ingest(std::slice::from_ref(s), received_ms, now_wall_ms)
+            {
+                Ok(_) => applied += 1,
+                Err(e) => {
+                    // Checked above; only a race with another applier lands here.
+                    tracing::debug!(worker = %s.worker_id, error = %e, "view report not replayed");
+                    skipped += 1;
+                }
+            }
+        }
+        let c = &self.counters;
+        c.reports_applied
+            .fetch_add(applied as u64, Ordering::Relaxed);
+        c.reports_skipped
+            .fetch_add(skipped as u64, Ordering::Relaxed);
+        Counters::bump(&c.views_applied);
+        let config_matches = *self.engine.config_hash() == *view.config_hash;
+        if !config_matches {
+            Counters::bump(&c.config_mismatches);
+        }
+        self.last_view_ms.store(now_ms + 1, Ordering::Release);
+        Ok(ViewApplied {
+            applied,
+            skipped,
+            config_matches,
+        })
+    }
+
+    fn check_view(&self, view: &View, now_wall_ms: u64) -> Result<(), ViewError> {
+        if view.workers.len() > MAX_VIEW_WORKERS {
+            return Err(ViewError::TooManyWorkers(view.workers.len()));
+        }
+        let cfg = self.engine.config();
+        let latest_ms = now_wall_ms.saturating_add(cfg.telemetry.max_clock_skew_ms);
+        let mut last_ts: HashMap<&str, u64> = HashMap::with_capacity(view.workers.len());
+        for (index, w) in view.workers.iter().enumerate() {
+            let s = &w.snapshot;
+            if let Some(e) = check_snapshot(index, s).errors.into_iter().next() {
+                return Err(ViewError::InvalidReport {
+                    index,
+                    worker: e.worker_id,
+                    field: e.field,
+                    reason: e.reason,
+                });
+            }
+            if w.age_ms > MAX_VIEW_AGE_MS {
+                let age_ms = w.age_ms;
+                return Err(ViewError::Age { index, age_ms });
+            }
+            if s.timestamp_ms > latest_ms {
+                let timestamp_ms = s.timestamp_ms;
+                return Err(ViewError::Future {
+                    index,
+                    timestamp_ms,
+                });
+            }
+            let prev = last_ts.insert(&s.worker_id, s.timestamp_ms);
+            let repeated = match (view.kind, prev) {
+                (_, None) => false,
+                (ViewKind::Full, Some(_)) => true,
+                (ViewKind::Delta, Some(t)) => t >= s.timestamp_ms,
+            };
+            if repeated {
+                let worker = s.worker_id.clone();
+                return Err(ViewError::Repeated { index, worker });
+            }
+        }
+        let registry = self.engine.registry();
+        let new = last_ts
+            .keys()
+            .filter(|id| registry.get(id).is_none())
+            .count();
+        let limit = cfg.telemetry.max_workers;
+        if new > 0 && registry.len() + new > limit {
+            return Err(ViewError::TooManyNew { new, limit });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,292 @@
+//! The balancer: picks from local state with the service's own engine, and
+//! outcomes that update the router's evidence at once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::{Rng, RngCore};
+use scorer_core::scoring::RequestContext;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
+use scorer_engine::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
+
+use crate::stats::{BalancerStats, Counters};
+
+/// Default [`BalancerConfig::view_ttl_ms`], ms: ten of the view's 1 s full
+/// refreshes (gRFC A58's `weighted_round_robin` has a 10 s
+/// `blackout_period` by default, and drops weights after a 3 min
+/// `weight_expiration_period`).
+pub const DEFAULT_VIEW_TTL_MS: u64 = 10_000;
+
+/// Longest router id, bytes (it prefixes every decision id).
+pub const MAX_ROUTER_ID_BYTES: usize = 32;
+
+/// How a balancer runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalancerConfig {
+    /// This router's id, 1..=[`MAX_ROUTER_ID_BYTES`] bytes of ASCII
+    /// letters, digits, `-`, `_` and `.`; it prefixes every decision id and
+    /// tags the router's decisions in the service's log.
+    pub router_id: String,
+    /// After this long without a view, ms, picks rest on local evidence
+    /// alone. Default [`DEFAULT_VIEW_TTL_MS`]; at least 1.
+    pub view_ttl_ms: u64,
+}
+
+impl BalancerConfig {
+    /// The defaults for router `router_id`.
+    pub fn new(router_id: impl Into<String>) -> Self {
+        Self {
+            router_id: router_id.into(),
+            view_ttl_ms: DEFAULT_VIEW_TTL_MS,
+        }
+    }
+
+    fn validate(&self) -> Result<(), BalancerConfigError> {
+        let id = &self.router_id;
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if id.is_empty() || id.len() > MAX_ROUTER_ID_BYTES || !id.chars().all(ok_char) {
+            return Err(BalancerConfigError::RouterId(id.clone()));
+        }
+        if self.view_ttl_ms == 0 {
+            return Err(BalancerConfigError::ViewTtl);
+        }
+        Ok(())
+    }
+}
+
+/// Why a balancer could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BalancerConfigError {
+    /// The router id is empty, too long or has another character.
+    #[error(
+        "router_id {0:?} must be 1..={MAX_ROUTER_ID_BYTES} bytes of ASCII letters, digits, `-`, `_` and `.`"
+    )]
+    RouterId(String),
+    /// `view_ttl_ms` is 0.
+    #[error("view_ttl_ms must be >= 1, got 0")]
+    ViewTtl,
+    /// The engine's configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// What a pick rested on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PickSource {
+    /// The view and local evidence: the service's full decision.
+    View,
+    /// Local evidence alone: no view within `view_ttl_ms`.
+    Blackout,
+    /// Uniform over the candidates: none was known or selectable.
+    Uniform,
+}
+
+/// A pick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pick {
+    /// The picked worker.
+    pub worker: String,
+    /// The probability the pick had (its propensity), fraction 0..=1.
+    pub probability: f64,
+    /// This decision's id: `<router_id>-<16 hex digits>`. Pass it to
+    /// [`Balancer::outcome`].
+    pub decision_id: String,
+    /// What the pick rested on.
+    pub source: PickSource,
+}
+
+/// Why a pick was refused: the request itself is wrong (the router's bug,
+/// never the service's absence).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PickError {
+    /// A field of the request is invalid.
+    #[error(transparent)]
+    Invalid(ScoreError),
+    /// Policy `none` makes no pick.
+    #[error("policy `none` makes no pick; a balancer needs a picking policy")]
+    NoPickPolicy,
+}
+
+/// A router's balancer: thread-safe, shared by reference (or `Arc`)
+/// between the router's request tasks.
+#[derive(Debug)]
+pub struct Balancer {
+    pub(crate) engine: Engine,
+    cfg: BalancerConfig,
+    next_id: AtomicU64,
+    /// Monotonic ms of the last applied view, plus one; 0 before the first.
+    pub(crate) last_view_ms: AtomicU64,
+    pub(crate) counters: Counters,
+}
+
+impl Balancer {
+    /// A balancer deciding with `config` (the service's configuration: its
+    /// `config_hash` is checked against every view).
+    ///
+    /// # Errors
+    /// [`BalancerConfigError`] for a bad router id, `view_ttl_ms` or config.
+    pub fn new(config: Config, cfg: BalancerConfig) -> Result<Self, BalancerConfigError> {
+        cfg.validate()?;
+        config
+            .validate()
+            .map_err(|e| BalancerConfigError::Config(e.to_string()))?;
+        Ok(Self {
+            engine: Engine::new(config),
+            cfg,
+            next_id: AtomicU64::new(0),
+            last_view_ms: AtomicU64::new(0),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Use `models` for the model stage, as the service does.
+    pub fn with_models(mut self, models: std::sync::Arc<scorer_model::ModelHub>) -> Self {
+        self.engine = self.engine.with_models(models);
+        self
+    }
+
+    /// The engine the balancer decides with.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The balancer's settings.
+    pub fn config(&self) -> &BalancerConfig {
+        &self.cfg
+    }
+
+    /// Age of the last applied view at monotonic `now_ms`; `None` before
+    /// the first.
+    pub fn view_age_ms(&self, now_ms: u64) -> Option<u64> {
+        match self.last_view_ms.load(Ordering::Acquire) {
+            0 => None,
+            at => Some(now_ms.saturating_sub(at - 1)),
+        }
+    }
+
+    /// Whether picks at `now_ms` rest on local evidence alone.
+    pub fn in_blackout(&self, now_ms: u64) -> bool {
+        self.view_age_ms(now_ms)
+            .is_none_or(|age| age > self.cfg.view_ttl_ms)
+    }
+
+    /// Counters and the view's age at `now_ms`.
+    pub fn stats(&self, now_ms: u64) -> BalancerStats {
+        self.counters.snapshot(self.view_age_ms(now_ms))
+    }
+
+    /// Pick one of `req.candidates` at monotonic `now_ms`, from local state
+    /// alone: no I/O, never waiting on the service. The router keeps one
+    /// request per pool and changes its key, so a pick allocates only its
+    /// answer and the engine's working set.
+    ///
+    /// # Errors
+    /// [`PickError`] when the request is invalid (empty or too many
+    /// candidates, a bad key, policy or temperature); never for the
+    /// service's absence or the workers' state.
+    pub fn pick(
+        &self,
+        req: &ScoreRequest,
+        now_ms: u64,
+        rng: &mut dyn RngCore,
+    ) -> Result<Pick, PickError> {
+        if req.policy.as_deref() == Some("none") {
+            return Err(PickError::NoPickPolicy);
+        }
+        Counters::bump(&self.counters.picks);
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let decision_id = format!("{}-{n:016x}", self.cfg.router_id);
+        let default_context;
+        let context = match &req.context {
+            Some(c) => c,
+            None => {
+                default_context = RequestContext::default();
+                &default_context
+            }
+        };
+        let blackout = self.in_blackout(now_ms);
+        let engine = &self.engine;
+        let scored = if blackout {
+            engine.score_blackout(req, context, now_ms, decision_id.clone(), rng)
+        } else {
+            engine.score(req, context, now_ms, decision_id.clone(), rng)
+        };
+        match scored {
+            Ok(resp) => {
+                let (Some(worker), Some(probability)) = (resp.pick, resp.probability) else {
+                    return Ok(self.uniform(req, decision_id, rng));
+                };
+                let source = if blackout {
+                    Counters::bump(&self.counters.blackout_picks);
+                    PickSource::Blackout
+                } else {
+                    PickSource::View
+                };
+                Ok(Pick {
+                    worker,
+                    probability,
+                    decision_id: resp.decision_id,
+                    source,
+                })
+            }
+            Err(ScoreError::NoEligibleWorkers | ScoreError::Selection(_)) => {
+                Ok(self.uniform(req, decision_id, rng))
+            }
+            Err(e) => Err(PickError::Invalid(e)),
+        }
+    }
+
+    /// A uniform pick over the distinct candidates (already checked).
+    fn uniform(&self, req: &ScoreRequest, decision_id: String, rng: &mut dyn RngCore) -> Pick {
+        Counters::bump(&self.counters.uniform_picks);
+        let c = &req.candidates;
+        let distinct = |i: &usize| !c[..*i].contains(&c[*i]);
+        let n = (0..c.len()).filter(distinct).count().max(1);
+        let k = rng.random_range(0..n);
+        let i = (0..c.len()).filter(distinct).nth(k).unwrap_or(0);
+        Pick {
+            worker: c[i].clone(),
+            probability: 1.0 / n as f64,
+            decision_id,
+            source: PickSource::Uniform,
+        }
+    }
+
+    /// Record the outcome of pick `decision_id` on `worker` at monotonic
+    /// `now_ms`: it leaves the worker's outstanding count, and its latency
+    /// and success feed the peak-EWMA service time, the failure rate and
+    /// outlier ejection, before the next pick.
+    ///
+    /// # Errors
+    /// [`FeedbackError`] for a latency that is negative, NaN, infinite or
+    /// too large, or a bad decision id; nothing changes.
+    pub fn outcome(
+        &self,
+        decision_id: &str,
+        worker: &str,
+        latency_ms: f64,
+        success: bool,
+        now_ms: u64,
+    ) -> Result<FeedbackOutcome, FeedbackError> {
+        let f = Feedback {
+            decision_id: decision_id.to_owned(),
+            worker_id: worker.to_owned(),
+            latency_ms,
+            success,
+        };
+        let out = self.engine.feedback(&f, now_ms)?;
+        Counters::bump(&self.counters.outcomes);
+        if !out.known_decision {
+            Counters::bump(&self.counters.outcomes_unknown);
+        }
+        Ok(out)
+    }
+
+    /// Housekeeping at monotonic `now_ms`, about once a second: picks whose
+    /// outcome is overdue stop counting as outstanding, and workers silent
+    /// for `telemetry.forget_after_ms` are forgotten, as in the service.
+    pub fn tick(&self, now_ms: u64) {
+        self.engine.forget_silent(now_ms);
+    }
+}

@@ -1,0 +1,35 @@
+//! A balancer a router links, so that a pick costs microseconds and no
+//! round trip.
+//!
+//! The [`Balancer`] holds a [`scorer_engine::Engine`] of its own and calls
+//! it: the rules, dynamics, cost, model and selection code are the
+//! service's, not a copy. Two sources feed it, as gRPC's weighted round
+//! robin with out-of-band ORCA load reports and NVIDIA Dynamo's KV router
+//! are fed:
+//!
+//! - **the view** ([`scorer_engine::view::View`]), which the service
+//!   streams: every worker's latest telemetry report, replayed through the
+//!   same ingest path the service runs, so health, penalty states and rule
+//!   scores match the service's ([`Balancer::apply_view`]);
+//! - **local evidence**: the router's own outstanding picks, outcome
+//!   peak-EWMA, failures and outlier ejection, updated at once by
+//!   [`Balancer::outcome`].
+//!
+//! When no view has come for `view_ttl_ms` (gRPC WRR's blackout period),
+//! picks rest on local evidence alone ([`PickSource::Blackout`]); when no
+//! candidate is known at all, the pick is uniform ([`PickSource::Uniform`]).
+//! A pick never blocks on I/O and never fails for want of the service.
+
+mod apply;
+mod balancer;
+mod stats;
+
+#[cfg(test)]
+mod balancer_tests;
+
+pub use apply::{ViewApplied, ViewError};
+pub use balancer::{
+    Balancer, BalancerConfig, BalancerConfigError, DEFAULT_VIEW_TTL_MS, MAX_ROUTER_ID_BYTES, Pick,
+    PickError, PickSource,
+};
+pub use stats::BalancerStats;

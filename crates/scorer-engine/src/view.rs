@@ -1,0 +1,65 @@
+//! The view a service streams to the balancers in the routers: every
+//! worker's latest accepted telemetry report and its age at the service,
+//! with the configuration hash and model version the service decides with.
+//!
+//! A balancer replays the reports through its own [`crate::Engine::ingest`],
+//! so its smoothing, penalty state machine and rule scores are the
+//! service's, computed from the same inputs in the same order (as NVIDIA
+//! Dynamo's KV router replays the workers' load events in every router
+//! replica). The router's own evidence (outstanding picks, outcome
+//! peak-EWMA, ejection) never comes from the view.
+
+use serde::{Deserialize, Serialize};
+
+use scorer_core::telemetry::Snapshot;
+
+/// Most workers one view event may carry.
+pub const MAX_VIEW_WORKERS: usize = 100_000;
+
+/// Oldest report age a view may carry, ms (a day): older is a bug.
+pub const MAX_VIEW_AGE_MS: u64 = 86_400_000;
+
+/// Whether an event holds every worker or what changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ViewKind {
+    /// Every worker the service knows, once each: on connect and every
+    /// `view.full_interval_ms`.
+    Full,
+    /// The reports the service accepted since the previous event, oldest
+    /// first (a worker may appear more than once).
+    Delta,
+}
+
+/// One event of the view stream (`GET /v1/view`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct View {
+    /// Full or delta.
+    pub kind: ViewKind,
+    /// Event number on this connection: 0 on connect, then +1 per event.
+    #[schema(format = "uint64")]
+    pub seq: u64,
+    /// Hash of the configuration the service decides with (its
+    /// `config_hash`); a balancer built from another configuration counts
+    /// the mismatch.
+    pub config_hash: String,
+    /// The active model's version, when the service has one loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_version: Option<String>,
+    /// Reports, at most [`MAX_VIEW_WORKERS`].
+    pub workers: Vec<ViewWorker>,
+}
+
+/// One worker's report in a [`View`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ViewWorker {
+    /// The report as the service accepted it (after validation; a CPU
+    /// above 1 still reads as sent and is clamped again on replay).
+    pub snapshot: Snapshot,
+    /// How long before the event was written the service accepted the
+    /// report, ms, at most [`MAX_VIEW_AGE_MS`].
+    #[schema(format = "uint64")]
+    pub age_ms: u64,
+}

@@ -1,0 +1,206 @@
+//! A router's pick with the embedded balancer (`scorer-balancer`) against
+//! power of two choices on least requests, the cheapest baseline, in the
+//! same run: per-call p50 / p99 in µs for 16 candidates.
+//!
+//! - `p2c-least-request`: the simulator's baseline
+//!   (`evaluation::baselines::p2c_least_request`);
+//! - `balancer rules only`: `Balancer::pick` after a full view, no model;
+//! - `balancer rules + model`: the same with the shipped model
+//!   (`models/default`, else a synthetic ensemble of its shape);
+//! - `balancer blackout`: no view within `view_ttl_ms`, local evidence alone.
+//!
+//! Each pick's outcome is reported outside the timed call, so outstanding
+//! counts stay bounded as in a router. The cases run interleaved: each of
+//! [`ROUNDS`] rounds times every case once, and each line reports the
+//! median over rounds of the per-round p50 and p99 (the host is shared and
+//! noisy; compare lines of one run only).
+//!
+//! `cargo bench -p evaluation --bench embedded_pick`
+
+#![allow(missing_docs)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use evaluation::baselines::p2c_least_request::P2cLeastRequest;
+use evaluation::router::{Op, Outcome, PickRequest, Router};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use scorer_balancer::{Balancer, BalancerConfig};
+use scorer_core::clock::SystemClock;
+use scorer_core::telemetry::Snapshot;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::config::Config;
+use scorer_engine::view::{View, ViewKind, ViewWorker};
+use scorer_model::ModelHub;
+use scorer_model::fixture::{random_model, write_model_dir};
+
+const WALL: u64 = 1_750_000_000_000;
+const N: usize = 16;
+const ROUNDS: usize = 7;
+
+fn percentiles(mut ns: Vec<u64>) -> (f64, f64) {
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 / 1_000.0;
+    (at(0.5), at(0.99))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `pick` `iters` times after a tenth as many untimed; `settle` runs
+/// after each call, untimed.
+fn time(iters: usize, pick: &mut dyn FnMut(), settle: &mut dyn FnMut()) -> (f64, f64) {
+    let mut ns = Vec::with_capacity(iters);
+    for i in 0..iters + iters / 10 {
+        let t = Instant::now();
+        pick();
+        let dt = t.elapsed().as_nanos() as u64;
+        settle();
+        if i >= iters / 10 {
+            ns.push(dt);
+        }
+    }
+    percentiles(ns)
+}
+
+fn full_view(b: &Balancer) -> View {
+    let workers = (0..N)
+        .map(|i| {
+            let mut s = Snapshot::new(format!("worker-{i}"), WALL);
+            s.cpu_usage = (i % 10) as f64 / 10.0;
+            s.rtt_ms_avg = 1.0 + (i % 5) as f64;
+            s.rtt_ms_p99 = 5.0 + (i % 13) as f64 * 3.0;
+            s.queue_depth = (i % 30) as u32;
+            s.disk_io_await_ms = Some((i % 9) as f64 * 12.0);
+            ViewWorker {
+                snapshot: s,
+                age_ms: 0,
+            }
+        })
+        .collect();
+    View {
+        kind: ViewKind::Full,
+        seq: 0,
+        config_hash: b.engine().config_hash().to_string(),
+        model_version: None,
+        workers,
+    }
+}
+
+type Case<'a> = Box<dyn FnMut(usize) -> (f64, f64) + 'a>;
+
+/// A balancer case: picks at `now_ms`, each answered 1 ms later.
+fn balancer_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
+    let candidates = (0..N).map(|i| format!("worker-{i}")).collect();
+    let mut req = ScoreRequest::new("user:1:profile", candidates);
+    req.policy = Some("p2c".into());
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    Box::new(move |iters| {
+        let last = std::cell::RefCell::new(None);
+        time(
+            iters,
+            &mut || *last.borrow_mut() = b.pick(&req, now_ms, &mut rng).ok(),
+            &mut || {
+                if let Some(p) = last.borrow_mut().take() {
+                    let _ = b.outcome(&p.decision_id, &p.worker, 1.0, true, now_ms);
+                }
+            },
+        )
+    })
+}
+
+fn p2c_case<'a>() -> Case<'a> {
+    let mut p2c = P2cLeastRequest::new(N);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    Box::new(move |iters| {
+        let req = PickRequest {
+            now_ms: 0.0,
+            key: "user:1:profile",
+            op: Op::Get,
+            timeout_ms: 100.0,
+            router: 0,
+        };
+        let (p2c, last) = (std::cell::RefCell::new(&mut p2c), std::cell::Cell::new(0));
+        time(
+            iters,
+            &mut || last.set(p2c.borrow_mut().pick(&req, &mut rng).worker),
+            &mut || {
+                p2c.borrow_mut().outcome(&Outcome {
+                    worker: last.get(),
+                    decision_id: None,
+                    latency_ms: 1.0,
+                    success: true,
+                    now_ms: 1.0,
+                    router: 0,
+                })
+            },
+        )
+    })
+}
+
+fn main() {
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let iters = if quick { 30 } else { 20_000 };
+    let tmp = std::env::temp_dir().join(format!("embedded-pick-bench-{}", std::process::id()));
+    let shipped = Path::new("../models/default");
+    let model_dir = if shipped.join("card.json").exists() {
+        shipped.to_path_buf()
+    } else {
+        write_model_dir(&tmp, &random_model(50, 6, 42), "bench", 20, 1).expect("fixture");
+        tmp.clone()
+    };
+
+    let mut cfg = Config::default();
+    cfg.scoring.warmup_ms = 0;
+    cfg.model.budget_us = 1_000_000;
+    let view_at_ms = 100_000;
+    let build = |cfg: Config, hub: Option<Arc<ModelHub>>| {
+        let mut b = Balancer::new(cfg, BalancerConfig::new("bench")).expect("valid");
+        if let Some(hub) = hub {
+            b = b.with_models(hub);
+        }
+        b.apply_view(&full_view(&b), view_at_ms, WALL)
+            .expect("valid view");
+        b
+    };
+    let rules = build(cfg.clone(), None);
+    let mut mcfg = cfg.clone();
+    mcfg.model.dir = model_dir;
+    let hub = Arc::new(ModelHub::load(&mcfg.model, Arc::new(SystemClock::new())));
+    let model = build(mcfg, Some(hub));
+    let blackout = build(cfg, None);
+    let past_ttl = view_at_ms + blackout.config().view_ttl_ms + 1;
+
+    let mut cases: Vec<(&str, Case<'_>)> = vec![
+        ("p2c-least-request", p2c_case()),
+        ("balancer rules only", balancer_case(&rules, view_at_ms)),
+        ("balancer rules + model", balancer_case(&model, view_at_ms)),
+        ("balancer blackout", balancer_case(&blackout, past_ttl)),
+    ];
+    let mut results = vec![Vec::new(); cases.len()];
+    for _ in 0..ROUNDS {
+        for (r, (_, case)) in results.iter_mut().zip(cases.iter_mut()) {
+            r.push(case(iters));
+        }
+    }
+    println!(
+        "pick for {N} candidates (policy p2c), per-call µs, median of {ROUNDS} interleaved rounds of {iters}; model: {}",
+        model
+            .engine()
+            .models()
+            .current()
+            .primary
+            .model()
+            .map_or("none loaded".to_owned(), |m| m.card.model_version.clone())
+    );
+    for ((name, _), r) in cases.iter().zip(&results) {
+        let p50 = median(r.iter().map(|x| x.0).collect());
+        let p99 = median(r.iter().map(|x| x.1).collect());
+        println!("  {name:<24} p50 {p50:>8.2}  p99 {p99:>8.2}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
