@@ -6,8 +6,9 @@
 //! features, selection), `scorer-model` (the learned cost factor),
 //! `scorer-log` (the Parquet decision log) and `scorer-signal` (the stop
 //! request). This crate holds
-//! [`config`] (loading), [`http`] (axum routes) and [`decision_log`] (the
-//! Parquet log behind the engine); the engine, its configuration and the
+//! [`config`] (loading), [`http`] (axum routes), [`decision_log`] (the
+//! Parquet log behind the engine) and [`view_hub`] (what `GET /v1/view`
+//! streams to the routers' balancers); the engine, its configuration and the
 //! wire types are `scorer-engine`.
 //!
 //! `docs/architecture.md` draws the crate graph.
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod decision_log;
 pub mod http;
+pub mod view_hub;
 
 pub use decision_log::EngineLog;
 pub use http::{AppState, app};

@@ -135,13 +135,15 @@ async fn serve() -> anyhow::Result<()> {
         })
     };
     let limits = service::http::ConnectionLimits::from_config(&state.engine.config().server);
-    service::http::serve(
-        listener,
-        app(state.clone()),
-        limits,
-        state.tls.clone(),
-        shutdown_signal(),
-    )
+    service::http::serve(listener, app(state.clone()), limits, state.tls.clone(), {
+        let hub = state.view_hub.clone();
+        async move {
+            shutdown_signal().await;
+            // View streams never end by themselves; end them so the
+            // connections can drain.
+            hub.close();
+        }
+    })
     .await;
     sweeper.abort();
     #[cfg(unix)]

@@ -19,6 +19,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/telemetry"),
     ("post", "/v1/score"),
     ("post", "/v1/feedback"),
+    ("get", "/v1/view"),
     ("get", "/v1/stats"),
     ("get", "/v1/log/stats"),
     ("get", "/v1/workers"),

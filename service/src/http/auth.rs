@@ -52,6 +52,7 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/telemetry", Role::Agent),
     ("/v1/score", Role::Router),
     ("/v1/feedback", Role::Router),
+    ("/v1/view", Role::Router),
     ("/v1/stats", Role::Reader),
     ("/v1/log/stats", Role::Reader),
     ("/v1/workers", Role::Reader),

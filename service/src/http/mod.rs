@@ -59,6 +59,8 @@ pub struct AppState {
     pub promotions: Arc<promote::Promotions>,
     /// The listener's TLS acceptor, replaced on reload; `None` without TLS.
     pub tls: Option<Arc<ServerTls>>,
+    /// The latest reports and the feed of accepted batches for `GET /v1/view`.
+    pub view_hub: Arc<crate::view_hub::ViewHub>,
 }
 
 /// A function producing the configuration to reload to.
@@ -84,6 +86,7 @@ impl AppState {
             auth_warn: Arc::default(),
             promotions: Arc::default(),
             tls: None,
+            view_hub: Arc::default(),
         }
     }
 
@@ -136,7 +139,8 @@ pub fn app(state: AppState) -> Router {
                     transport::body_first::read_body_first,
                 )),
         )
-        .route("/v1/feedback", post(endpoints::feedback::feedback));
+        .route("/v1/feedback", post(endpoints::feedback::feedback))
+        .route("/v1/view", get(endpoints::view::view));
     let reader = Router::new()
         .route("/v1/stats", get(endpoints::operations::stats))
         .route("/v1/log/stats", get(endpoints::operations::log_stats))

@@ -16,7 +16,7 @@ use utoipa::{IntoResponses, Modify, OpenApi};
 
 use super::AppState;
 use super::endpoints::{
-    explain, feedback, model, operations, promote, reconfigure, score, telemetry, workers,
+    explain, feedback, model, operations, promote, reconfigure, score, telemetry, view, workers,
 };
 use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
 use super::prometheus;
@@ -76,6 +76,7 @@ impl Modify for BearerAuth {
         telemetry::telemetry,
         score::score,
         feedback::feedback,
+        view::view,
         operations::stats,
         operations::log_stats,
         workers::workers,
@@ -97,7 +98,7 @@ impl Modify for BearerAuth {
     components(schemas(ErrorBody, ErrorDetail, FieldError)),
     modifiers(&BearerAuth),
     tags(
-        (name = "scoring", description = "Score, pick, feedback"),
+        (name = "scoring", description = "Score, pick, feedback, and the view stream for the routers' balancers"),
         (name = "telemetry", description = "Worker reports"),
         (name = "model", description = "The ONNX model in the scoring path"),
         (name = "admin", description = "Reload and config view: Bearer token, or loopback when no token is set"),

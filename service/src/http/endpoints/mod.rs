@@ -1,5 +1,5 @@
 //! The endpoints, one file per resource: score (with its answer body and
-//! the debug view), telemetry, feedback, workers, the model (and
+//! the debug view), telemetry, feedback, the view stream, workers, the model (and
 //! promotion), admin (reload and the config view), and operations. Who may
 //! call each is `http::auth`.
 
@@ -12,4 +12,5 @@ pub mod promote;
 pub mod reconfigure;
 pub mod score;
 pub mod telemetry;
+pub mod view;
 pub mod workers;

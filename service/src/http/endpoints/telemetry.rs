@@ -38,13 +38,10 @@ pub(crate) async fn telemetry(
         st.metrics.telemetry_rejected(e.code);
         warn_rejected(&st, None, e);
     })?;
+    let received_ms = st.clock.monotonic_ms();
     let out = st
         .engine
-        .ingest(
-            &batch.snapshots,
-            st.clock.monotonic_ms(),
-            st.clock.wall_ms(),
-        )
+        .ingest(&batch.snapshots, received_ms, st.clock.wall_ms())
         .map_err(|e| {
             let worker = match &e {
                 IngestError::Invalid(d) => d.first().map(|d| d.worker_id.clone()),
@@ -56,6 +53,7 @@ pub(crate) async fn telemetry(
             e
         })?;
     st.metrics.snapshots_accepted(out.accepted);
+    st.view_hub.publish(&batch.snapshots, received_ms);
     if out.registered > 0 {
         let ids: Vec<&str> = out.new_worker_ids.iter().map(|id| &**id).collect();
         let unnamed = out.registered - ids.len();

@@ -1,0 +1,130 @@
+//! `GET /v1/view`: the view stream for the balancers in the routers, as
+//! server-sent events (one `view` event per [`View`], its `id` the event's
+//! `seq`). See [`crate::view_hub`] for what each event holds and when.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::response::sse::{Event, Sse};
+use futures_util::Stream;
+use serde::Deserialize;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use crate::http::error_body::ErrorBody;
+use crate::http::{ApiError, AppState};
+use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
+use scorer_engine::view::View;
+
+/// Longest bounded stream, events.
+const MAX_EVENTS: u64 = 1_000_000;
+
+/// Query string of `GET /v1/view`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ViewQuery {
+    /// End the stream after this many events, 1..=1000000; absent: the
+    /// stream lasts until the client or the service goes away.
+    #[param(minimum = 1, maximum = 1_000_000, format = "uint64")]
+    max_events: Option<u64>,
+}
+
+/// `GET /v1/view`: a full view on connect and every second, the accepted
+/// telemetry as deltas coalesced over 5 ms, and a full view at once after
+/// falling behind. Router role.
+#[utoipa::path(get, path = "/v1/view", tag = "scoring", params(ViewQuery),
+    responses(
+        (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event",
+            content((View = "text/event-stream"))),
+        (status = 422, description = "A bad query parameter (`invalid_query`)", body = ErrorBody),
+    ))]
+pub(crate) async fn view(
+    State(st): State<AppState>,
+    q: Result<Query<ViewQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let q = q.map_err(|e| ApiError::unprocessable(e.body_text()))?.0;
+    if let Some(n) = q.max_events
+        && !(1..=MAX_EVENTS).contains(&n)
+    {
+        return Err(ApiError::unprocessable(format!(
+            "`max_events` must be 1..={MAX_EVENTS}, got {n}"
+        )));
+    }
+    let s = Streaming {
+        rx: st.view_hub.subscribe(),
+        closed: st.view_hub.closed(),
+        st,
+        seq: 0,
+        next_full: Instant::now(),
+        left: q.max_events,
+    };
+    Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
+}
+
+struct Streaming {
+    st: AppState,
+    rx: broadcast::Receiver<Published>,
+    closed: watch::Receiver<bool>,
+    seq: u64,
+    next_full: Instant,
+    left: Option<u64>,
+}
+
+/// What the next event is.
+enum Next {
+    Full,
+    Delta(Vec<Published>),
+}
+
+async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Streaming)> {
+    if s.left == Some(0) || *s.closed.borrow() {
+        return None;
+    }
+    let next = if s.seq == 0 {
+        Next::Full
+    } else {
+        tokio::select! {
+            _ = s.closed.changed() => return None,
+            () = tokio::time::sleep_until(s.next_full) => Next::Full,
+            r = s.rx.recv() => match r {
+                Ok(first) => coalesce(&mut s.rx, first).await,
+                Err(RecvError::Lagged(_)) => Next::Full,
+                Err(RecvError::Closed) => return None,
+            },
+        }
+    };
+    let (engine, now_ms) = (&s.st.engine, s.st.clock.monotonic_ms());
+    let view = match next {
+        Next::Full => {
+            s.next_full = Instant::now() + Duration::from_millis(DEFAULT_FULL_INTERVAL_MS);
+            s.st.view_hub.full(engine, now_ms, s.seq)
+        }
+        Next::Delta(batches) => ViewHub::delta(engine, &batches, now_ms, s.seq),
+    };
+    let event = Event::default()
+        .event("view")
+        .id(s.seq.to_string())
+        .json_data(&view)
+        .unwrap_or_else(|e| Event::default().comment(format!("view not serialised: {e}")));
+    s.seq += 1;
+    s.left = s.left.map(|n| n - 1);
+    Some((Ok(event), s))
+}
+
+/// `first` and whatever arrives within the coalescing window; a full view
+/// instead when the stream fell behind meanwhile.
+async fn coalesce(rx: &mut broadcast::Receiver<Published>, first: Published) -> Next {
+    tokio::time::sleep(Duration::from_millis(DEFAULT_COALESCE_MS)).await;
+    let mut batches = vec![first];
+    loop {
+        match rx.try_recv() {
+            Ok(b) => batches.push(b),
+            Err(TryRecvError::Lagged(_)) => return Next::Full,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return Next::Delta(batches),
+        }
+    }
+}

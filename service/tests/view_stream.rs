@@ -1,0 +1,145 @@
+//! `GET /v1/view`: a full view on connect, accepted telemetry as deltas, a
+//! full view every second; bounded by `max_events`; a balancer fed from it
+//! decides as the service does.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use scorer_balancer::{Balancer, BalancerConfig, PickSource};
+use scorer_core::clock::Clock;
+use scorer_engine::api::ScoreRequest;
+use scorer_engine::view::{View, ViewKind};
+use serde_json::json;
+use tower::ServiceExt;
+
+use common::{TestApp, no_warmup, test_app};
+
+async fn report(app: &TestApp, id: &str, cpu: f64, queue: u32) {
+    let now = app.clock.wall_ms();
+    let body = json!({"snapshots": [{
+        "worker_id": id, "timestamp_ms": now, "cpu_usage": cpu, "queue_depth": queue,
+        "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0,
+        "compacting": false, "under_repair": false, "version_lag": 0,
+    }]});
+    let (status, answer) = app.post_json("/v1/telemetry", &body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+/// The `data` of each SSE event in `text`, parsed, after checking its
+/// `event` and `id` lines.
+fn events(text: &str) -> Vec<View> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let field = |name: &str| {
+                e.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.strip_prefix(' ').unwrap_or(v).to_owned())
+                    .unwrap_or_else(|| panic!("no {name} in {e:?}"))
+            };
+            assert_eq!(field("event:"), "view");
+            let v: View = serde_json::from_str(&field("data:")).expect("a View");
+            assert_eq!(field("id:"), v.seq.to_string());
+            v
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stream_sends_a_full_view_then_deltas_then_the_full_view_again() {
+    let app = test_app(no_warmup());
+    report(&app, "w1", 0.1, 0).await;
+    app.clock.advance(250);
+    let req = Request::get("/v1/view?max_events=3")
+        .extension(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            40000,
+        ))))
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.into_body();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let full = &events(std::str::from_utf8(&first).unwrap())[0];
+    assert_eq!(
+        (full.kind, full.seq, full.workers.len()),
+        (ViewKind::Full, 0, 1)
+    );
+    assert_eq!(full.workers[0].age_ms, 250);
+    assert_eq!(full.config_hash, *app.state.engine.config_hash());
+    // A report accepted now comes as a delta.
+    report(&app, "w2", 0.9, 40).await;
+    let rest = body.collect().await.unwrap().to_bytes();
+    let rest = events(std::str::from_utf8(&rest).unwrap());
+    assert_eq!(rest.len(), 2, "max_events ends the stream");
+    assert_eq!((rest[0].kind, rest[0].seq), (ViewKind::Delta, 1));
+    let ids: Vec<_> = rest[0]
+        .workers
+        .iter()
+        .map(|w| &w.snapshot.worker_id[..])
+        .collect();
+    assert_eq!(ids, ["w2"]);
+    assert_eq!(rest[0].workers[0].age_ms, 0);
+    assert_eq!((rest[1].kind, rest[1].seq), (ViewKind::Full, 2));
+    assert_eq!(rest[1].workers.len(), 2);
+
+    // A balancer fed from the stream replays both reports and decides as
+    // the service does: the idle worker over the busy one.
+    let b = Balancer::new(no_warmup(), BalancerConfig::new("r1")).unwrap();
+    let now = app.clock.monotonic_ms();
+    for v in std::iter::once(full).chain(&rest) {
+        b.apply_view(v, now, app.clock.wall_ms()).unwrap();
+    }
+    let mut req = ScoreRequest::new("user:1:a", vec!["w2".into(), "w1".into()]);
+    req.policy = Some("max".into());
+    let pick = b
+        .pick(&req, now, &mut ChaCha8Rng::seed_from_u64(1))
+        .unwrap();
+    assert_eq!(
+        (pick.worker.as_str(), pick.source),
+        ("w1", PickSource::View)
+    );
+    let (_, service) = app
+        .post_json(
+            "/v1/score",
+            &json!({"key": "user:1:a", "candidates": ["w2", "w1"], "policy": "max"}),
+        )
+        .await;
+    assert_eq!(service["pick"], "w1");
+}
+
+#[tokio::test]
+async fn a_bad_query_is_refused() {
+    let app = test_app(no_warmup());
+    for q in [
+        "max_events=0",
+        "max_events=1000001",
+        "max_events=x",
+        "other=1",
+    ] {
+        let (status, body) = app.get(&format!("/v1/view?{q}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {body}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_the_hub_ends_every_stream() {
+    let app = test_app(no_warmup());
+    let resp = app
+        .router
+        .clone()
+        .oneshot(Request::get("/v1/view").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let mut body = resp.into_body();
+    assert!(body.frame().await.is_some(), "the first full view");
+    app.state.view_hub.close();
+    let rest = body.collect().await.unwrap().to_bytes();
+    assert!(rest.is_empty(), "{rest:?}");
+}
