@@ -16,6 +16,10 @@
 //! noisy; compare lines of one run only).
 //!
 //! `cargo bench -p evaluation --bench embedded_pick`
+//!
+//! With `-- --calibrate FILE` it also writes the simulator's calibration of
+//! the `service-embedded` arm (`evaluation::embedded_calibration`): every
+//! `rules + model` pick of the run, as quantile points.
 
 #![allow(missing_docs)]
 
@@ -39,6 +43,8 @@ use scorer_model::fixture::{random_model, write_model_dir};
 const WALL: u64 = 1_750_000_000_000;
 const N: usize = 16;
 const ROUNDS: usize = 7;
+/// The case the `service-embedded` arm runs, and the calibration records.
+const MODEL_CASE: &str = "balancer rules + model";
 
 fn percentiles(mut ns: Vec<u64>) -> (f64, f64) {
     ns.sort_unstable();
@@ -52,8 +58,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Times `pick` `iters` times after a tenth as many untimed; `settle` runs
-/// after each call, untimed.
-fn time(iters: usize, pick: &mut dyn FnMut(), settle: &mut dyn FnMut()) -> (f64, f64) {
+/// after each call, untimed. The per-call times, ns.
+fn time(iters: usize, pick: &mut dyn FnMut(), settle: &mut dyn FnMut()) -> Vec<u64> {
     let mut ns = Vec::with_capacity(iters);
     for i in 0..iters + iters / 10 {
         let t = Instant::now();
@@ -64,7 +70,7 @@ fn time(iters: usize, pick: &mut dyn FnMut(), settle: &mut dyn FnMut()) -> (f64,
             ns.push(dt);
         }
     }
-    percentiles(ns)
+    ns
 }
 
 fn full_view(b: &Balancer) -> View {
@@ -91,7 +97,7 @@ fn full_view(b: &Balancer) -> View {
     }
 }
 
-type Case<'a> = Box<dyn FnMut(usize) -> (f64, f64) + 'a>;
+type Case<'a> = Box<dyn FnMut(usize) -> Vec<u64> + 'a>;
 
 /// A balancer case: picks at `now_ms`, each answered 1 ms later.
 fn balancer_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
@@ -178,24 +184,29 @@ fn main() {
     let mut cases: Vec<(&str, Case<'_>)> = vec![
         ("p2c-least-request", p2c_case()),
         ("balancer rules only", balancer_case(&rules, view_at_ms)),
-        ("balancer rules + model", balancer_case(&model, view_at_ms)),
+        (MODEL_CASE, balancer_case(&model, view_at_ms)),
         ("balancer blackout", balancer_case(&blackout, past_ttl)),
     ];
     let mut results = vec![Vec::new(); cases.len()];
+    let mut model_ns = Vec::new();
     for _ in 0..ROUNDS {
-        for (r, (_, case)) in results.iter_mut().zip(cases.iter_mut()) {
-            r.push(case(iters));
+        for (r, (name, case)) in results.iter_mut().zip(cases.iter_mut()) {
+            let ns = case(iters);
+            if *name == MODEL_CASE {
+                model_ns.extend_from_slice(&ns);
+            }
+            r.push(percentiles(ns));
         }
     }
+    let version = model
+        .engine()
+        .models()
+        .current()
+        .primary
+        .model()
+        .map_or("none loaded".to_owned(), |m| m.card.model_version.clone());
     println!(
-        "pick for {N} candidates (policy p2c), per-call µs, median of {ROUNDS} interleaved rounds of {iters}; model: {}",
-        model
-            .engine()
-            .models()
-            .current()
-            .primary
-            .model()
-            .map_or("none loaded".to_owned(), |m| m.card.model_version.clone())
+        "pick for {N} candidates (policy p2c), per-call µs, median of {ROUNDS} interleaved rounds of {iters}; model: {version}"
     );
     for ((name, _), r) in cases.iter().zip(&results) {
         let p50 = median(r.iter().map(|x| x.0).collect());
@@ -203,4 +214,72 @@ fn main() {
         println!("  {name:<24} p50 {p50:>8.2}  p99 {p99:>8.2}");
     }
     let _ = std::fs::remove_dir_all(&tmp);
+    if let Some(path) = calibrate_path() {
+        write_calibration(&path, model_ns, &version);
+    }
+}
+
+/// `--calibrate FILE`, relative to the repository root.
+fn calibrate_path() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--calibrate")?;
+    Some(Path::new("..").join(args.get(i + 1)?))
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .current_dir("..")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn write_calibration(path: &Path, mut ns: Vec<u64>, model: &str) {
+    ns.sort_unstable();
+    let q = |p: f64| ns[((ns.len() - 1) as f64 * p).round() as usize] as f64 / 1_000.0;
+    let mut points: Vec<f64> = (0..100).map(|i| f64::from(i) / 100.0).collect();
+    points.extend([0.995, 0.999, 1.0]);
+    let pick_us: Vec<[f64; 2]> = points
+        .into_iter()
+        .map(|p| [p, (q(p) * 100.0).round() / 100.0])
+        .collect();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model_name = cpu
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map_or("unknown CPU", |l| l.trim_start_matches([' ', '\t', ':']));
+    let cores = cpu.lines().filter(|l| l.starts_with("processor")).count();
+    // The measured code: the library crates and this bench.
+    let status = ["status", "--porcelain", "--untracked-files=no", "--"];
+    let dirty = !command_output(
+        "git",
+        &[&status[..], &["crates", "evaluation/benches"]].concat(),
+    )
+    .is_empty();
+    let cal = evaluation::embedded_calibration::EmbeddedPickCalibration {
+        command: format!(
+            "cargo bench -p evaluation --bench embedded_pick -- --calibrate {}",
+            path.strip_prefix("..").unwrap_or(path).display()
+        ),
+        date: command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        commit: format!(
+            "{}{}",
+            command_output("git", &["rev-parse", "HEAD"]),
+            if dirty { "-dirty" } else { "" }
+        ),
+        host: format!(
+            "{} {}, {model_name}, {cores} logical cores",
+            command_output("uname", &["-s", "-r"]),
+            std::env::consts::ARCH
+        ),
+        candidates: N,
+        samples: ns.len(),
+        model: model.to_owned(),
+        pick_us,
+    };
+    let text = serde_json::to_string_pretty(&cal).expect("serialisable");
+    std::fs::write(path, text + "\n").expect("calibration written");
+    println!("calibration written to {}", path.display());
 }

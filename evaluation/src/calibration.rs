@@ -101,38 +101,13 @@ impl HttpScoreCalibration {
         if self.samples == 0 || self.connections == 0 {
             return Err("samples and connections must be at least 1".to_owned());
         }
-        let q = &self.in_service_us;
-        if q.len() < 2 {
-            return Err("in_service_us needs at least two points".to_owned());
-        }
-        if q[0][0] != 0.0 || q[q.len() - 1][0] != 1.0 {
-            return Err("in_service_us must run from probability 0 to 1".to_owned());
-        }
-        for (i, [p, us]) in q.iter().enumerate() {
-            if !(p.is_finite() && us.is_finite() && *us >= 0.0) {
-                return Err(format!(
-                    "in_service_us[{i}] = [{p}, {us}] is not finite and >= 0"
-                ));
-            }
-            if i > 0 && (*p <= q[i - 1][0] || *us < q[i - 1][1]) {
-                return Err(format!(
-                    "in_service_us[{i}] = [{p}, {us}] does not increase from [{}, {}]",
-                    q[i - 1][0],
-                    q[i - 1][1]
-                ));
-            }
-        }
-        Ok(())
+        check_quantiles("in_service_us", &self.in_service_us)
     }
 
     /// The in-service time at probability `u` in `[0, 1]` (inverse CDF,
     /// linear between points), µs.
     pub fn in_service_at_us(&self, u: f64) -> f64 {
-        let q = &self.in_service_us;
-        let u = u.clamp(0.0, 1.0);
-        let i = q.partition_point(|pt| pt[0] < u).clamp(1, q.len() - 1);
-        let ([p0, v0], [p1, v1]) = (q[i - 1], q[i]);
-        v0 + (v1 - v0) * ((u - p0) / (p1 - p0)).clamp(0.0, 1.0)
+        quantile_at(&self.in_service_us, u)
     }
 
     /// Mean in-service time, µs (the trapezoid over the quantile points).
@@ -147,6 +122,43 @@ impl HttpScoreCalibration {
     pub fn quantile_us(&self, p: f64) -> f64 {
         self.in_service_at_us(p)
     }
+}
+
+/// Checks quantile points `[probability, µs]` named `name`: at least two,
+/// probabilities from exactly 0 to exactly 1 and strictly increasing,
+/// values finite, ≥ 0 and non-decreasing.
+///
+/// # Errors
+/// The first violation.
+pub fn check_quantiles(name: &str, q: &[[f64; 2]]) -> Result<(), String> {
+    if q.len() < 2 {
+        return Err(format!("{name} needs at least two points"));
+    }
+    if q[0][0] != 0.0 || q[q.len() - 1][0] != 1.0 {
+        return Err(format!("{name} must run from probability 0 to 1"));
+    }
+    for (i, [p, us]) in q.iter().enumerate() {
+        if !(p.is_finite() && us.is_finite() && *us >= 0.0) {
+            return Err(format!("{name}[{i}] = [{p}, {us}] is not finite and >= 0"));
+        }
+        if i > 0 && (*p <= q[i - 1][0] || *us < q[i - 1][1]) {
+            return Err(format!(
+                "{name}[{i}] = [{p}, {us}] does not increase from [{}, {}]",
+                q[i - 1][0],
+                q[i - 1][1]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The value at probability `u` in `[0, 1]` of checked quantile points
+/// (inverse CDF, linear between points).
+pub fn quantile_at(q: &[[f64; 2]], u: f64) -> f64 {
+    let u = u.clamp(0.0, 1.0);
+    let i = q.partition_point(|pt| pt[0] < u).clamp(1, q.len() - 1);
+    let ([p0, v0], [p1, v1]) = (q[i - 1], q[i]);
+    v0 + (v1 - v0) * ((u - p0) / (p1 - p0)).clamp(0.0, 1.0)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::targets::{self, TargetCheck};
 /// diagnostics `rules-max`, `rules-softmax`, `rules-prequal` and `model`
 /// (the `service` arm under its older name; all still runnable with
 /// `--policies`), to keep the run time reasonable on a small machine.
-pub const ALL_POLICIES: [&str; 11] = [
+pub const ALL_POLICIES: [&str; 12] = [
     "round-robin",
     "random",
     "p2c-least-request",
@@ -25,6 +25,7 @@ pub const ALL_POLICIES: [&str; 11] = [
     "oracle",
     "service",
     "service-rules",
+    "service-embedded",
     "rules-p2c",
     "model-retrained",
 ];

@@ -12,6 +12,8 @@
 //! - [`policies`]: the policy names and the service arms (`service`,
 //!   `service-rules`: the service as shipped, with and without its model;
 //!   diagnostics `rules-*`) that call [`scorer_engine::Engine`] in-process;
+//! - [`embedded_arm`]: `service-embedded`, the same decision inside each
+//!   router with the embedded balancer, paying its measured pick time;
 //! - [`model_arms`]: `model` (rules + the shipped default model) and
 //!   `model-retrained` (run → log → train → run again, in-process);
 //! - [`run_summary`], [`report`], [`plot`], [`targets`]: what is measured, how
@@ -23,6 +25,8 @@
 
 pub mod baselines;
 pub mod calibration;
+pub mod embedded_arm;
+pub mod embedded_calibration;
 pub mod evaluate_all;
 pub mod model_arms;
 pub mod oracle;

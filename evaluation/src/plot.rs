@@ -28,6 +28,7 @@ pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
     RGBColor(255, 215, 0),   // oracle: yellow
     RGBColor(0, 90, 0),      // service: dark green
     RGBColor(128, 128, 128), // service-rules: grey
+    RGBColor(0, 200, 120),   // service-embedded: jade
     RGBColor(77, 175, 74),   // rules-max: green
     RGBColor(0, 0, 0),       // rules-softmax: black
     RGBColor(0, 170, 170),   // rules-p2c: teal

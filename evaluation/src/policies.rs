@@ -7,7 +7,9 @@
 //! `service` (the service exactly as shipped: default configuration, the
 //! configured default selection policy — the score request names no
 //! policy — and the shipped default model `models/default`),
-//! `service-rules` (the same with the model off), and diagnostics:
+//! `service-rules` (the same with the model off), `service-embedded` (the
+//! service's decision inside each router with the embedded balancer, fed by
+//! the view stream: [`crate::embedded_arm`]), and diagnostics:
 //! `rules-max` and `rules-softmax` (the service's rule scorer with its
 //! dynamics, selection policy `max` or `softmax` at the configured
 //! temperature), `rules-p2c` (an extra arm beyond issue #7's list: the same
@@ -49,7 +51,7 @@ use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Every policy name, in report order: the baselines, what users run
 /// (`service`, `service-rules`), then the diagnostic arms.
-pub const POLICIES: [&str; 15] = [
+pub const POLICIES: [&str; 16] = [
     "round-robin",
     "random",
     "p2c-least-request",
@@ -59,6 +61,7 @@ pub const POLICIES: [&str; 15] = [
     "oracle",
     "service",
     "service-rules",
+    "service-embedded",
     "rules-max",
     "rules-softmax",
     "rules-p2c",
@@ -106,10 +109,10 @@ pub fn is_model_arm(name: &str) -> bool {
     matches!(name, "model" | "model-retrained")
 }
 
-/// Whether `name` runs the shipped model (`service`, `model`,
-/// `model-retrained`): its arm needs a model hub.
+/// Whether `name` runs the shipped model (`service`, `service-embedded`,
+/// `model`, `model-retrained`): its arm needs a model hub.
 pub fn needs_models(name: &str) -> bool {
-    name == "service" || is_model_arm(name)
+    matches!(name, "service" | "service-embedded") || is_model_arm(name)
 }
 
 /// Whether `name` is the service as shipped (`service`, `service-rules`):
@@ -121,7 +124,10 @@ pub fn is_shipped_arm(name: &str) -> bool {
 /// Whether `name` is served by the scoring service (every arm but the
 /// baselines).
 pub fn is_service_arm(name: &str) -> bool {
-    is_shipped_arm(name) || name.starts_with("rules-") || is_model_arm(name)
+    is_shipped_arm(name)
+        || name.starts_with("rules-")
+        || is_model_arm(name)
+        || name == "service-embedded"
 }
 
 /// The arm `name` for `routers` independent routers (see
@@ -137,6 +143,10 @@ pub fn build_arm(
     service_config: &Config,
     models: Option<Arc<ModelHub>>,
 ) -> Option<Box<dyn Router + Send>> {
+    if name == "service-embedded" {
+        let arm = crate::embedded_arm::EmbeddedRouter::new(n, routers, service_config, &models?);
+        return Some(Box::new(arm.ok()?));
+    }
     // The oracle reads the true state, which no router's view limits.
     if routers <= 1 || is_service_arm(name) || name == "oracle" {
         return build(name, n, log, service_config, models);
@@ -176,6 +186,10 @@ pub fn build(
             Box::new(ServiceRouter::shipped(n, log, service_config.clone()).with_models(models?))
         }
         "service-rules" => Box::new(ServiceRouter::shipped(n, log, service_config.clone())),
+        "service-embedded" => {
+            let arm = crate::embedded_arm::EmbeddedRouter::new(n, 1, service_config, &models?);
+            Box::new(arm.ok()?)
+        }
         "rules-max" => Box::new(ServiceRouter::new(n, "max", log, service_config.clone())),
         "rules-softmax" => Box::new(ServiceRouter::new(
             n,
@@ -230,11 +244,11 @@ impl std::fmt::Debug for ServiceRouter {
     }
 }
 
-fn mono(now_ms: f64) -> u64 {
+pub(crate) fn mono(now_ms: f64) -> u64 {
     MONO_OFFSET_MS + now_ms.max(0.0) as u64
 }
 
-fn wall(now_ms: f64) -> u64 {
+pub(crate) fn wall(now_ms: f64) -> u64 {
     WALL_EPOCH_MS + now_ms.max(0.0) as u64
 }
 
@@ -281,7 +295,7 @@ impl ServiceRouter {
     }
 }
 
-fn parse_worker(id: &str) -> Option<usize> {
+pub(crate) fn parse_worker(id: &str) -> Option<usize> {
     id.strip_prefix('w')?.parse().ok()
 }
 

@@ -103,6 +103,17 @@ pub trait Router {
     /// request's own expected service time, ms (infinite when the worker
     /// is down or a black hole).
     fn truth(&mut self, _expected_delay_ms: &[f64]) {}
+    /// For an arm that decides inside the router with the embedded
+    /// balancer (`service-embedded`): what a pick costs. The simulator then
+    /// holds each request for a drawn pick time before it leaves, and
+    /// delivers telemetry through [`Router::view`] as the service's view
+    /// stream would. `None` for every other arm.
+    fn embedded(&self) -> Option<&'static crate::embedded_calibration::EmbeddedPickCalibration> {
+        None
+    }
+    /// An embedded arm's view of a telemetry batch, reaching the router at
+    /// `now_ms`, `age_ms` after the service accepted it.
+    fn view(&mut self, _batch: &[Snapshot], _now_ms: f64, _age_ms: f64) {}
     /// For a service arm with a model: how much the model separated the
     /// candidates of a decision.
     fn model_spread(&self) -> Option<crate::policies::ModelSpread> {

@@ -134,7 +134,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
     for name in &opts.policies {
         // The model arms: a hub with the default or a freshly trained model.
         let (hub, retrained) = match name.as_str() {
-            "model" | "service" => match model_arms::load_hub(
+            "model" | "service" | "service-embedded" => match model_arms::load_hub(
                 &opts.model_dir,
                 model_arms::SIM_BUDGET_US,
                 &opts.service_config,

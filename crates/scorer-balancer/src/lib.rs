@@ -19,9 +19,15 @@
 //! picks rest on local evidence alone ([`PickSource::Blackout`]); when no
 //! candidate is known at all, the pick is uniform ([`PickSource::Uniform`]).
 //! A pick never blocks on I/O and never fails for want of the service.
+//!
+//! With the `http` feature, [`follow::follow_view`] keeps a balancer's view
+//! current from the service's `GET /v1/view` stream, reconnecting with
+//! backoff and jitter.
 
 mod apply;
 mod balancer;
+#[cfg(feature = "http")]
+pub mod follow;
 mod stats;
 
 #[cfg(test)]

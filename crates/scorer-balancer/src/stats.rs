@@ -15,6 +15,8 @@ pub(crate) struct Counters {
     pub reports_applied: AtomicU64,
     pub reports_skipped: AtomicU64,
     pub config_mismatches: AtomicU64,
+    pub stream_connects: AtomicU64,
+    pub stream_disconnects: AtomicU64,
 }
 
 impl Counters {
@@ -48,6 +50,10 @@ pub struct BalancerStats {
     pub reports_skipped: u64,
     /// View events whose configuration hash differed from the balancer's.
     pub config_mismatches: u64,
+    /// View streams opened (feature `http`).
+    pub stream_connects: u64,
+    /// View streams that ended or failed to open (feature `http`).
+    pub stream_disconnects: u64,
     /// Age of the last applied view, ms; `None` before the first.
     pub view_age_ms: Option<u64>,
 }
@@ -66,6 +72,8 @@ impl Counters {
             reports_applied: get(&self.reports_applied),
             reports_skipped: get(&self.reports_skipped),
             config_mismatches: get(&self.config_mismatches),
+            stream_connects: get(&self.stream_connects),
+            stream_disconnects: get(&self.stream_disconnects),
             view_age_ms,
         }
     }

@@ -24,6 +24,11 @@
 //!   telemetry `telemetry_delay_ms` after the snapshot. A baseline decides
 //!   inside the router at no cost and learns its outcomes at once. A
 //!   request's latency always counts from its arrival at the router.
+//! - An embedded arm ([`Router::embedded`]) decides inside the router and
+//!   learns its outcomes at once, but holds each request for a pick time
+//!   drawn from its calibration, and sees telemetry through the service's
+//!   view stream: `telemetry_delay_ms` to the service, the stream's
+//!   coalescing window and one network crossing later.
 //! - The `oracle` ([`Router::wants_truth`]) is told every worker's true
 //!   expected delay before each pick.
 //!
@@ -44,6 +49,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::calibration::HttpScoreCalibration;
+use crate::embedded_calibration::EmbeddedPickCalibration;
 use crate::policies::{WALL_EPOCH_MS, worker_id};
 use crate::router::{Op, Outcome, PickRequest, Router};
 use crate::scenario::{Fault, Scenario};
@@ -118,6 +124,8 @@ pub struct Sim<'a> {
     next_background: usize,
     rec: RunRecord,
     remote: bool,
+    embedded: Option<&'static EmbeddedPickCalibration>,
+    pick_rng: ChaCha8Rng,
     scorer: RemoteScorer,
     outbox: Outbox,
     feedback_in_transit: Vec<Option<Vec<PendingOutcome>>>,
@@ -131,6 +139,7 @@ impl<'a> Sim<'a> {
         let n = sc.workers.len();
         let windows = (sc.duration_ms / sc.window_ms).ceil().max(1.0) as usize;
         let remote = router.remote();
+        let embedded = router.embedded();
         Self {
             sc,
             router,
@@ -151,6 +160,8 @@ impl<'a> Sim<'a> {
                 ..RunRecord::default()
             },
             remote,
+            embedded,
+            pick_rng: ChaCha8Rng::seed_from_u64(seed ^ 0xe3be_dded),
             scorer: RemoteScorer::new(sc, HttpScoreCalibration::shipped(), seed ^ 0x5c0_4e11),
             outbox: Outbox::new(sc),
             feedback_in_transit: Vec::new(),
@@ -249,7 +260,11 @@ impl<'a> Sim<'a> {
             }
             Event::TelemetryArrive { batch } => {
                 if let Some(b) = self.telemetry_in_transit[batch].take() {
-                    self.router.telemetry(&b, t);
+                    if self.embedded.is_some() {
+                        self.router.view(&b, t, self.view_stream_ms());
+                    } else {
+                        self.router.telemetry(&b, t);
+                    }
                 }
             }
             Event::JobDone { worker, attempt } => {
@@ -290,7 +305,15 @@ impl<'a> Sim<'a> {
                     })
                     .collect();
                 if !batch.is_empty() {
-                    if self.remote && self.sc.telemetry_delay_ms > 0.0 {
+                    if self.embedded.is_some() {
+                        self.telemetry_in_transit.push(Some(batch));
+                        self.q.push(
+                            t + self.sc.telemetry_delay_ms + self.view_stream_ms(),
+                            Event::TelemetryArrive {
+                                batch: self.telemetry_in_transit.len() - 1,
+                            },
+                        );
+                    } else if self.remote && self.sc.telemetry_delay_ms > 0.0 {
                         self.telemetry_in_transit.push(Some(batch));
                         self.q.push(
                             t + self.sc.telemetry_delay_ms,
@@ -396,7 +419,25 @@ impl<'a> Sim<'a> {
             return;
         }
         let pick = self.decide(req, t);
+        if let Some(cal) = self.embedded {
+            // The request leaves once the pick is made.
+            let cost_ms = cal.pick_at_us(self.pick_rng.random::<f64>()) / 1_000.0;
+            let (worker, decision_id) = (pick.worker, pick.decision_id);
+            let answer = Event::Answer {
+                req,
+                worker,
+                decision_id,
+            };
+            self.q.push(t + cost_ms, answer);
+            return;
+        }
         self.send(req, pick.worker, pick.decision_id, t);
+    }
+
+    /// From the service accepting a report to the view reaching a router:
+    /// the stream's coalescing window and one network crossing, ms.
+    fn view_stream_ms(&self) -> f64 {
+        service::view_hub::DEFAULT_COALESCE_MS as f64 + self.scorer.one_way_ms()
     }
 
     /// The policy picks a worker for `req` at `t`.

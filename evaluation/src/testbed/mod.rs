@@ -19,6 +19,7 @@
 
 pub mod conns;
 pub mod credentials;
+mod embedded;
 pub mod faults;
 pub mod loaded;
 pub mod loadgen;
@@ -288,7 +289,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             continue;
         }
         let mut retrained = None;
-        if name == "model" || name == "service" {
+        if matches!(name.as_str(), "model" | "service" | "service-embedded") {
             setup.model_dir = Some(crate::model_arms::default_model_dir());
         } else if name == "model-retrained" {
             match retrain(args, &mut workers).await {

@@ -50,6 +50,8 @@ pub enum Picker {
         /// Redis operations on a shared host, without the scorer's routing.
         score_call: Option<(reqwest::Client, String, Duration)>,
     },
+    /// The embedded balancer, fed by the service's view stream.
+    Embedded(Box<super::embedded::EmbeddedPicker>),
 }
 
 /// Where a service arm's outcomes go.
@@ -156,6 +158,13 @@ impl Route for Picker {
                     }
                 }
             },
+            Self::Embedded(e) => {
+                let choice = e.pick(ask);
+                if choice.fallback {
+                    router.scorer_failed();
+                }
+                choice
+            }
             Self::Baseline {
                 router: baseline,
                 score_call,
@@ -210,6 +219,9 @@ impl Route for Picker {
                 }
             }
         }
+        if let Self::Embedded(e) = self {
+            e.report(&done);
+        }
         if let Self::Baseline { router, .. } = self {
             let mut g = router
                 .lock()
@@ -232,7 +244,7 @@ impl Route for Picker {
                 score_call: Some((http, base, _)),
                 ..
             } => Some((http, base)),
-            Self::Baseline { .. } => None,
+            Self::Baseline { .. } | Self::Embedded(_) => None,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_balancer::{Balancer, BalancerConfig};
 use scorer_core::clock::SystemClock;
 use scorer_engine::Engine;
 use scorer_engine::config::Config;
@@ -16,6 +17,7 @@ use scorer_model::ModelHub;
 use service::AppState;
 
 use super::conns::Conns;
+use super::embedded::EmbeddedPicker;
 use super::loadgen::{self, Load};
 use super::picker::Picker;
 use super::procs::RedisProc;
@@ -83,7 +85,9 @@ pub(super) async fn retrain(
 }
 
 /// How `name` picks, calling the service at `base` when it is a service
-/// arm (or, diagnostic, a baseline with `--baselines-call-service`).
+/// arm (or, diagnostic, a baseline with `--baselines-call-service`);
+/// `service-embedded` decides in this process with `config`, following the
+/// service's view stream.
 fn picker(
     args: &TestbedArgs,
     name: &str,
@@ -91,7 +95,22 @@ fn picker(
     n: usize,
     http: &reqwest::Client,
     base: &str,
+    config: &Config,
 ) -> Result<Picker, String> {
+    if name == "service-embedded" {
+        let mut b = Balancer::new(config.clone(), BalancerConfig::new("testbed"))
+            .map_err(|e| e.to_string())?;
+        if let Some(dir) = &setup.model_dir {
+            b = b.with_models(crate::model_arms::load_hub(
+                dir,
+                config.model.budget_us,
+                config,
+            )?);
+        }
+        let rng = ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c);
+        let picker = EmbeddedPicker::start(b, n, http.clone(), base, rng);
+        return Ok(Picker::Embedded(Box::new(picker)));
+    }
     let scorer_timeout = Duration::from_millis(args.scorer_timeout_ms);
     let service = |policy: Option<String>| Picker::Service {
         http: http.clone(),
@@ -189,7 +208,7 @@ pub(super) async fn run_policy(
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    let picker = picker(args, name, setup, n, &http, &base)?;
+    let picker = picker(args, name, setup, n, &http, &base, &config)?;
     // The service and the agent get their own runtime, so the load
     // generator's tasks cannot starve them (and the other way round).
     let svc_rt = tokio::runtime::Builder::new_multi_thread()
@@ -223,7 +242,10 @@ pub(super) async fn run_policy(
     let agent_task = svc_rt.spawn(agent::run(agent_cfg, async {
         let _ = agent_stop_rx.await;
     }));
-    let ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
+    let mut ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
+    if let Picker::Embedded(e) = &picker {
+        ready = ready && e.wait_for_view(Duration::from_secs(5)).await;
+    }
     let result = if ready {
         let is_loaded = args.scenario == loaded::NAME;
         let conns = Arc::new(Conns::new(
