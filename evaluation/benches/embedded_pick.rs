@@ -94,6 +94,7 @@ fn full_view(b: &Balancer) -> View {
         config_hash: b.engine().config_hash().to_string(),
         model_version: None,
         workers,
+        load: None,
     }
 }
 

@@ -3,9 +3,12 @@
 //!
 //! - Every router links its own [`Balancer`], with the service's
 //!   configuration and the shipped model: with `routers` > 1 there is one
-//!   balancer per router, and each knows only its own picks and outcomes
-//!   (routers do not report back to the service yet, so they do not share
-//!   their load).
+//!   balancer per router, which knows its own picks and outcomes at once.
+//! - The routers share their load through the service: every
+//!   `DEFAULT_LOAD_REPORT_MS` each reports its outstanding picks (reaching
+//!   the service one network crossing later), and the service's view of
+//!   the others' outstanding picks reaches each router one crossing after
+//!   it left ([`Router::load_tick`]).
 //! - A pick is `Balancer::pick` with every worker as a candidate and the
 //!   request's type and timeout; the simulator charges its measured time
 //!   ([`crate::embedded_calibration`]).
@@ -17,6 +20,7 @@
 //! Simulated time is the balancers' monotonic clock, as for the other
 //! service arms.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
@@ -25,7 +29,7 @@ use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
-use scorer_engine::view::{View, ViewKind, ViewWorker};
+use scorer_engine::view::{View, ViewKind, ViewWorker, WorkerLoad};
 use scorer_model::ModelHub;
 
 use crate::embedded_calibration::EmbeddedPickCalibration;
@@ -38,6 +42,11 @@ pub struct EmbeddedRouter {
     balancers: Vec<Balancer>,
     req: ScoreRequest,
     seq: u64,
+    /// Per router: its load reports in flight to the service (arrival
+    /// time, outstanding picks), oldest first.
+    in_flight: Vec<VecDeque<(f64, Vec<WorkerLoad>)>>,
+    /// Per router: its latest report the service has.
+    board: Vec<Vec<WorkerLoad>>,
 }
 
 impl EmbeddedRouter {
@@ -59,10 +68,13 @@ impl EmbeddedRouter {
                     .map_err(|e| e.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let routers = balancers.len();
         Ok(Self {
             balancers,
             req: ScoreRequest::new("k", (0..n).map(worker_id).collect()),
             seq: 0,
+            in_flight: vec![VecDeque::new(); routers],
+            board: vec![Vec::new(); routers],
         })
     }
 
@@ -123,10 +135,56 @@ impl Router for EmbeddedRouter {
                         age_ms,
                     })
                     .collect(),
+                load: None,
             };
             // The simulator's snapshots are valid; a refusal is counted.
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
             b.tick(mono(now_ms));
+        }
+        self.seq += 1;
+    }
+
+    fn load_tick(&mut self, now_ms: f64, one_way_ms: f64) {
+        if self.balancers.len() < 2 {
+            return;
+        }
+        // The view leaving the service now reaches the routers one crossing
+        // later: it holds the reports that had arrived by then.
+        let sent_ms = now_ms - one_way_ms;
+        for (r, b) in self.balancers.iter().enumerate() {
+            self.in_flight[r].push_back((now_ms + one_way_ms, b.outstanding()));
+            while self.in_flight[r]
+                .front()
+                .is_some_and(|(at, _)| *at <= sent_ms)
+            {
+                if let Some((_, report)) = self.in_flight[r].pop_front() {
+                    self.board[r] = report;
+                }
+            }
+        }
+        for (r, b) in self.balancers.iter().enumerate() {
+            let mut others: BTreeMap<&str, u32> = BTreeMap::new();
+            for (_, report) in self.board.iter().enumerate().filter(|(o, _)| *o != r) {
+                for l in report {
+                    *others.entry(&l.worker_id).or_default() += l.outstanding;
+                }
+            }
+            let load = others
+                .into_iter()
+                .map(|(w, outstanding)| WorkerLoad {
+                    worker_id: w.to_owned(),
+                    outstanding,
+                })
+                .collect();
+            let view = View {
+                kind: ViewKind::Delta,
+                seq: self.seq,
+                config_hash: b.engine().config_hash().to_string(),
+                model_version: None,
+                workers: Vec::new(),
+                load: Some(load),
+            };
+            let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
         }
         self.seq += 1;
     }
@@ -161,6 +219,49 @@ mod tests {
     use super::*;
     use crate::scenario::Scenario;
     use scorer_core::clock::SystemClock;
+
+    #[test]
+    fn a_routers_picks_reach_the_others_as_backlog_two_crossings_later() {
+        use rand::SeedableRng;
+        let cfg = Config::default();
+        let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
+        let mut arm = EmbeddedRouter::new(2, 2, &cfg, &hub).expect("valid");
+        let snaps: Vec<Snapshot> = (0..2)
+            .map(|i| {
+                let mut s = Snapshot::new(worker_id(i), crate::policies::WALL_EPOCH_MS);
+                s.cpu_usage = 0.1;
+                s
+            })
+            .collect();
+        arm.view(&snaps, 0.0, 0.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let ask = PickRequest {
+            now_ms: 1.0,
+            key: "user:1:profile",
+            op: Op::Get,
+            timeout_ms: 100.0,
+            router: 0,
+        };
+        let picked = arm.pick(&ask, &mut rng).worker;
+        let backlog = |arm: &EmbeddedRouter| {
+            let slot = arm.balancers[1].engine().registry().get(&worker_id(picked));
+            slot.expect("known").evidence().snapshot().unseen_backlog
+        };
+        // Reported at 2 ms, at the service at 3 ms: the view reaching the
+        // routers at 3 ms left the service at 2 ms, without it; the one
+        // reaching them at 4 ms left at 3 ms, with it.
+        arm.load_tick(2.0, 1.0);
+        arm.load_tick(3.0, 1.0);
+        assert_eq!(backlog(&arm), 0.0);
+        arm.load_tick(4.0, 1.0);
+        assert_eq!(backlog(&arm), 1.0);
+        // Router 0 is not told its own load.
+        let own = arm.balancers[0].engine().registry().get(&worker_id(picked));
+        assert_eq!(
+            own.expect("known").evidence().snapshot().unseen_backlog,
+            0.0
+        );
+    }
 
     #[test]
     fn each_router_decides_on_the_view_and_every_pick_pays_its_measured_time() {

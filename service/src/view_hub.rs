@@ -119,5 +119,6 @@ fn view(engine: &Engine, kind: ViewKind, seq: u64, workers: Vec<ViewWorker>) -> 
         config_hash: engine.config_hash().to_string(),
         model_version: models.primary.model().map(|m| m.card.model_version.clone()),
         workers,
+        load: None,
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use scorer_core::telemetry::validate::check_snapshot;
-use scorer_engine::view::{MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind};
+use scorer_core::telemetry::validate::{check_snapshot, is_valid_worker_id};
+use scorer_engine::view::{MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind, WorkerLoad};
 
 use crate::Balancer;
 use crate::stats::Counters;
@@ -66,6 +66,14 @@ pub enum ViewError {
         /// Its timestamp.
         timestamp_ms: u64,
     },
+    /// A `load` entry names an invalid worker id, or one named before.
+    #[error("load entry {index}: worker `{worker}` is not a valid worker id or repeats")]
+    BadLoad {
+        /// Position in `load`.
+        index: usize,
+        /// Its worker id (truncated).
+        worker: String,
+    },
     /// The view would take the balancer past `telemetry.max_workers`.
     #[error("the view brings {new} new workers beyond telemetry.max_workers = {limit}")]
     TooManyNew {
@@ -119,6 +127,9 @@ impl Balancer {
                 }
             }
         }
+        if let Some(load) = &view.load {
+            self.apply_load(load, now_ms);
+        }
         let c = &self.counters;
         c.reports_applied
             .fetch_add(applied as u64, Ordering::Relaxed);
@@ -137,9 +148,34 @@ impl Balancer {
         })
     }
 
+    /// Every known worker's backlog from the other routers: what `load`
+    /// names, 0 for the rest.
+    fn apply_load(&self, load: &[WorkerLoad], now_ms: u64) {
+        let others: HashMap<&str, u32> = load
+            .iter()
+            .map(|l| (l.worker_id.as_str(), l.outstanding))
+            .collect();
+        for slot in self.engine.registry().slots() {
+            let n = others.get(&*slot.view().worker_id).copied().unwrap_or(0);
+            slot.evidence().on_others(n, now_ms);
+        }
+    }
+
     fn check_view(&self, view: &View, now_wall_ms: u64) -> Result<(), ViewError> {
         if view.workers.len() > MAX_VIEW_WORKERS {
             return Err(ViewError::TooManyWorkers(view.workers.len()));
+        }
+        if let Some(load) = &view.load {
+            if load.len() > MAX_VIEW_WORKERS {
+                return Err(ViewError::TooManyWorkers(load.len()));
+            }
+            let mut seen = std::collections::HashSet::with_capacity(load.len());
+            for (index, l) in load.iter().enumerate() {
+                if !is_valid_worker_id(&l.worker_id) || !seen.insert(l.worker_id.as_str()) {
+                    let worker = l.worker_id.chars().take(128).collect();
+                    return Err(ViewError::BadLoad { index, worker });
+                }
+            }
         }
         let cfg = self.engine.config();
         let latest_ms = now_wall_ms.saturating_add(cfg.telemetry.max_clock_skew_ms);

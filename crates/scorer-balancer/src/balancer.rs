@@ -7,6 +7,7 @@ use rand::{Rng, RngCore};
 use scorer_core::scoring::RequestContext;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
+use scorer_engine::view::WorkerLoad;
 use scorer_engine::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
 
 use crate::stats::{BalancerStats, Counters};
@@ -16,6 +17,10 @@ use crate::stats::{BalancerStats, Counters};
 /// `blackout_period` by default, and drops weights after a 3 min
 /// `weight_expiration_period`).
 pub const DEFAULT_VIEW_TTL_MS: u64 = 10_000;
+
+/// How often a router reports its outstanding picks to the service, and
+/// the service streams the others' load, ms.
+pub const DEFAULT_LOAD_REPORT_MS: u64 = 5;
 
 /// Longest router id, bytes (it prefixes every decision id).
 pub const MAX_ROUTER_ID_BYTES: usize = 32;
@@ -281,6 +286,27 @@ impl Balancer {
             Counters::bump(&self.counters.outcomes_unknown);
         }
         Ok(out)
+    }
+
+    /// This router's outstanding picks per worker (the workers with any),
+    /// sorted by id: what it reports to the service, so that the other
+    /// routers see its load (`POST /v1/router/load`).
+    pub fn outstanding(&self) -> Vec<WorkerLoad> {
+        let mut out: Vec<WorkerLoad> = self
+            .engine
+            .registry()
+            .slots()
+            .iter()
+            .filter_map(|slot| {
+                let outstanding = slot.evidence().snapshot().outstanding;
+                (outstanding > 0).then(|| WorkerLoad {
+                    worker_id: slot.view().worker_id.to_string(),
+                    outstanding,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+        out
     }
 
     /// Housekeeping at monotonic `now_ms`, about once a second: picks whose

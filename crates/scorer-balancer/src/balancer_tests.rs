@@ -35,6 +35,7 @@ fn view(b: &Balancer, kind: ViewKind, workers: Vec<ViewWorker>) -> View {
         config_hash: b.engine().config_hash().to_string(),
         model_version: None,
         workers,
+        load: None,
     }
 }
 
@@ -258,4 +259,43 @@ fn bad_requests_and_settings_are_refused() {
         Balancer::new(Config::default(), zero).unwrap_err(),
         BalancerConfigError::ViewTtl
     );
+}
+
+#[test]
+fn the_other_routers_load_steers_the_pick_and_this_routers_is_reported() {
+    use scorer_engine::view::WorkerLoad;
+    let b = balancer();
+    let mut v = view(
+        &b,
+        ViewKind::Full,
+        vec![report("a", 0.2, 0, 1_000, 0), report("b", 0.2, 0, 1_000, 0)],
+    );
+    let load = |n| WorkerLoad {
+        worker_id: "a".into(),
+        outstanding: n,
+    };
+    v.load = Some(vec![load(6)]);
+    b.apply_view(&v, 1_000, WALL + 1_000).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let req = request(&["a", "b"], "max");
+    // Six picks of other routers on `a`: this router sends its next
+    // three to `b` before `a` is worth it again.
+    for _ in 0..3 {
+        assert_eq!(b.pick(&req, 1_000, &mut rng).unwrap().worker, "b");
+    }
+    let own = b.outstanding();
+    assert_eq!(own.len(), 1);
+    assert_eq!((own[0].worker_id.as_str(), own[0].outstanding), ("b", 3));
+    // A load list that no longer names `a`: nobody else is on it.
+    let mut idle = view(&b, ViewKind::Delta, Vec::new());
+    idle.load = Some(Vec::new());
+    b.apply_view(&idle, 1_001, WALL + 1_001).unwrap();
+    assert_eq!(b.pick(&req, 1_001, &mut rng).unwrap().worker, "a");
+    // A repeated or invalid worker in the load is refused whole.
+    let mut bad = view(&b, ViewKind::Delta, Vec::new());
+    bad.load = Some(vec![load(1), load(2)]);
+    assert!(matches!(
+        b.apply_view(&bad, 1_002, WALL + 1_002),
+        Err(ViewError::BadLoad { index: 1, .. })
+    ));
 }

@@ -37,6 +37,7 @@ fn view(seq: u64, hash: &str) -> View {
             snapshot: s,
             age_ms: 0,
         }],
+        load: None,
     }
 }
 

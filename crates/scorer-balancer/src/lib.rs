@@ -35,7 +35,7 @@ mod balancer_tests;
 
 pub use apply::{ViewApplied, ViewError};
 pub use balancer::{
-    Balancer, BalancerConfig, BalancerConfigError, DEFAULT_VIEW_TTL_MS, MAX_ROUTER_ID_BYTES, Pick,
-    PickError, PickSource,
+    Balancer, BalancerConfig, BalancerConfigError, DEFAULT_LOAD_REPORT_MS, DEFAULT_VIEW_TTL_MS,
+    MAX_ROUTER_ID_BYTES, Pick, PickError, PickSource,
 };
 pub use stats::BalancerStats;

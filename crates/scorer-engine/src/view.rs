@@ -7,7 +7,9 @@
 //! service's, computed from the same inputs in the same order (as NVIDIA
 //! Dynamo's KV router replays the workers' load events in every router
 //! replica). The router's own evidence (outstanding picks, outcome
-//! peak-EWMA, ejection) never comes from the view.
+//! peak-EWMA, ejection) never comes from the view; the other routers'
+//! outstanding picks do ([`View::load`]), as the routers report them to the
+//! service, so that many routers act as one.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +51,21 @@ pub struct View {
     pub model_version: Option<String>,
     /// Reports, at most [`MAX_VIEW_WORKERS`].
     pub workers: Vec<ViewWorker>,
+    /// The other routers' load: present, it is complete (a worker it does
+    /// not name has none); absent, the event says nothing of the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Vec<WorkerLoad>>,
+}
+
+/// One worker's outstanding picks, as routers report them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerLoad {
+    /// The worker.
+    pub worker_id: String,
+    /// Picks without an outcome yet.
+    #[schema(format = "uint32")]
+    pub outstanding: u32,
 }
 
 /// One worker's report in a [`View`].

@@ -81,6 +81,10 @@ pub enum Event {
         /// Index of the batch in transit.
         batch: usize,
     },
+    /// An embedded arm's routers report their load, and the service's view
+    /// of the others' load reaches them (every
+    /// `scorer_balancer::DEFAULT_LOAD_REPORT_MS`).
+    LoadTick,
     /// Telemetry batch `batch` reaches the service.
     TelemetryArrive {
         /// Index of the batch in transit.

@@ -174,6 +174,9 @@ impl<'a> Sim<'a> {
     /// outstanding attempt finishes or times out.
     pub fn run(mut self) -> RunRecord {
         self.q.push(0.0, Event::Telemetry);
+        if self.embedded.is_some() {
+            self.q.push(0.0, Event::LoadTick);
+        }
         let first = exponential(&mut self.workload_rng, 1.0 / self.sc.arrival_rate_per_ms());
         self.q.push(first, Event::Arrival);
         faults::schedule(self.sc, &mut self.q);
@@ -295,6 +298,13 @@ impl<'a> Sim<'a> {
                 if !self.attempts[attempt].done {
                     self.rec.timeouts += 1;
                     self.complete(attempt, t, false);
+                }
+            }
+            Event::LoadTick => {
+                self.router.load_tick(t, self.scorer.one_way_ms());
+                let next = t + scorer_balancer::DEFAULT_LOAD_REPORT_MS as f64;
+                if next < self.sc.duration_ms {
+                    self.q.push(next, Event::LoadTick);
                 }
             }
             Event::Telemetry => {

@@ -336,6 +336,16 @@ impl LocalEvidence {
         g.unseen_at_ms = now_ms;
     }
 
+    /// The other routers' outstanding picks on this worker, `others`, as
+    /// the service last heard them, arrived at `now_ms` (an embedded
+    /// balancer's view of the shared load): backlog this router did not
+    /// send, fresher than a queue depth from the last report.
+    pub fn on_others(&self, others: u32, now_ms: u64) {
+        let mut g = self.lock();
+        g.unseen_backlog = f64::from(others);
+        g.unseen_at_ms = now_ms;
+    }
+
     /// Ejects the worker at `now_ms`; returns the ejection length, ms.
     pub fn eject(&self, now_ms: u64, cause: EjectionCause, cfg: &OutlierConfig) -> u64 {
         self.lock().outlier.eject(now_ms, cause, cfg)
