@@ -7,8 +7,9 @@
 //! `scorer-log` (the Parquet decision log) and `scorer-signal` (the stop
 //! request). This crate holds
 //! [`config`] (loading), [`http`] (axum routes), [`decision_log`] (the
-//! Parquet log behind the engine) and [`view_hub`] (what `GET /v1/view`
-//! streams to the routers' balancers); the engine, its configuration and the
+//! Parquet log behind the engine) [`view_hub`] (what `GET /v1/view`
+//! streams to the routers' balancers) and [`load_board`] (the routers'
+//! reported load); the engine, its configuration and the
 //! wire types are `scorer-engine`.
 //!
 //! `docs/architecture.md` draws the crate graph.
@@ -18,6 +19,7 @@
 pub mod config;
 pub mod decision_log;
 pub mod http;
+pub mod load_board;
 pub mod view_hub;
 
 pub use decision_log::EngineLog;

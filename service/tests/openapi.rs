@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/score"),
     ("post", "/v1/feedback"),
     ("get", "/v1/view"),
+    ("post", "/v1/router/load"),
     ("get", "/v1/stats"),
     ("get", "/v1/log/stats"),
     ("get", "/v1/workers"),

@@ -143,3 +143,59 @@ async fn closing_the_hub_ends_every_stream() {
     let rest = body.collect().await.unwrap().to_bytes();
     assert!(rest.is_empty(), "{rest:?}");
 }
+
+async fn open(app: &TestApp, query: &str) -> axum::body::Body {
+    let req = Request::get(format!("/v1/view?{query}"))
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.into_body()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_router_is_streamed_the_other_routers_load_without_its_own() {
+    let app = test_app(no_warmup());
+    report(&app, "w1", 0.1, 0).await;
+    let load =
+        |n: u32| json!({"router_id": "r2", "outstanding": [{"worker_id": "w1", "outstanding": n}]});
+    let (status, body) = app.post_json("/v1/router/load", &load(4)).await;
+    assert_eq!((status, &body["routers"]), (StatusCode::OK, &json!(1)));
+    let mut r1 = open(&app, "router_id=r1&max_events=2").await;
+    let first = r1.frame().await.unwrap().unwrap().into_data().unwrap();
+    let full = &events(std::str::from_utf8(&first).unwrap())[0];
+    let pairs = |v: &View| -> Vec<(String, u32)> {
+        let load = v.load.as_ref().expect("load in the event");
+        load.iter()
+            .map(|l| (l.worker_id.clone(), l.outstanding))
+            .collect()
+    };
+    assert_eq!(pairs(full), [("w1".to_owned(), 4)]);
+    // r2's next report reaches r1 as a load delta.
+    app.post_json("/v1/router/load", &load(1)).await;
+    let rest = r1.collect().await.unwrap().to_bytes();
+    let rest = events(std::str::from_utf8(&rest).unwrap());
+    assert_eq!((rest[0].kind, rest[0].workers.len()), (ViewKind::Delta, 0));
+    assert_eq!(pairs(&rest[0]), [("w1".to_owned(), 1)]);
+    // r2 is not told its own load.
+    let own = open(&app, "router_id=r2&max_events=1").await;
+    let own = own.collect().await.unwrap().to_bytes();
+    assert!(pairs(&events(std::str::from_utf8(&own).unwrap())[0]).is_empty());
+    // Bad reports are refused and change nothing.
+    for bad in [
+        json!({"router_id": "r 2", "outstanding": []}),
+        json!({"router_id": "r2", "outstanding": [{"worker_id": "w1", "outstanding": 1}, {"worker_id": "w1", "outstanding": 2}]}),
+        json!({"router_id": "r2", "outstanding": [{"worker_id": "w1", "outstanding": -1}]}),
+        json!({"router_id": "r2"}),
+    ] {
+        let (status, body) = app.post_json("/v1/router/load", &bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+    }
+    let others = app
+        .state
+        .load_board
+        .others(Some("r1"), app.clock.monotonic_ms());
+    assert_eq!(others[0].outstanding, 1);
+    let (status, _) = app.get("/v1/view?router_id=has%20space").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}

@@ -20,7 +20,7 @@ pub const DEFAULT_VIEW_TTL_MS: u64 = 10_000;
 
 /// How often a router reports its outstanding picks to the service, and
 /// the service streams the others' load, ms.
-pub const DEFAULT_LOAD_REPORT_MS: u64 = 5;
+pub const DEFAULT_LOAD_REPORT_MS: u64 = scorer_engine::view::LOAD_INTERVAL_MS;
 
 /// Longest router id, bytes (it prefixes every decision id).
 pub const MAX_ROUTER_ID_BYTES: usize = 32;
@@ -47,10 +47,8 @@ impl BalancerConfig {
     }
 
     fn validate(&self) -> Result<(), BalancerConfigError> {
-        let id = &self.router_id;
-        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-        if id.is_empty() || id.len() > MAX_ROUTER_ID_BYTES || !id.chars().all(ok_char) {
-            return Err(BalancerConfigError::RouterId(id.clone()));
+        if !scorer_engine::view::is_valid_router_id(&self.router_id) {
+            return Err(BalancerConfigError::RouterId(self.router_id.clone()));
         }
         if self.view_ttl_ms == 0 {
             return Err(BalancerConfigError::ViewTtl);

@@ -97,7 +97,11 @@ pub async fn follow_view(
     mut observe: impl FnMut(FollowEvent) + Send,
     stop: impl Future<Output = ()> + Send,
 ) {
-    let url = format!("{}/v1/view", cfg.base_url.trim_end_matches('/'));
+    let url = format!(
+        "{}/v1/view?router_id={}",
+        cfg.base_url.trim_end_matches('/'),
+        balancer.config().router_id
+    );
     let mut attempt = 0u32;
     tokio::pin!(stop);
     loop {

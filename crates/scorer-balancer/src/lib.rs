@@ -22,12 +22,15 @@
 //!
 //! With the `http` feature, [`follow::follow_view`] keeps a balancer's view
 //! current from the service's `GET /v1/view` stream, reconnecting with
-//! backoff and jitter.
+//! backoff and jitter, and [`report::report_load`] reports the router's
+//! outstanding picks, so that many routers act as one.
 
 mod apply;
 mod balancer;
 #[cfg(feature = "http")]
 pub mod follow;
+#[cfg(feature = "http")]
+pub mod report;
 mod stats;
 
 #[cfg(test)]

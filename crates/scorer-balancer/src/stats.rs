@@ -17,6 +17,8 @@ pub(crate) struct Counters {
     pub config_mismatches: AtomicU64,
     pub stream_connects: AtomicU64,
     pub stream_disconnects: AtomicU64,
+    pub load_reports: AtomicU64,
+    pub load_reports_failed: AtomicU64,
 }
 
 impl Counters {
@@ -54,6 +56,10 @@ pub struct BalancerStats {
     pub stream_connects: u64,
     /// View streams that ended or failed to open (feature `http`).
     pub stream_disconnects: u64,
+    /// Load reports the service accepted (feature `http`).
+    pub load_reports: u64,
+    /// Load reports that failed or timed out (feature `http`).
+    pub load_reports_failed: u64,
     /// Age of the last applied view, ms; `None` before the first.
     pub view_age_ms: Option<u64>,
 }
@@ -74,6 +80,8 @@ impl Counters {
             config_mismatches: get(&self.config_mismatches),
             stream_connects: get(&self.stream_connects),
             stream_disconnects: get(&self.stream_disconnects),
+            load_reports: get(&self.load_reports),
+            load_reports_failed: get(&self.load_reports_failed),
             view_age_ms,
         }
     }

@@ -18,6 +18,14 @@ use scorer_core::telemetry::Snapshot;
 /// Most workers one view event may carry.
 pub const MAX_VIEW_WORKERS: usize = 100_000;
 
+/// How often a router reports its outstanding picks, and the service
+/// streams the other routers' load, ms.
+pub const LOAD_INTERVAL_MS: u64 = 5;
+
+/// After this long without a report from a router, ms, its load no longer
+/// counts (it stopped or lost the service).
+pub const ROUTER_LOAD_TTL_MS: u64 = 1_000;
+
 /// Oldest report age a view may carry, ms (a day): older is a bug.
 pub const MAX_VIEW_AGE_MS: u64 = 86_400_000;
 
@@ -55,6 +63,25 @@ pub struct View {
     /// not name has none); absent, the event says nothing of the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<Vec<WorkerLoad>>,
+}
+
+/// A router's outstanding picks, as it reports them to the service
+/// (`POST /v1/router/load`): complete, a worker it does not name has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterLoad {
+    /// The router, 1..=32 bytes of ASCII letters, digits, `-`, `_`, `.`.
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9._-]{1,32}$")]
+    pub router_id: String,
+    /// Its outstanding picks per worker, each worker once.
+    pub outstanding: Vec<WorkerLoad>,
+}
+
+/// Whether `id` is a valid router id: 1..=32 bytes of ASCII letters,
+/// digits, `-`, `_` and `.`.
+pub fn is_valid_router_id(id: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    (1..=32).contains(&id.len()) && id.chars().all(ok)
 }
 
 /// One worker's outstanding picks, as routers report them.

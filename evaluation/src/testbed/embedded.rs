@@ -1,14 +1,15 @@
 //! `service-embedded` on the testbed: the load generator links the
 //! balancer (`scorer-balancer`), follows the real service's view stream
 //! (`GET /v1/view`, over HTTP with the router token) on its own task, and
-//! picks in-process. Outcomes go to the balancer at once; nothing goes
-//! back to the service (routers do not report back yet).
+//! picks in-process. Outcomes go to the balancer at once, and its
+//! outstanding picks to the service every 5 ms (`POST /v1/router/load`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand_chacha::ChaCha8Rng;
 use scorer_balancer::follow::{FollowConfig, follow_view};
+use scorer_balancer::report::report_load;
 use scorer_balancer::{Balancer, PickSource};
 use scorer_core::clock::{Clock, SystemClock};
 use scorer_core::scoring::{RequestContext, RequestType};
@@ -24,12 +25,14 @@ pub struct EmbeddedPicker {
     candidates: Vec<String>,
     rng: Mutex<ChaCha8Rng>,
     clock: Arc<dyn Clock>,
-    follower: tokio::task::JoinHandle<()>,
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Drop for EmbeddedPicker {
     fn drop(&mut self) {
-        self.follower.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -47,10 +50,16 @@ impl EmbeddedPicker {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let follower = tokio::spawn(follow_view(
             balancer.clone(),
-            http,
+            http.clone(),
             FollowConfig::new(base),
             clock.clone(),
             |_| {},
+            std::future::pending(),
+        ));
+        let reporter = tokio::spawn(report_load(
+            balancer.clone(),
+            http,
+            FollowConfig::new(base),
             std::future::pending(),
         ));
         Self {
@@ -58,7 +67,7 @@ impl EmbeddedPicker {
             candidates: (0..n).map(worker_id).collect(),
             rng: Mutex::new(rng),
             clock,
-            follower,
+            tasks: [follower, reporter],
         }
     }
 

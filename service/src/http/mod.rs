@@ -61,6 +61,8 @@ pub struct AppState {
     pub tls: Option<Arc<ServerTls>>,
     /// The latest reports and the feed of accepted batches for `GET /v1/view`.
     pub view_hub: Arc<crate::view_hub::ViewHub>,
+    /// The routers' reported load, summed into the view stream.
+    pub load_board: Arc<crate::load_board::LoadBoard>,
 }
 
 /// A function producing the configuration to reload to.
@@ -87,6 +89,7 @@ impl AppState {
             promotions: Arc::default(),
             tls: None,
             view_hub: Arc::default(),
+            load_board: Arc::default(),
         }
     }
 
@@ -140,7 +143,8 @@ pub fn app(state: AppState) -> Router {
                 )),
         )
         .route("/v1/feedback", post(endpoints::feedback::feedback))
-        .route("/v1/view", get(endpoints::view::view));
+        .route("/v1/view", get(endpoints::view::view))
+        .route("/v1/router/load", post(endpoints::router_load::router_load));
     let reader = Router::new()
         .route("/v1/stats", get(endpoints::operations::stats))
         .route("/v1/log/stats", get(endpoints::operations::log_stats))

@@ -16,7 +16,8 @@ use utoipa::{IntoResponses, Modify, OpenApi};
 
 use super::AppState;
 use super::endpoints::{
-    explain, feedback, model, operations, promote, reconfigure, score, telemetry, view, workers,
+    explain, feedback, model, operations, promote, reconfigure, router_load, score, telemetry,
+    view, workers,
 };
 use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
 use super::prometheus;
@@ -77,6 +78,7 @@ impl Modify for BearerAuth {
         score::score,
         feedback::feedback,
         view::view,
+        router_load::router_load,
         operations::stats,
         operations::log_stats,
         workers::workers,

@@ -10,6 +10,7 @@ pub mod model;
 pub mod operations;
 pub mod promote;
 pub mod reconfigure;
+pub mod router_load;
 pub mod score;
 pub mod telemetry;
 pub mod view;

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::http::error_body::ErrorBody;
 use crate::http::{ApiError, AppState};
 use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
-use scorer_engine::view::View;
+use scorer_engine::view::{LOAD_INTERVAL_MS, View, WorkerLoad, is_valid_router_id};
 
 /// Longest bounded stream, events.
 const MAX_EVENTS: u64 = 1_000_000;
@@ -31,11 +31,16 @@ pub(crate) struct ViewQuery {
     /// stream lasts until the client or the service goes away.
     #[param(minimum = 1, maximum = 1_000_000, format = "uint64")]
     max_events: Option<u64>,
+    /// The subscribing router's id (as in its `POST /v1/router/load`): its
+    /// own load is left out of the events' `load`.
+    #[param(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9._-]{1,32}$")]
+    router_id: Option<String>,
 }
 
 /// `GET /v1/view`: a full view on connect and every second, the accepted
-/// telemetry as deltas coalesced over 5 ms, and a full view at once after
-/// falling behind. Router role.
+/// telemetry as deltas coalesced over 5 ms, the other routers' load when it
+/// changed (checked every 5 ms), and a full view at once after falling
+/// behind. Router role.
 #[utoipa::path(get, path = "/v1/view", tag = "scoring", params(ViewQuery),
     responses(
         (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event",
@@ -54,13 +59,23 @@ pub(crate) async fn view(
             "`max_events` must be 1..={MAX_EVENTS}, got {n}"
         )));
     }
+    if let Some(id) = &q.router_id
+        && !is_valid_router_id(id)
+    {
+        return Err(ApiError::unprocessable(
+            "`router_id` must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`",
+        ));
+    }
     let s = Streaming {
         rx: st.view_hub.subscribe(),
         closed: st.view_hub.closed(),
         st,
         seq: 0,
         next_full: Instant::now(),
+        next_load: Instant::now(),
         left: q.max_events,
+        router_id: q.router_id,
+        last_load: None,
     };
     Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
 }
@@ -71,13 +86,18 @@ struct Streaming {
     closed: watch::Receiver<bool>,
     seq: u64,
     next_full: Instant,
+    next_load: Instant,
     left: Option<u64>,
+    router_id: Option<String>,
+    /// The load last sent.
+    last_load: Option<Vec<WorkerLoad>>,
 }
 
 /// What the next event is.
 enum Next {
     Full,
     Delta(Vec<Published>),
+    Load(Vec<WorkerLoad>),
 }
 
 async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Streaming)> {
@@ -87,23 +107,42 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
     let next = if s.seq == 0 {
         Next::Full
     } else {
-        tokio::select! {
-            _ = s.closed.changed() => return None,
-            () = tokio::time::sleep_until(s.next_full) => Next::Full,
-            r = s.rx.recv() => match r {
-                Ok(first) => coalesce(&mut s.rx, first).await,
-                Err(RecvError::Lagged(_)) => Next::Full,
-                Err(RecvError::Closed) => return None,
-            },
+        loop {
+            tokio::select! {
+                _ = s.closed.changed() => return None,
+                () = tokio::time::sleep_until(s.next_full) => break Next::Full,
+                () = tokio::time::sleep_until(s.next_load) => {
+                    s.next_load = Instant::now() + Duration::from_millis(LOAD_INTERVAL_MS);
+                    let load = others(&s);
+                    if s.last_load.as_ref() != Some(&load) {
+                        break Next::Load(load);
+                    }
+                }
+                r = s.rx.recv() => break match r {
+                    Ok(first) => coalesce(&mut s.rx, first).await,
+                    Err(RecvError::Lagged(_)) => Next::Full,
+                    Err(RecvError::Closed) => return None,
+                },
+            }
         }
     };
     let (engine, now_ms) = (&s.st.engine, s.st.clock.monotonic_ms());
     let view = match next {
         Next::Full => {
             s.next_full = Instant::now() + Duration::from_millis(DEFAULT_FULL_INTERVAL_MS);
-            s.st.view_hub.full(engine, now_ms, s.seq)
+            let mut v = s.st.view_hub.full(engine, now_ms, s.seq);
+            let load = others(&s);
+            v.load = Some(load.clone());
+            s.last_load = Some(load);
+            v
         }
         Next::Delta(batches) => ViewHub::delta(engine, &batches, now_ms, s.seq),
+        Next::Load(load) => {
+            let mut v = ViewHub::delta(engine, &[], now_ms, s.seq);
+            v.load = Some(load.clone());
+            s.last_load = Some(load);
+            v
+        }
     };
     let event = Event::default()
         .event("view")
@@ -113,6 +152,12 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
     s.seq += 1;
     s.left = s.left.map(|n| n - 1);
     Some((Ok(event), s))
+}
+
+/// The other routers' load now.
+fn others(s: &Streaming) -> Vec<WorkerLoad> {
+    let now_ms = s.st.clock.monotonic_ms();
+    s.st.load_board.others(s.router_id.as_deref(), now_ms)
 }
 
 /// `first` and whatever arrives within the coalescing window; a full view

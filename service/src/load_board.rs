@@ -1,0 +1,187 @@
+//! The routers' load: each router's latest report of its outstanding picks
+//! (`POST /v1/router/load`), summed for the view stream so that every
+//! router sees what the others have sent (`GET /v1/view`'s `load`).
+//!
+//! Reports are absolute, not increments: a lost report costs nothing once
+//! the next arrives, and after a restart of the service the next round of
+//! reports rebuilds the whole board. A router silent for
+//! [`ROUTER_LOAD_TTL_MS`] no longer counts, and at most [`MAX_ROUTERS`]
+//! routers are held.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use scorer_core::telemetry::validate::is_valid_worker_id;
+use scorer_engine::view::{ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad, is_valid_router_id};
+
+/// Most routers whose load is held at once.
+pub const MAX_ROUTERS: usize = 1_024;
+
+/// Why a load report was refused (422, or 429 for too many routers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The router id is not 1..=32 bytes of ASCII letters, digits, `-`,
+    /// `_` and `.`.
+    #[error("`router_id` must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`")]
+    RouterId,
+    /// An entry names an invalid worker id, or one named before.
+    #[error("`outstanding[{0}].worker_id` is not a valid worker id or repeats")]
+    Worker(usize),
+    /// More entries than the service holds workers.
+    #[error("`outstanding` holds {count} entries, at most {max} are allowed")]
+    TooMany {
+        /// Entries.
+        count: usize,
+        /// `telemetry.max_workers`.
+        max: usize,
+    },
+    /// A new router beyond [`MAX_ROUTERS`] live ones.
+    #[error("{MAX_ROUTERS} routers already report their load")]
+    TooManyRouters,
+}
+
+#[derive(Debug)]
+struct Entry {
+    load: Vec<WorkerLoad>,
+    received_ms: u64,
+}
+
+/// Every router's latest load report.
+#[derive(Debug, Default)]
+pub struct LoadBoard {
+    routers: Mutex<HashMap<String, Entry>>,
+    version: AtomicU64,
+}
+
+impl LoadBoard {
+    /// Replace `report.router_id`'s load with `report` at monotonic
+    /// `now_ms`; the routers now counted. `max_workers` bounds the entries.
+    ///
+    /// # Errors
+    /// [`LoadError`]; nothing changes.
+    pub fn report(
+        &self,
+        report: RouterLoad,
+        max_workers: usize,
+        now_ms: u64,
+    ) -> Result<usize, LoadError> {
+        if !is_valid_router_id(&report.router_id) {
+            return Err(LoadError::RouterId);
+        }
+        let count = report.outstanding.len();
+        if count > max_workers {
+            return Err(LoadError::TooMany {
+                count,
+                max: max_workers,
+            });
+        }
+        let mut seen = HashSet::with_capacity(count);
+        for (i, l) in report.outstanding.iter().enumerate() {
+            if !is_valid_worker_id(&l.worker_id) || !seen.insert(l.worker_id.as_str()) {
+                return Err(LoadError::Worker(i));
+            }
+        }
+        let mut routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
+        routers.retain(|_, e| live(e, now_ms));
+        if routers.len() >= MAX_ROUTERS && !routers.contains_key(&report.router_id) {
+            return Err(LoadError::TooManyRouters);
+        }
+        let entry = Entry {
+            load: report.outstanding,
+            received_ms: now_ms,
+        };
+        routers.insert(report.router_id, entry);
+        self.version.fetch_add(1, Ordering::Release);
+        Ok(routers.len())
+    }
+
+    /// The load of every live router but `except`, summed per worker and
+    /// sorted by worker id (workers with none left out).
+    pub fn others(&self, except: Option<&str>, now_ms: u64) -> Vec<WorkerLoad> {
+        let routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sum: BTreeMap<&str, u32> = BTreeMap::new();
+        let counted = routers
+            .iter()
+            .filter(|(id, e)| Some(id.as_str()) != except && live(e, now_ms));
+        for (_, e) in counted {
+            for l in &e.load {
+                let n = sum.entry(&l.worker_id).or_default();
+                *n = n.saturating_add(l.outstanding);
+            }
+        }
+        sum.into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(w, outstanding)| WorkerLoad {
+                worker_id: w.to_owned(),
+                outstanding,
+            })
+            .collect()
+    }
+
+    /// Changes with every accepted report.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+}
+
+fn live(e: &Entry, now_ms: u64) -> bool {
+    now_ms.saturating_sub(e.received_ms) <= ROUTER_LOAD_TTL_MS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(router: &str, w: &[(&str, u32)]) -> RouterLoad {
+        RouterLoad {
+            router_id: router.into(),
+            outstanding: w
+                .iter()
+                .map(|(w, n)| WorkerLoad {
+                    worker_id: (*w).into(),
+                    outstanding: *n,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn each_router_sees_the_sum_of_the_others_until_they_fall_silent() {
+        let b = LoadBoard::default();
+        assert_eq!(b.report(load("r1", &[("a", 2), ("b", 1)]), 10, 0), Ok(1));
+        assert_eq!(b.report(load("r2", &[("a", 3)]), 10, 500), Ok(2));
+        let pairs = |v: Vec<WorkerLoad>| -> Vec<(String, u32)> {
+            v.into_iter()
+                .map(|l| (l.worker_id, l.outstanding))
+                .collect()
+        };
+        assert_eq!(pairs(b.others(Some("r1"), 500)), [("a".to_owned(), 3)]);
+        assert_eq!(
+            pairs(b.others(None, 500)),
+            [("a".to_owned(), 5), ("b".to_owned(), 1)]
+        );
+        // A report replaces, it does not add.
+        b.report(load("r2", &[]), 10, 600).unwrap();
+        assert!(b.others(Some("r1"), 600).is_empty());
+        // r1 silent past the TTL no longer counts.
+        assert!(b.others(Some("r2"), ROUTER_LOAD_TTL_MS + 1).is_empty());
+    }
+
+    #[test]
+    fn a_bad_report_is_refused_and_changes_nothing() {
+        let b = LoadBoard::default();
+        let v = b.version();
+        assert_eq!(b.report(load("r 1", &[]), 10, 0), Err(LoadError::RouterId));
+        assert_eq!(
+            b.report(load("r1", &[("a", 1), ("a", 2)]), 10, 0),
+            Err(LoadError::Worker(1))
+        );
+        assert_eq!(
+            b.report(load("r1", &[("a", 1), ("b", 1)]), 1, 0),
+            Err(LoadError::TooMany { count: 2, max: 1 })
+        );
+        assert_eq!(b.version(), v);
+        assert!(b.others(None, 0).is_empty());
+    }
+}
