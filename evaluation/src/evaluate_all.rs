@@ -1,6 +1,6 @@
-//! `evaluate all`: every simulator scenario, the testbed `pause` and
-//! `kill-restart` scenarios, the targets ([`crate::targets`]) and
-//! `EVALUATION.md`.
+//! `evaluate all`: every simulator scenario, the testbed `pause`,
+//! `kill-restart`, `loaded` and `scorer-down` scenarios, the targets
+//! ([`crate::targets`]) and `EVALUATION.md`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,10 @@ pub const SIM_ONLY: [&str; 1] = ["oracle"];
 pub const ALL_DURATION_S: f64 = 60.0;
 
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 3] = ["pause", "kill-restart", "loaded"];
+pub const TESTBED_SCENARIOS: [&str; 4] = ["pause", "kill-restart", "loaded", "scorer-down"];
+
+/// How long `scorer-down` keeps the service away in `evaluate all`, ms.
+pub const SCORER_DOWN_MS: u64 = 5_000;
 
 /// Options of `evaluate all`.
 #[derive(Debug, Clone)]
@@ -119,15 +122,23 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
             let dir = out.join("testbed").join(name);
             let mut args = crate::testbed::TestbedArgs::defaults(name, &dir);
             args.policies = Some(testbed_policies(&opts.policies));
+            if name == crate::testbed::faults::SCORER_DOWN {
+                args.fault_ms = SCORER_DOWN_MS;
+            }
             let run = match crate::testbed::run(&args) {
                 Ok(r) => {
                     let w = report::write_scenario(
                         &dir,
                         &r,
                         &format!(
-                            "evaluate testbed --scenario {name} --policies {} --out {}",
+                            "evaluate testbed --scenario {name} --policies {} --out {}{}",
                             testbed_policies(&opts.policies).join(","),
-                            dir.display()
+                            dir.display(),
+                            if name == crate::testbed::faults::SCORER_DOWN {
+                                format!(" --fault-ms {SCORER_DOWN_MS}")
+                            } else {
+                                String::new()
+                            }
                         ),
                     )?;
                     Ok((r, w))

@@ -8,14 +8,26 @@
 //!   (1 M keys), so the fork and copy-on-write are visible and the
 //!   `rdb_bgsave_in_progress` (compacting) flag is reported;
 //! - `kill-restart`: SIGKILL of the worker's pid, restarted on the same port
-//!   after the fault length.
+//!   after the fault length;
+//! - `scorer-down`: not a worker's fault but the scoring service's: it
+//!   stops at once (listener and connections dropped) and comes back empty
+//!   on the same port after the fault length (run by `policy_run`).
 
 use std::time::Duration;
 
 use super::procs::RedisProc;
 
 /// Testbed fault kinds.
-pub const FAULTS: [&str; 4] = ["pause", "debug-sleep", "bgsave", "kill-restart"];
+pub const FAULTS: [&str; 5] = [
+    "pause",
+    "debug-sleep",
+    "bgsave",
+    "kill-restart",
+    SCORER_DOWN,
+];
+
+/// The fault of the scoring service rather than a worker.
+pub const SCORER_DOWN: &str = "scorer-down";
 
 /// One phrase on what fault `kind` does, for the report.
 pub fn describe(kind: &str) -> &'static str {
@@ -25,6 +37,9 @@ pub fn describe(kind: &str) -> &'static str {
         "bgsave" => "BGSAVE of 1 M keys: fork and copy-on-write",
         "kill-restart" => {
             "SIGKILL of the redis-server, restarted empty on the same port after the fault length: connections refused meanwhile"
+        }
+        SCORER_DOWN => {
+            "the scoring service stops at once (listener and connections dropped) and restarts empty on the same port after the fault length; the workers are untouched"
         }
         _ => "unknown fault",
     }

@@ -43,7 +43,8 @@ use procs::{RedisProc, Scratch};
 /// Options of `evaluate testbed`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TestbedArgs {
-    /// Fault: `pause` (CLIENT PAUSE), `debug-sleep`, `bgsave`, `kill-restart`;
+    /// Fault: `pause` (CLIENT PAUSE), `debug-sleep`, `bgsave`, `kill-restart`,
+    /// `scorer-down` (the service stopped and restarted empty);
     /// or `loaded`: real service times, one slow worker, 70% of capacity
     /// offered (`--rate` and the fault flags unused).
     #[arg(long, default_value = "pause")]
@@ -251,7 +252,8 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
     faults::prepare(&args.scenario, &workers[0]).await?;
     let is_loaded = args.scenario == loaded::NAME;
     // The fault window, ms (none in `loaded`: worker 0 is slow throughout).
-    let fault = (!is_loaded).then(|| {
+    // ... and none on a worker when the service is what fails.
+    let fault = (!is_loaded && args.scenario != faults::SCORER_DOWN).then(|| {
         let from = args.fault_at_s * 1000.0;
         (0, from, from + args.fault_ms as f64)
     });

@@ -173,13 +173,12 @@ pub(super) async fn run_policy(
     let n = workers.len();
     let mut config = Config::default();
     let credentials = super::credentials::RunCredentials::install(&mut config)?;
-    let mut engine = Engine::new(config.clone());
     let hub = match &setup.model_dir {
-        Some(dir) => {
-            let hub = crate::model_arms::load_hub(dir, config.model.budget_us, &config)?;
-            engine = engine.with_models(hub.clone());
-            Some(hub)
-        }
+        Some(dir) => Some(crate::model_arms::load_hub(
+            dir,
+            config.model.budget_us,
+            &config,
+        )?),
         None => None,
     };
     let log = match &setup.log_dir {
@@ -188,11 +187,24 @@ pub(super) async fn run_policy(
             let log =
                 scorer_log::DecisionLog::start(config.log.clone(), Arc::new(SystemClock::new()))
                     .map_err(|e| e.to_string())?;
-            let log = Arc::new(log);
-            engine = engine.with_log(log.clone());
-            Some(log)
+            Some(Arc::new(log))
         }
         None => None,
+    };
+    // A fresh engine: at the start, and when `scorer-down` restarts the
+    // service (its state is gone; the model and the log carry over).
+    let engine = {
+        let (config, hub, log) = (config.clone(), hub.clone(), log.clone());
+        move || {
+            let mut engine = Engine::new(config.clone());
+            if let Some(hub) = &hub {
+                engine = engine.with_models(hub.clone());
+            }
+            if let Some(log) = &log {
+                engine = engine.with_log(log.clone());
+            }
+            engine
+        }
     };
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     std_listener
@@ -209,24 +221,48 @@ pub(super) async fn run_policy(
         .build()
         .map_err(|e| e.to_string())?;
     let picker = picker(args, name, setup, n, &http, &base, &config)?;
-    // The service and the agent get their own runtime, so the load
-    // generator's tasks cannot starve them (and the other way round).
-    let svc_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("testbed-service")
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = svc_rt.spawn(async move {
-        let state = AppState::new(engine, Arc::new(SystemClock::new()));
-        let listener = tokio::net::TcpListener::from_std(std_listener)?;
-        axum::serve(listener, service::app(state))
-            .with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    // The service and the agent get their own runtimes, so the load
+    // generator's tasks cannot starve them (and the other way round); the
+    // service's goes whole when `scorer-down` stops it, connections and all.
+    let runtime = |threads: usize, name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let start_service = |listener: Option<std::net::TcpListener>| {
+        let rt = runtime(2, "testbed-service")?;
+        let (mut stop_rx, engine) = (stop_rx.clone(), engine());
+        let task = rt.spawn(async move {
+            let listener = match listener {
+                Some(l) => tokio::net::TcpListener::from_std(l)?,
+                None => tokio::net::TcpListener::bind(addr).await?,
+            };
+            let state = AppState::new(engine, Arc::new(SystemClock::new()));
+            let hub = state.view_hub.clone();
+            axum::serve(listener, service::app(state))
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                    hub.close();
+                })
+                .await
+        });
+        Ok::<_, String>((rt, task))
+    };
+    let server = std::sync::Mutex::new(Some(start_service(Some(std_listener))?));
+    let agent_rt = match runtime(1, "testbed-agent") {
+        Ok(rt) => rt,
+        Err(e) => {
+            if let Some((rt, _)) = lock(&server).take() {
+                rt.shutdown_background();
+            }
+            return Err(e);
+        }
+    };
     let specs = workers
         .iter()
         .enumerate()
@@ -239,7 +275,7 @@ pub(super) async fn run_policy(
     let mut agent_cfg = agent::AgentConfig::new(base.clone(), specs);
     agent_cfg.credentials = credentials.agent;
     let (agent_stop_tx, agent_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let agent_task = svc_rt.spawn(agent::run(agent_cfg, async {
+    let agent_task = agent_rt.spawn(agent::run(agent_cfg, async {
         let _ = agent_stop_rx.await;
     }));
     let mut ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
@@ -259,6 +295,15 @@ pub(super) async fn run_policy(
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_secs_f64(args.fault_at_s)).await;
+            if args.scenario == faults::SCORER_DOWN {
+                // Down at once, as a crash: every task and socket goes.
+                if let Some((rt, _)) = lock(&server).take() {
+                    rt.shutdown_background();
+                }
+                tokio::time::sleep(Duration::from_millis(args.fault_ms)).await;
+                *lock(&server) = Some(start_service(None)?);
+                return Ok(());
+            }
             faults::inject(
                 &args.scenario,
                 &mut workers[0],
@@ -270,7 +315,7 @@ pub(super) async fn run_policy(
         fault?;
         if is_loaded {
             conns.drain(DRAIN_LIMIT).await;
-        } else if args.scenario != "kill-restart" {
+        } else if !matches!(args.scenario.as_str(), "kill-restart" | faults::SCORER_DOWN) {
             // Let a pause / sleep end before the next policy (a killed
             // worker is back already: its injection returns once it
             // answers again).
@@ -282,14 +327,22 @@ pub(super) async fn run_policy(
     };
     let _ = agent_stop_tx.send(());
     let _ = agent_task.await;
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    svc_rt.shutdown_background();
+    let _ = stop_tx.send(true);
+    let last = lock(&server).take();
+    if let Some((rt, task)) = last {
+        let _ = task.await;
+        rt.shutdown_background();
+    }
+    agent_rt.shutdown_background();
     if let Some(log) = log {
         // Requests have drained: close the files so the trainer reads them.
         log.shutdown().map_err(|e| e.to_string())?;
     }
     result
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Poll `/v1/score` (policy none) until every worker is eligible or `limit` passes.

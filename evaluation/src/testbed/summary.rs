@@ -75,8 +75,13 @@ pub(super) fn describe(args: &TestbedArgs, cores: usize) -> String {
             loaded::describe(n)
         )
     } else {
+        let on = if args.scenario == faults::SCORER_DOWN {
+            "on the service"
+        } else {
+            "on w0"
+        };
         format!(
-            "open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET; fault `{}` on w0 at {:.1} s for {} ms ({})",
+            "open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET; fault `{}` {on} at {:.1} s for {} ms ({})",
             args.rate,
             args.duration_s,
             args.scenario,
