@@ -289,6 +289,7 @@ pub fn evaluation_markdown(
 ) -> String {
     let mut s = String::from("# Evaluation: does scoring cut tail latency?\n\n");
     let cal = crate::calibration::HttpScoreCalibration::shipped();
+    let emb = crate::embedded_calibration::EmbeddedPickCalibration::shipped();
     let sc = crate::scenario::Scenario::default();
     let seeds = sims
         .first()
@@ -316,7 +317,12 @@ pub fn evaluation_markdown(
          `{cal_path}` (measured {date} on {host}, commit {commit}, {samples} calls at one connection: score call p50 {p50:.0} µs, p99 {p99:.0} µs; \
          `/healthz` round trip {rtt:.0} µs; in-service p50 {is50:.0} µs, p99 {is99:.0} µs). The request reaches its worker only when the answer is back, and its latency \
          counts from its arrival at the router. Outcomes reach the service in batches every {flush} ms (or {batch} outcomes) plus half a round trip; \
-         telemetry {tele} ms after the snapshot. Every one of these is a scenario key (docs/evaluation.md). In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
+         telemetry {tele} ms after the snapshot. Every one of these is a scenario key (docs/evaluation.md). \
+         `service-embedded` makes no call: each router links the balancer library (`scorer-balancer`) and decides in-process, with the shipped configuration and model; \
+         each pick holds its request for a time drawn from `{emb_path}` (measured {emb_date}, commit {emb_commit}, {emb_samples} picks of 16 candidates with the model: \
+         p50 {emb50:.1} µs, p99 {emb99:.1} µs); its outcomes reach it at once; telemetry reaches it through the service's view stream \
+         (the delay above, then a 5 ms coalescing window and half a round trip); with several routers each reports its outstanding picks every 5 ms \
+         and sees the others' two half round trips later. On the testbed it follows the real service's `GET /v1/view`. In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
          **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
          The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains on seed + {offset}); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
@@ -349,6 +355,12 @@ pub fn evaluation_markdown(
         cores = sc.scorer_cores,
         rtt = sc.scorer_round_trip_us,
         cal_path = crate::calibration::SHIPPED_PATH,
+        emb_path = crate::embedded_calibration::SHIPPED_PATH,
+        emb_date = emb.date,
+        emb_commit = emb.commit,
+        emb_samples = emb.samples,
+        emb50 = emb.pick_at_us(0.5),
+        emb99 = emb.pick_at_us(0.99),
         date = cal.date,
         host = cal.host,
         commit = cal.commit,
@@ -401,6 +413,13 @@ pub fn evaluation_markdown(
                 let _ = writeln!(s, "- **NOT RUN** — testbed {name} targets: {e}");
             }
         }
+    }
+    let testbed_refs: Vec<&ScenarioResults> = testbeds
+        .iter()
+        .filter_map(|(_, run)| run.as_ref().ok().map(|(r, _)| r))
+        .collect();
+    for t in targets::embedded_targets(&sim_refs, &testbed_refs) {
+        target_line(&mut s, &t);
     }
     s.push_str("\n## Simulator scenarios\n\n");
     for (r, w) in sims {

@@ -15,7 +15,9 @@
 use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 
+mod embedded;
 mod model;
+pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
     missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
@@ -117,21 +119,32 @@ pub fn sim_p99_factor(scenario: &str) -> f64 {
 /// P2C baseline's, and its error rate ≤ the lower of theirs.
 pub fn sim_service_target(r: &ScenarioResults) -> TargetCheck {
     let k = sim_p99_factor(&r.scenario);
-    let target = format!(
-        "{} (sim): `{SHIPPED_ARM}` p99 ≤ {k:.1} × {BEST_BASELINE}, errors ≤ the lowest of theirs",
-        r.scenario
-    );
-    let (Some(svc), Some((base, base_errors))) = (get(r, SHIPPED_ARM), best_baseline(r)) else {
-        return TargetCheck::not_measured(target, "the service arm or every baseline did not run");
+    arm_vs_best_baseline(r, SHIPPED_ARM, Some(k), &format!("{} (sim)", r.scenario))
+}
+
+/// In run `r` (named `label`): `arm`'s p99 ≤ `k` × the best baseline's (1
+/// × when `None`, unstated), and its error rate ≤ the lowest of theirs.
+pub(crate) fn arm_vs_best_baseline(
+    r: &ScenarioResults,
+    arm: &str,
+    factor: Option<f64>,
+    label: &str,
+) -> TargetCheck {
+    let k = factor.unwrap_or(1.0);
+    let bound = factor.map_or(String::new(), |k| format!("{k:.1} × "));
+    let target =
+        format!("{label}: `{arm}` p99 ≤ {bound}{BEST_BASELINE}, errors ≤ the lowest of theirs");
+    let (Some(svc), Some((base, base_errors))) = (get(r, arm), best_baseline(r)) else {
+        return TargetCheck::not_measured(target, "the arm or every baseline did not run");
     };
     let (s, b) = (p99(svc), p99(base));
     let errors = svc.error_rate.unwrap_or(f64::MAX);
+    let limit = factor.map_or(String::new(), |k| format!("; limit {:.2} ms", k * b));
     TargetCheck {
         measured: format!(
-            "p99 {s:.2} ms = {:.3} × {} ({b:.2} ms; limit {:.2} ms); errors {:.3}% vs {:.3}%",
+            "p99 {s:.2} ms = {:.3} × {} ({b:.2} ms{limit}); errors {:.3}% vs {:.3}%",
             s / b.max(1e-9),
             base.name,
-            k * b,
             errors * 100.0,
             base_errors * 100.0
         ),
@@ -142,26 +155,7 @@ pub fn sim_service_target(r: &ScenarioResults) -> TargetCheck {
 
 /// Testbed run `r`: `service` p99 ≤ the better P2C baseline's.
 pub fn testbed_service_target(r: &ScenarioResults) -> TargetCheck {
-    let target = format!(
-        "testbed {}: `{SHIPPED_ARM}` p99 ≤ {BEST_BASELINE}, errors ≤ the lowest of theirs",
-        r.scenario
-    );
-    let (Some(svc), Some((base, base_errors))) = (get(r, SHIPPED_ARM), best_baseline(r)) else {
-        return TargetCheck::not_measured(target, "the service arm or every baseline did not run");
-    };
-    let (s, b) = (p99(svc), p99(base));
-    let errors = svc.error_rate.unwrap_or(f64::MAX);
-    TargetCheck {
-        measured: format!(
-            "p99 {s:.2} ms = {:.3} × {} ({b:.2} ms); errors {:.3}% vs {:.3}%",
-            s / b.max(1e-9),
-            base.name,
-            errors * 100.0,
-            base_errors * 100.0
-        ),
-        met: s <= b && errors <= base_errors,
-        target,
-    }
+    arm_vs_best_baseline(r, SHIPPED_ARM, None, &format!("testbed {}", r.scenario))
 }
 
 /// `zombie`: the `service` arm drains the zombie within

@@ -1,0 +1,70 @@
+//! The targets of `service-embedded`, the service's decision made inside
+//! each router by the embedded balancer: against the best baseline in
+//! every simulator scenario and on every testbed scenario, under the same
+//! rules as the `service` arm (its pick time charged, its view delayed).
+
+use super::{TargetCheck, arm_vs_best_baseline};
+use crate::runner::ScenarioResults;
+
+/// The embedded arm.
+pub const EMBEDDED_ARM: &str = "service-embedded";
+
+/// The p99 factor of the embedded arm's simulator target for `scenario`:
+/// 1.0 on `homogeneous`, 0.8 on `many-routers`, 0.9 elsewhere.
+pub fn embedded_p99_factor(scenario: &str) -> f64 {
+    match scenario {
+        "homogeneous" => 1.0,
+        "many-routers" => 0.8,
+        _ => 0.9,
+    }
+}
+
+/// One target per simulator scenario in `sims` and per testbed scenario in
+/// `testbeds` where the embedded arm ran: p99 ≤ factor × the best
+/// baseline's (1.0 on the testbed), errors ≤ the lowest of theirs.
+pub fn embedded_targets(
+    sims: &[&ScenarioResults],
+    testbeds: &[&ScenarioResults],
+) -> Vec<TargetCheck> {
+    let ran = |r: &&&ScenarioResults| r.policies.iter().any(|p| p.name == EMBEDDED_ARM);
+    let sim = sims.iter().filter(ran).map(|r| {
+        let k = embedded_p99_factor(&r.scenario);
+        arm_vs_best_baseline(r, EMBEDDED_ARM, Some(k), &format!("{} (sim)", r.scenario))
+    });
+    let testbed = testbeds
+        .iter()
+        .filter(ran)
+        .map(|r| arm_vs_best_baseline(r, EMBEDDED_ARM, None, &format!("testbed {}", r.scenario)));
+    sim.chain(testbed).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_summary::PolicyResult;
+
+    fn run(scenario: &str, embedded_p99: f64) -> ScenarioResults {
+        let arm = |name: &str, p99| {
+            let mut p = PolicyResult::test_ran(name, p99);
+            p.error_rate = Some(0.0);
+            p
+        };
+        let arms = vec![arm("p2c-peak-ewma", 10.0), arm(EMBEDDED_ARM, embedded_p99)];
+        crate::targets::tests::run(scenario, arms)
+    }
+
+    #[test]
+    fn the_embedded_arm_is_held_to_its_factor_per_scenario() {
+        let (slow, homog, many) = (
+            run("slow-worker", 9.0),
+            run("homogeneous", 10.0),
+            run("many-routers", 8.5),
+        );
+        let tb = run("pause", 10.5);
+        let t = embedded_targets(&[&slow, &homog, &many], &[&tb]);
+        let met: Vec<bool> = t.iter().map(|t| t.met).collect();
+        assert_eq!(met, [true, true, false, false]);
+        assert!(t[2].target.contains("0.8 × "), "{}", t[2].target);
+        assert!(t[3].target.starts_with("testbed pause"), "{}", t[3].target);
+    }
+}
