@@ -2,7 +2,8 @@
 //! fenced block whose info string is `sh run` or `python run` (GitHub
 //! highlights them as `sh`/`python` and ignores the rest), in document
 //! order, in one scratch directory per file, against the workspace's built
-//! binaries (`evaluate`, `trainer`, `service`, `agent` on `PATH`, `$REPO`
+//! binaries (`evaluate`, `trainer`, `service`, `agent` and the examples,
+//! such as `redis_router`, on `PATH`, `$REPO`
 //! the repository, `$PORT` and `$REDIS_PORT` free ports). A block that
 //! starts a server leaves its pid in a `*.pid` file of the scratch
 //! directory; whatever is still running after the file's last block is
@@ -16,7 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Markdown files whose runnable blocks are run.
-const FILES: [&str; 2] = ["docs/retraining.md", "docs/operations.md"];
+const FILES: [&str; 3] = [
+    "docs/retraining.md",
+    "docs/operations.md",
+    "docs/embedding.md",
+];
 
 #[derive(Debug)]
 struct Block {
@@ -96,6 +101,12 @@ fn binaries() -> PathBuf {
             dir.join(bin).display()
         );
     }
+    let example = dir.join("examples").join("redis_router");
+    assert!(
+        example.is_file(),
+        "{} missing: build the examples first (cargo test --workspace --all-targets)",
+        example.display()
+    );
     dir
 }
 
@@ -123,8 +134,9 @@ fn runnable_doc_blocks_run_and_print_what_the_docs_show() {
     let repo = std::fs::canonicalize(&repo).expect("repo");
     let bins = binaries();
     let path = format!(
-        "{}:{}",
+        "{}:{}:{}",
         bins.display(),
+        bins.join("examples").display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut failures = Vec::new();

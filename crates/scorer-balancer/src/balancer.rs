@@ -74,7 +74,7 @@ pub enum BalancerConfigError {
 }
 
 /// What a pick rested on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PickSource {
     /// The view and local evidence: the service's full decision.
@@ -83,6 +83,17 @@ pub enum PickSource {
     Blackout,
     /// Uniform over the candidates: none was known or selectable.
     Uniform,
+}
+
+impl PickSource {
+    /// The name, as serialised.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::View => "view",
+            Self::Blackout => "blackout",
+            Self::Uniform => "uniform",
+        }
+    }
 }
 
 /// A pick.
