@@ -22,13 +22,16 @@
 //!
 //! With the `http` feature, [`follow::follow_view`] keeps a balancer's view
 //! current from the service's `GET /v1/view` stream, reconnecting with
-//! backoff and jitter, and [`report::report_load`] reports the router's
-//! outstanding picks, so that many routers act as one.
+//! backoff and jitter, [`report::report_load`] reports the router's
+//! outstanding picks, so that many routers act as one, and
+//! [`model::fetch_model`] fetches the model the service runs.
 
 mod apply;
 mod balancer;
 #[cfg(feature = "http")]
 pub mod follow;
+#[cfg(feature = "http")]
+pub mod model;
 #[cfg(feature = "http")]
 pub mod report;
 mod stats;

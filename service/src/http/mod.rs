@@ -144,7 +144,11 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/feedback", post(endpoints::feedback::feedback))
         .route("/v1/view", get(endpoints::view::view))
-        .route("/v1/router/load", post(endpoints::router_load::router_load));
+        .route("/v1/router/load", post(endpoints::router_load::router_load))
+        .route(
+            "/v1/model/files/{file}",
+            get(endpoints::model_files::model_file),
+        );
     let reader = Router::new()
         .route("/v1/stats", get(endpoints::operations::stats))
         .route("/v1/log/stats", get(endpoints::operations::log_stats))

@@ -7,6 +7,7 @@ pub mod answer;
 pub mod explain;
 pub mod feedback;
 pub mod model;
+pub mod model_files;
 pub mod operations;
 pub mod promote;
 pub mod reconfigure;
