@@ -349,6 +349,9 @@ pub fn model_notes(policies: &[PolicyResult]) -> String {
             fallbacks,
             match (m.factor_spread_mean, m.factor_spread_max) {
                 (Some(mean), Some(max)) => format!("mean ×{mean:.2}, max ×{max:.2}"),
+                _ if p.name == crate::targets::EMBEDDED_ARM => {
+                    "not measured (the balancer's pick carries no factors)".to_owned()
+                }
                 _ => "not measured (scored over HTTP, whose compact answer has no factors)"
                     .to_owned(),
             },

@@ -84,10 +84,28 @@ pub(super) async fn retrain(
         .map_err(|e| e.to_string())?
 }
 
+/// `service-embedded`: decides in this process with `config` (and `hub`),
+/// following the service's view stream at `base`.
+fn embedded_picker(
+    config: &Config,
+    n: usize,
+    http: &reqwest::Client,
+    base: &str,
+    seed: u64,
+    hub: Option<Arc<ModelHub>>,
+) -> Result<Picker, String> {
+    let mut b = Balancer::new(config.clone(), BalancerConfig::new("testbed"))
+        .map_err(|e| e.to_string())?;
+    if let Some(hub) = hub {
+        b = b.with_models(hub);
+    }
+    let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c);
+    let picker = EmbeddedPicker::start(b, n, http.clone(), base, rng);
+    Ok(Picker::Embedded(Box::new(picker)))
+}
+
 /// How `name` picks, calling the service at `base` when it is a service
-/// arm (or, diagnostic, a baseline with `--baselines-call-service`);
-/// `service-embedded` decides in this process with `config`, following the
-/// service's view stream.
+/// arm (or, diagnostic, a baseline with `--baselines-call-service`).
 fn picker(
     args: &TestbedArgs,
     name: &str,
@@ -95,22 +113,7 @@ fn picker(
     n: usize,
     http: &reqwest::Client,
     base: &str,
-    config: &Config,
 ) -> Result<Picker, String> {
-    if name == "service-embedded" {
-        let mut b = Balancer::new(config.clone(), BalancerConfig::new("testbed"))
-            .map_err(|e| e.to_string())?;
-        if let Some(dir) = &setup.model_dir {
-            b = b.with_models(crate::model_arms::load_hub(
-                dir,
-                config.model.budget_us,
-                config,
-            )?);
-        }
-        let rng = ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c);
-        let picker = EmbeddedPicker::start(b, n, http.clone(), base, rng);
-        return Ok(Picker::Embedded(Box::new(picker)));
-    }
     let scorer_timeout = Duration::from_millis(args.scorer_timeout_ms);
     let service = |policy: Option<String>| Picker::Service {
         http: http.clone(),
@@ -220,7 +223,22 @@ pub(super) async fn run_policy(
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    let picker = picker(args, name, setup, n, &http, &base, &config)?;
+    // The embedded arm's balancer loads its own copy of the model: its
+    // counters are the arm's, not the service's.
+    let embedded_hub = match (&setup.model_dir, name) {
+        (Some(dir), "service-embedded") => Some(crate::model_arms::load_hub(
+            dir,
+            config.model.budget_us,
+            &config,
+        )?),
+        _ => None,
+    };
+    let arm_hub = embedded_hub.clone().or_else(|| hub.clone());
+    let picker = if name == "service-embedded" {
+        embedded_picker(&config, n, &http, &base, setup.seed, embedded_hub)?
+    } else {
+        picker(args, name, setup, n, &http, &base)?
+    };
     // The service and the agent get their own runtimes, so the load
     // generator's tasks cannot starve them (and the other way round); the
     // service's goes whole when `scorer-down` stops it, connections and all.
@@ -321,7 +339,10 @@ pub(super) async fn run_policy(
             // answers again).
             tokio::time::sleep(Duration::from_millis(args.fault_ms.min(5_000))).await;
         }
-        Ok(PolicyRun { load: run, hub })
+        Ok(PolicyRun {
+            load: run,
+            hub: arm_hub,
+        })
     } else {
         Err("the agent's telemetry did not reach the service within 10 s".to_owned())
     };
