@@ -72,20 +72,24 @@ async fn serve(hash: String) -> String {
     format!("http://{addr}")
 }
 
-#[tokio::test]
-async fn views_are_applied_garbage_is_refused_and_a_dropped_stream_reconnects() {
-    let balancer = Arc::new(Balancer::new(Config::default(), BalancerConfig::new("r")).unwrap());
-    let base = serve(balancer.engine().config_hash().to_string()).await;
+type Following = (
+    mpsc::UnboundedReceiver<FollowEvent>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Follows `base` into `balancer` at `clock`'s time, retrying after at most
+/// 1 ms: the events, the stop and the task.
+fn follow(balancer: &Arc<Balancer>, base: String, clock: ManualClock) -> Following {
     let mut cfg = FollowConfig::new(base);
     cfg.backoff_base_ms = 1;
-    let clock = Arc::new(ManualClock::new(5_000, WALL + 100));
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::unbounded_channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(follow_view(
         balancer.clone(),
         reqwest::Client::new(),
         cfg,
-        clock,
+        Arc::new(clock),
         move |e| {
             let _ = tx.send(e);
         },
@@ -93,6 +97,14 @@ async fn views_are_applied_garbage_is_refused_and_a_dropped_stream_reconnects() 
             let _ = stop_rx.await;
         },
     ));
+    (rx, stop_tx, task)
+}
+
+#[tokio::test]
+async fn views_are_applied_garbage_is_refused_and_a_dropped_stream_reconnects() {
+    let balancer = Arc::new(Balancer::new(Config::default(), BalancerConfig::new("r")).unwrap());
+    let base = serve(balancer.engine().config_hash().to_string()).await;
+    let (mut rx, stop_tx, task) = follow(&balancer, base, ManualClock::new(5_000, WALL + 100));
     let mut seen = Vec::new();
     while seen
         .iter()
@@ -128,23 +140,7 @@ async fn a_service_that_is_not_there_is_retried_until_stopped() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let mut cfg = FollowConfig::new(base);
-    cfg.backoff_base_ms = 1;
-    let clock = Arc::new(ManualClock::new(0, WALL));
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(follow_view(
-        balancer.clone(),
-        reqwest::Client::new(),
-        cfg,
-        clock,
-        move |e| {
-            let _ = tx.send(e);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (mut rx, stop_tx, task) = follow(&balancer, base, ManualClock::new(0, WALL));
     for _ in 0..3 {
         let e = rx.recv().await.expect("an event");
         assert!(
