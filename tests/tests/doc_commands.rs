@@ -101,7 +101,9 @@ fn binaries() -> PathBuf {
             dir.join(bin).display()
         );
     }
-    // `cargo test` leaves examples under their hashed names only.
+    // `cargo test` leaves examples under their hashed names only, and
+    // `--all-targets` also builds each as a libtest harness: keep the
+    // binaries whose help is the router's own.
     let found = std::fs::read_dir(dir.join("examples"))
         .into_iter()
         .flatten()
@@ -111,6 +113,7 @@ fn binaries() -> PathBuf {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             name == "redis_router" || (name.starts_with("redis_router-") && p.extension().is_none())
         })
+        .filter(|p| is_the_router(p))
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
     let example = found.unwrap_or_else(|| {
         panic!(
@@ -124,6 +127,14 @@ fn binaries() -> PathBuf {
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&example, &link).expect("a link to the example");
     dir
+}
+
+fn is_the_router(path: &Path) -> bool {
+    Command::new(path)
+        .arg("--help")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("--service"))
+        .unwrap_or(false)
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! balancer's counters.
 //!
 //! ```sh
-//! cargo run --release -p scorer-balancer --features http --example redis_router -- \
+//! cargo run --release -p scorer-balancer --example redis_router -- \
 //!     --service http://127.0.0.1:8080 --worker w1=127.0.0.1:6379 --worker w2=127.0.0.1:6380
 //! ```
 
@@ -27,6 +27,8 @@ use scorer_core::clock::{Clock, SystemClock};
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 
+/// A router that sends SET and GET commands to redis-server workers, each to
+/// the embedded balancer's pick, following the scoring service's view.
 #[derive(Parser, Debug)]
 struct Args {
     /// The scoring service's base URL.
