@@ -143,7 +143,8 @@ pub struct WorkerScore {
     pub worker_id: String,
     /// Whether the worker may be picked.
     pub eligible: bool,
-    /// Machine reason when not eligible (`unknown_worker`, `heartbeat_dead`, `cooldown`).
+    /// Machine reason when not eligible (`unknown_worker`, `heartbeat_dead`,
+    /// `cooldown`, `outlier_ejected`, and the operator's `drained` or `disabled`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// Penalty state: `healthy`, `observation`, `cooldown`, `recovering`
@@ -203,6 +204,10 @@ pub struct WorkerScore {
     /// points). Absent with `expected_latency_ms`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// The operator's override in force on the worker (`drain`, `disable`,
+    /// `weight`), if any.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub operator_override: Option<crate::overrides::OverrideKind>,
 }
 
 /// Answer of `POST /v1/score`. With `explain` absent or `"none"` only
@@ -304,6 +309,7 @@ mod tests {
             outstanding: None,
             expected_latency_ms: None,
             cost: None,
+            operator_override: None,
         };
         let text = serde_json::to_string(&w).expect("serialises");
         assert!(text.contains(r#""final_score":86.255333,"#), "{text}");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::api::{MAX_KEY_BYTES, ModelDecision, ScoreRequest, ShadowDecision};
 use crate::config::Config;
+use crate::overrides::{OverrideKind, OverrideTable};
 use crate::score::{ScoreError, ScoreMode};
 use scorer_core::dynamics::EvidenceSnapshot;
 use scorer_core::features::{CandidateEvidence, FEATURE_COUNT};
@@ -38,6 +39,10 @@ pub(crate) struct Scored {
     pub trust: f64,
     /// What the cost stage used, its routing cost and expected latency, once it ran.
     pub cost_evidence: Option<CandidateEvidence>,
+    /// The operator's override in force, if any.
+    pub operator: Option<OverrideKind>,
+    /// The operator's weight (1 without a `weight` override).
+    pub operator_weight: f64,
 }
 
 impl Scored {
@@ -58,6 +63,8 @@ impl Scored {
             evidence: EvidenceSnapshot::default(),
             trust: 0.0,
             cost_evidence: None,
+            operator: None,
+            operator_weight: 1.0,
         }
     }
 
@@ -89,6 +96,8 @@ pub(crate) struct Decision<'r> {
     /// No view of the workers' telemetry: every known candidate is live
     /// and healthy, and is scored on local evidence alone.
     pub blackout: bool,
+    /// The operators' overrides, as the decision started.
+    pub overrides: Arc<OverrideTable>,
     /// Every candidate's 42-feature vector.
     pub observations: Vec<[f32; FEATURE_COUNT]>,
     /// Per candidate: the model's action and the rule action, when the
@@ -167,6 +176,7 @@ impl<'r> Decision<'r> {
             selectable: Vec::new(),
             panic: false,
             blackout: false,
+            overrides: Arc::default(),
             observations: Vec::new(),
             model_actions: Vec::new(),
             rule_actions: Vec::new(),

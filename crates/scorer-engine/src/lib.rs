@@ -20,6 +20,8 @@
 //! - [`Engine::feedback`] (in `feedback.rs`) records an outcome: releases
 //!   the pick from the worker's outstanding count, learns its latency and
 //!   failure, and may eject the worker (outlier detection).
+//! - [`overrides`]: operators' drains, disables and weights of single
+//!   workers ([`Engine::set_override`]).
 
 pub mod api;
 pub mod config;
@@ -27,6 +29,8 @@ pub mod config_reload;
 mod decision;
 mod feedback;
 mod logging;
+mod override_ops;
+pub mod overrides;
 mod pending;
 mod reconfigure;
 mod score;
@@ -120,6 +124,8 @@ pub struct Engine {
     /// and holds the configuration the last applied change replaced, for
     /// [`Engine::previous_config`].
     reload_lock: std::sync::Mutex<Option<Arc<Config>>>,
+    /// Operators' drains, disables and weights, kept across reloads.
+    overrides: overrides::Overrides,
 }
 
 impl Engine {
@@ -150,6 +156,7 @@ impl Engine {
             log: None,
             models,
             reload_lock: std::sync::Mutex::new(None),
+            overrides: overrides::Overrides::default(),
         }
     }
 
@@ -253,9 +260,11 @@ impl Engine {
     /// Forget workers silent for longer than `telemetry.forget_after_ms` at
     /// monotonic `now_ms` (the binary calls this every second); returns how
     /// many were forgotten. Each is logged at info level. Picks whose
-    /// feedback is overdue stop counting as outstanding here too.
+    /// feedback is overdue stop counting as outstanding here too, and
+    /// expired overrides are dropped (and logged).
     pub fn forget_silent(&self, now_ms: u64) -> usize {
         self.pending.retire_expired(now_ms);
+        self.expire_overrides(now_ms);
         let after = self.config().telemetry.forget_after_ms;
         let gone = self.registry.forget_silent(now_ms, after);
         for id in &gone {

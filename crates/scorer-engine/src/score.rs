@@ -176,6 +176,7 @@ impl Engine {
         let sharding = self.sharding.as_ref();
         let mut d = Decision::new(mode, req, context, now_ms, decision_id, cfg, sharding)?;
         d.blackout = blackout;
+        d.overrides = self.overrides.load();
         stages::rules(&mut d, &self.registry, cfg);
         observer.stage_done(Stage::Rules);
         stages::freshness(&mut d, cfg);

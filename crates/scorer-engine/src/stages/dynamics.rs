@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 use crate::decision::Decision;
+use crate::overrides::OverrideKind;
 use crate::score::ScoreError;
 use crate::weight::selection_weight;
 use scorer_core::dynamics::PenaltyState;
@@ -70,13 +71,17 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
         s.ramp = selection_weight(v, &pv, &s.evidence, now_ms, cfg);
         e.clamp();
     }
+    if !d.overrides.is_empty() {
+        operator_overrides(d);
+    }
     let eligible: Vec<usize> = (0..d.scored.len())
         .filter(|&i| d.scored[i].reason.is_none())
         .collect();
     (d.selectable, d.panic) = if !eligible.is_empty() {
         (eligible, false)
     } else if cfg.selection.panic_mode {
-        let live = (0..d.scored.len()).filter(|&i| d.scored[i].live);
+        let live = (0..d.scored.len())
+            .filter(|&i| d.scored[i].live && d.scored[i].operator != Some(OverrideKind::Disable));
         (live.collect(), true)
     } else {
         (Vec::new(), false)
@@ -85,6 +90,39 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
         return Err(ScoreError::NoEligibleWorkers);
     }
     Ok(())
+}
+
+/// Applies the operators' overrides in force: a drained or disabled
+/// candidate is ineligible whatever else holds (its score 0), a weighted one
+/// carries its weight to the select stage.
+fn operator_overrides(d: &mut Decision<'_>) {
+    let now_ms = d.now_ms;
+    for (s, id) in d.scored.iter_mut().zip(&d.ids) {
+        let Some(o) = d.overrides.get(id, now_ms) else {
+            continue;
+        };
+        s.operator = Some(o.kind);
+        let (code, reason) = match o.kind {
+            OverrideKind::Weight => {
+                s.operator_weight = o.weight;
+                continue;
+            }
+            OverrideKind::Drain => ("drained", "drained"),
+            OverrideKind::Disable => ("disabled", "disabled"),
+        };
+        s.reason = Some(reason);
+        s.e.stage = Stage::Dynamics;
+        let why = format!(
+            "{reason} by {} ({})",
+            o.set_by,
+            if o.reason.is_empty() {
+                "no reason given"
+            } else {
+                &o.reason
+            }
+        );
+        s.e.multiply(code, 0.0, Reason::Text(why), None);
+    }
 }
 
 /// Gives back `(100 − rule score) × (1 − trust)` of a fresh report's

@@ -87,6 +87,7 @@ pub(crate) fn record(
                 outstanding: s.slot.as_ref().map(|_| s.evidence.outstanding),
                 expected_latency_ms: s.cost_evidence.map(|c| c.expected_latency_ms),
                 cost: s.cost_evidence.map(|c| c.cost),
+                operator_override: s.operator,
             }
         })
         .collect();

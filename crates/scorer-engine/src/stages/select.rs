@@ -18,6 +18,9 @@ pub(crate) fn select(
     selector: &Selector,
     rng: &mut dyn RngCore,
 ) -> Result<(), ScoreError> {
+    if !d.panic && !d.overrides.is_empty() {
+        operator_weights(d);
+    }
     let cands: Vec<Candidate<'_>> = d
         .selectable
         .iter()
@@ -45,6 +48,31 @@ pub(crate) fn select(
         d.pick = d.selectable.get(sel.pick).copied();
     }
     Ok(())
+}
+
+/// Operator weights `w` on the selectable candidates: the score times `w`
+/// (at most 100: a score-based policy cannot favour beyond its scale), the
+/// routing cost divided by `w`, the selection weight times `w`. Panic mode
+/// ignores them, as it ignores penalties.
+fn operator_weights(d: &mut Decision<'_>) {
+    for &i in &d.selectable {
+        let s = &mut d.scored[i];
+        let w = s.operator_weight;
+        if w == 1.0 {
+            continue;
+        }
+        let why = format!("operator weight {}", scorer_core::fmt::num(w));
+        if w < 1.0 {
+            s.e.multiply("operator_weight", w, why, Some(w));
+        } else {
+            let lift = (s.e.score * (w - 1.0)).min(100.0 - s.e.score).max(0.0);
+            s.e.add("operator_weight", lift, why, Some(w));
+        }
+        s.ramp *= w;
+        if let Some(c) = &mut s.cost_evidence {
+            c.cost /= w;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,10 @@ pub(crate) fn decision<'r>(req: &'r ScoreRequest, engine: &Engine, now_ms: u64) 
         &engine.config(),
         &SecondSegmentSharding,
     )
+    .map(|mut d| {
+        d.overrides = engine.override_table();
+        d
+    })
     .expect("a valid request")
 }
 
