@@ -64,6 +64,9 @@ fi
 
 # CI builds once: incremental artifacts would only take disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# `--all-targets` builds examples only as libtest harnesses; the docs'
+# walk-through (tests/tests/doc_commands.rs) runs the example router itself.
+cargo build --workspace --examples
 cargo test --workspace --all-targets
 
 # schemathesis against the running service, from its own OpenAPI document

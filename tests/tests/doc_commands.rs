@@ -117,7 +117,7 @@ fn binaries() -> PathBuf {
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
     let example = found.unwrap_or_else(|| {
         panic!(
-            "{} missing: build the examples first (cargo test --workspace --all-targets)",
+            "{} missing: build the examples first (cargo build --workspace --examples; scripts/test.sh does)",
             dir.join("examples/redis_router").display()
         )
     });
