@@ -95,6 +95,7 @@ fn full_view(b: &Balancer) -> View {
         model_version: None,
         workers,
         load: None,
+        overrides: None,
     }
 }
 

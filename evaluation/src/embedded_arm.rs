@@ -136,6 +136,7 @@ impl Router for EmbeddedRouter {
                     })
                     .collect(),
                 load: None,
+                overrides: None,
             };
             // The simulator's snapshots are valid; a refusal is counted.
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
@@ -183,6 +184,7 @@ impl Router for EmbeddedRouter {
                 model_version: None,
                 workers: Vec::new(),
                 load: Some(load),
+                overrides: None,
             };
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
         }

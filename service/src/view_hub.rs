@@ -120,5 +120,6 @@ fn view(engine: &Engine, kind: ViewKind, seq: u64, workers: Vec<ViewWorker>) -> 
         model_version: models.primary.model().map(|m| m.card.model_version.clone()),
         workers,
         load: None,
+        overrides: None,
     }
 }

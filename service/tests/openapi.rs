@@ -33,6 +33,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/admin/config/rollback"),
     ("post", "/v1/admin/model/promote"),
     ("post", "/v1/admin/model/rollback"),
+    ("get", "/v1/admin/overrides"),
+    ("delete", "/v1/admin/overrides"),
+    ("put", "/v1/admin/workers/{worker_id}/override"),
+    ("delete", "/v1/admin/workers/{worker_id}/override"),
     ("get", "/v1/debug/score"),
     ("get", "/"),
     ("get", "/metrics"),
@@ -139,7 +143,9 @@ async fn every_route_is_documented_and_every_documented_route_is_served() {
     for (m, p) in &served {
         // A path parameter gets a value; the route must then answer as
         // itself, not as the fallback (whose 404 says `not_found`).
-        let uri = p.replace("{file}", "model.onnx");
+        let uri = p
+            .replace("{file}", "model.onnx")
+            .replace("{worker_id}", "w1");
         let mut req = Request::builder()
             .method(m.to_uppercase().as_str())
             .uri(uri.as_str())

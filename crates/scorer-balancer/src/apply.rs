@@ -74,6 +74,9 @@ pub enum ViewError {
         /// Its worker id (truncated).
         worker: String,
     },
+    /// The overrides are malformed or name a worker twice.
+    #[error("overrides: {0}")]
+    BadOverrides(String),
     /// The view would take the balancer past `telemetry.max_workers`.
     #[error("the view brings {new} new workers beyond telemetry.max_workers = {limit}")]
     TooManyNew {
@@ -89,8 +92,9 @@ impl Balancer {
     /// checked whole first, and refused whole (with a warning and
     /// `views_refused`) if any part is malformed. Then each report newer
     /// than the balancer's copy of its worker is replayed through the
-    /// engine's ingest, received `age_ms` before `now_ms`, and the view's
-    /// age restarts at 0.
+    /// engine's ingest, received `age_ms` before `now_ms`; the other
+    /// routers' load and the operators' overrides replace the balancer's
+    /// when the view carries them, and the view's age restarts at 0.
     ///
     /// # Errors
     /// [`ViewError`]; nothing was applied.
@@ -130,6 +134,12 @@ impl Balancer {
         if let Some(load) = &view.load {
             self.apply_load(load, now_ms);
         }
+        if let Some(overrides) = &view.overrides
+            && let Err(e) = self.engine.replace_overrides(overrides, now_ms)
+        {
+            // Checked above.
+            tracing::debug!(error = %e, "view overrides not applied");
+        }
         let c = &self.counters;
         c.reports_applied
             .fetch_add(applied as u64, Ordering::Relaxed);
@@ -164,6 +174,10 @@ impl Balancer {
     fn check_view(&self, view: &View, now_wall_ms: u64) -> Result<(), ViewError> {
         if view.workers.len() > MAX_VIEW_WORKERS {
             return Err(ViewError::TooManyWorkers(view.workers.len()));
+        }
+        if let Some(o) = &view.overrides {
+            scorer_engine::overrides::from_view(o, 0)
+                .map_err(|e| ViewError::BadOverrides(e.to_string()))?;
         }
         if let Some(load) = &view.load {
             if load.len() > MAX_VIEW_WORKERS {

@@ -36,6 +36,7 @@ fn view(b: &Balancer, kind: ViewKind, workers: Vec<ViewWorker>) -> View {
         model_version: None,
         workers,
         load: None,
+        overrides: None,
     }
 }
 
@@ -298,4 +299,52 @@ fn the_other_routers_load_steers_the_pick_and_this_routers_is_reported() {
         b.apply_view(&bad, 1_002, WALL + 1_002),
         Err(ViewError::BadLoad { index: 1, .. })
     ));
+}
+
+#[test]
+fn the_services_drain_reaches_the_pick_and_a_bad_override_refuses_the_view() {
+    use scorer_engine::overrides::{OverrideKind, WorkerOverride};
+    let b = balancer();
+    let drain = WorkerOverride {
+        worker_id: "w1".into(),
+        kind: OverrideKind::Drain,
+        weight: None,
+        reason: "kernel upgrade".into(),
+        set_by: "ops".into(),
+        age_ms: 0,
+        remaining_ms: Some(5_000),
+    };
+    let mut v = view(
+        &b,
+        ViewKind::Full,
+        vec![
+            report("w1", 0.1, 0, 1_000, 0),
+            report("w2", 0.5, 0, 1_000, 0),
+        ],
+    );
+    v.overrides = Some(vec![drain.clone()]);
+    b.apply_view(&v, 1_000, WALL + 1_000).expect("valid view");
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for _ in 0..50 {
+        let pick = b.pick(&request(&["w1", "w2"], "softmax"), 1_000, &mut rng);
+        assert_eq!(pick.expect("a pick").worker, "w2");
+    }
+    // A malformed override (a weight on a drain) refuses the whole view.
+    let mut bad = v.clone();
+    bad.overrides = Some(vec![WorkerOverride {
+        weight: Some(2.0),
+        ..drain
+    }]);
+    assert!(matches!(
+        b.apply_view(&bad, 1_100, WALL + 1_100),
+        Err(ViewError::BadOverrides(_))
+    ));
+    assert_eq!(b.engine().overrides(1_100).len(), 1);
+    // The next full view without it lifts the drain.
+    v.overrides = Some(Vec::new());
+    b.apply_view(&v, 1_200, WALL + 1_200).expect("valid view");
+    assert!(b.engine().overrides(1_200).is_empty());
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let pick = b.pick(&request(&["w1", "w2"], "max"), 1_200, &mut rng);
+    assert_eq!(pick.expect("a pick").worker, "w1");
 }

@@ -38,6 +38,7 @@ fn view(seq: u64, hash: &str) -> View {
             age_ms: 0,
         }],
         load: None,
+        overrides: None,
     }
 }
 

@@ -42,6 +42,7 @@ async fn a_change_is_reported_at_once_and_the_service_sees_the_routers_id() {
             age_ms: 0,
         }],
         load: None,
+        overrides: None,
     };
     b.apply_view(&view, 0, WALL).unwrap();
     let req = ScoreRequest::new("user:1:a", vec!["w1".into()]);

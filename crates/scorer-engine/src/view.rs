@@ -63,6 +63,11 @@ pub struct View {
     /// not name has none); absent, the event says nothing of the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<Vec<WorkerLoad>>,
+    /// The operators' overrides (drain, disable, weight): present, they
+    /// are complete (every full view carries them, and a delta when they
+    /// changed); absent, the event says nothing of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Vec<crate::overrides::WorkerOverride>>,
 }
 
 /// A router's outstanding picks, as it reports them to the service

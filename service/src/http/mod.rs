@@ -16,7 +16,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 pub use auth::{Role, bearer_token, token_matches};
 pub use endpoints::explain::explain_line;
@@ -127,6 +127,14 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/v1/admin/model/rollback",
             post(endpoints::promote::rollback),
+        )
+        .route(
+            "/v1/admin/workers/{worker_id}/override",
+            put(endpoints::overrides::set_override).delete(endpoints::overrides::clear_override),
+        )
+        .route(
+            "/v1/admin/overrides",
+            get(endpoints::overrides::list_overrides).delete(endpoints::overrides::clear_overrides),
         );
     let agent = Router::new().route("/v1/telemetry", post(endpoints::telemetry::telemetry));
     let router = Router::new()

@@ -16,8 +16,8 @@ use utoipa::{IntoResponses, Modify, OpenApi};
 
 use super::AppState;
 use super::endpoints::{
-    explain, feedback, model, model_files, operations, promote, reconfigure, router_load, score,
-    telemetry, view, workers,
+    explain, feedback, model, model_files, operations, overrides, promote, reconfigure,
+    router_load, score, telemetry, view, workers,
 };
 use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
 use super::prometheus;
@@ -93,6 +93,10 @@ impl Modify for BearerAuth {
         reconfigure::config_rollback,
         promote::promote,
         promote::rollback,
+        overrides::set_override,
+        overrides::clear_override,
+        overrides::list_overrides,
+        overrides::clear_overrides,
         explain::debug_score,
         explain::status_page,
         prometheus::metrics,
@@ -104,7 +108,7 @@ impl Modify for BearerAuth {
         (name = "scoring", description = "Score, pick, feedback, and the view stream for the routers' balancers"),
         (name = "telemetry", description = "Worker reports"),
         (name = "model", description = "The ONNX model in the scoring path"),
-        (name = "admin", description = "Reload and config view: Bearer token, or loopback when no token is set"),
+        (name = "admin", description = "Reload, config view and worker overrides: Bearer token, or loopback when no token is set"),
         (name = "operations", description = "Health, metrics, status page, debugging"),
     )
 )]

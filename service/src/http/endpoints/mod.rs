@@ -1,6 +1,6 @@
 //! The endpoints, one file per resource: score (with its answer body and
 //! the debug view), telemetry, feedback, the view stream, workers, the model (and
-//! promotion), admin (reload and the config view), and operations. Who may
+//! promotion), admin (reload, the config view and worker overrides), and operations. Who may
 //! call each is `http::auth`.
 
 pub mod answer;
@@ -9,6 +9,7 @@ pub mod feedback;
 pub mod model;
 pub mod model_files;
 pub mod operations;
+pub mod overrides;
 pub mod promote;
 pub mod reconfigure;
 pub mod router_load;

@@ -38,9 +38,9 @@ pub(crate) struct ViewQuery {
 }
 
 /// `GET /v1/view`: a full view on connect and every second, the accepted
-/// telemetry as deltas coalesced over 5 ms, the other routers' load when it
-/// changed (checked every 5 ms), and a full view at once after falling
-/// behind. Router role.
+/// telemetry as deltas coalesced over 5 ms, the other routers' load and the
+/// operators' overrides when either changed (checked every 5 ms), and a
+/// full view at once after falling behind. Router role.
 #[utoipa::path(get, path = "/v1/view", tag = "scoring", params(ViewQuery),
     responses(
         (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event",
@@ -76,6 +76,7 @@ pub(crate) async fn view(
         left: q.max_events,
         router_id: q.router_id,
         last_load: None,
+        last_overrides: None,
     };
     Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
 }
@@ -91,6 +92,8 @@ struct Streaming {
     router_id: Option<String>,
     /// The load last sent.
     last_load: Option<Vec<WorkerLoad>>,
+    /// The override table's generation last sent.
+    last_overrides: Option<u64>,
 }
 
 /// What the next event is.
@@ -114,7 +117,8 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
                 () = tokio::time::sleep_until(s.next_load) => {
                     s.next_load = Instant::now() + Duration::from_millis(LOAD_INTERVAL_MS);
                     let load = others(&s);
-                    if s.last_load.as_ref() != Some(&load) {
+                    let generation = s.st.engine.override_table().generation();
+                    if s.last_load.as_ref() != Some(&load) || s.last_overrides != Some(generation) {
                         break Next::Load(load);
                     }
                 }
@@ -127,7 +131,8 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
         }
     };
     let (engine, now_ms) = (&s.st.engine, s.st.clock.monotonic_ms());
-    let view = match next {
+    let carries_overrides = !matches!(next, Next::Delta(_));
+    let mut view = match next {
         Next::Full => {
             s.next_full = Instant::now() + Duration::from_millis(DEFAULT_FULL_INTERVAL_MS);
             let mut v = s.st.view_hub.full(engine, now_ms, s.seq);
@@ -144,6 +149,11 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
             v
         }
     };
+    if carries_overrides {
+        let table = engine.override_table();
+        view.overrides = Some(table.list(now_ms));
+        s.last_overrides = Some(table.generation());
+    }
     let event = Event::default()
         .event("view")
         .id(s.seq.to_string())

@@ -45,6 +45,9 @@ struct WorkerInfo {
     observed_failure_rate: f64,
     /// Ejected by outlier detection until this many ms from now (0: not ejected).
     outlier_ejected_for_ms: u64,
+    /// The operator's override in force (drain, disable, weight), if any.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    operator_override: Option<scorer_engine::overrides::WorkerOverride>,
 }
 
 #[derive(Serialize)]
@@ -102,6 +105,7 @@ pub(crate) async fn workers(
     let offset = q.offset.unwrap_or(0);
     let now = st.clock.monotonic_ms();
     let cfg = st.engine.config();
+    let overrides = st.engine.override_table();
     let mut slots = st.engine.registry().slots();
     let total = slots.len();
     slots.sort_by(|a, b| a.view().worker_id.cmp(&b.view().worker_id));
@@ -138,6 +142,9 @@ pub(crate) async fn workers(
                 outcomes: ev.outcomes,
                 observed_failure_rate: ev.failure_rate,
                 outlier_ejected_for_ms: ev.outlier.ejected_until_ms.saturating_sub(now),
+                operator_override: overrides
+                    .get(&v.worker_id, now)
+                    .map(|o| o.shown(&v.worker_id, now)),
             }
         })
         .collect();
