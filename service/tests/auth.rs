@@ -56,6 +56,8 @@ async fn call(
     let url = format!("http://{addr}{path}");
     let mut req = match method {
         "GET" => client.get(&url),
+        "PUT" => client.put(&url),
+        "DELETE" => client.delete(&url),
         _ => client.post(&url),
     };
     if let Some(t) = token {
@@ -201,11 +203,15 @@ async fn every_route_of_a_role_refuses_no_token_and_the_document_declares_it() {
     let json = serde_json::to_value(&doc).expect("document");
     for (path, _role) in service::http::auth::ROUTE_ROLES {
         let item = &json["paths"][*path];
-        let method = if item.get("post").is_some() {
-            "POST"
-        } else {
-            "GET"
-        };
+        let method = ["post", "put", "delete", "get"]
+            .into_iter()
+            .find(|m| item.get(*m).is_some())
+            .map_or("GET", |m| match m {
+                "post" => "POST",
+                "put" => "PUT",
+                "delete" => "DELETE",
+                _ => "GET",
+            });
         let op = &item[method.to_lowercase()];
         assert!(op.is_object(), "{path} is not in the document");
         assert_eq!(
@@ -213,8 +219,9 @@ async fn every_route_of_a_role_refuses_no_token_and_the_document_declares_it() {
             json!([{}, {"bearer": []}]),
             "{path} declares no bearer security"
         );
-        let body = (method == "POST").then(|| json!({}));
-        let (s, b) = call(addr, method, path, None, body).await;
+        let body = (method == "POST" || method == "PUT").then(|| json!({}));
+        let uri = path.replace("{worker_id}", "w1");
+        let (s, b) = call(addr, method, &uri, None, body).await;
         assert_eq!(s, 401, "{method} {path}: {b}");
     }
     // Every other documented path is one of the open ones.

@@ -69,6 +69,8 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/admin/config/rollback", Role::Admin),
     ("/v1/admin/model/promote", Role::Admin),
     ("/v1/admin/model/rollback", Role::Admin),
+    ("/v1/admin/overrides", Role::Admin),
+    ("/v1/admin/workers/{worker_id}/override", Role::Admin),
 ];
 
 /// Why a request was refused (the `reason` label).
