@@ -12,12 +12,11 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use scorer_core::clock::{Clock, ManualClock};
 use scorer_engine::Engine;
-use scorer_engine::view::View;
 use serde_json::{Value, json};
 use service::{AppState, app};
 use tower::ServiceExt;
 
-use common::{TestApp, WALL, no_warmup, test_app};
+use common::{TestApp, WALL, no_warmup, test_app, view_events};
 
 const ADMIN: &str = "admin-token-0123456789";
 
@@ -267,13 +266,11 @@ async fn set_by_is_the_credential_name_and_the_view_carries_the_override() {
     let resp = app.router.clone().oneshot(req).await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let text = resp.into_body().collect().await.unwrap().to_bytes();
-    let text = std::str::from_utf8(&text).unwrap();
-    let data = text
-        .lines()
-        .find_map(|l| l.strip_prefix("data:"))
-        .expect("one event");
-    let view: View = serde_json::from_str(data.trim()).unwrap();
-    let overrides = view.overrides.expect("a full view carries the overrides");
+    let view = &view_events(std::str::from_utf8(&text).unwrap())[0];
+    let overrides = view
+        .overrides
+        .clone()
+        .expect("a full view carries the overrides");
     assert_eq!(overrides.len(), 1);
     assert_eq!(
         (

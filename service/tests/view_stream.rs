@@ -16,7 +16,7 @@ use scorer_engine::view::{View, ViewKind};
 use serde_json::json;
 use tower::ServiceExt;
 
-use common::{TestApp, no_warmup, test_app};
+use common::{TestApp, no_warmup, test_app, view_events};
 
 async fn report(app: &TestApp, id: &str, cpu: f64, queue: u32) {
     let now = app.clock.wall_ms();
@@ -27,26 +27,6 @@ async fn report(app: &TestApp, id: &str, cpu: f64, queue: u32) {
     }]});
     let (status, answer) = app.post_json("/v1/telemetry", &body).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
-}
-
-/// The `data` of each SSE event in `text`, parsed, after checking its
-/// `event` and `id` lines.
-fn events(text: &str) -> Vec<View> {
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let field = |name: &str| {
-                e.lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(|v| v.strip_prefix(' ').unwrap_or(v).to_owned())
-                    .unwrap_or_else(|| panic!("no {name} in {e:?}"))
-            };
-            assert_eq!(field("event:"), "view");
-            let v: View = serde_json::from_str(&field("data:")).expect("a View");
-            assert_eq!(field("id:"), v.seq.to_string());
-            v
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -66,7 +46,7 @@ async fn the_stream_sends_a_full_view_then_deltas_then_the_full_view_again() {
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut body = resp.into_body();
     let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
-    let full = &events(std::str::from_utf8(&first).unwrap())[0];
+    let full = &view_events(std::str::from_utf8(&first).unwrap())[0];
     assert_eq!(
         (full.kind, full.seq, full.workers.len()),
         (ViewKind::Full, 0, 1)
@@ -76,7 +56,7 @@ async fn the_stream_sends_a_full_view_then_deltas_then_the_full_view_again() {
     // A report accepted now comes as a delta.
     report(&app, "w2", 0.9, 40).await;
     let rest = body.collect().await.unwrap().to_bytes();
-    let rest = events(std::str::from_utf8(&rest).unwrap());
+    let rest = view_events(std::str::from_utf8(&rest).unwrap());
     assert_eq!(rest.len(), 2, "max_events ends the stream");
     assert_eq!((rest[0].kind, rest[0].seq), (ViewKind::Delta, 1));
     let ids: Vec<_> = rest[0]
@@ -163,7 +143,7 @@ async fn each_router_is_streamed_the_other_routers_load_without_its_own() {
     assert_eq!((status, &body["routers"]), (StatusCode::OK, &json!(1)));
     let mut r1 = open(&app, "router_id=r1&max_events=2").await;
     let first = r1.frame().await.unwrap().unwrap().into_data().unwrap();
-    let full = &events(std::str::from_utf8(&first).unwrap())[0];
+    let full = &view_events(std::str::from_utf8(&first).unwrap())[0];
     let pairs = |v: &View| -> Vec<(String, u32)> {
         let load = v.load.as_ref().expect("load in the event");
         load.iter()
@@ -174,13 +154,13 @@ async fn each_router_is_streamed_the_other_routers_load_without_its_own() {
     // r2's next report reaches r1 as a load delta.
     app.post_json("/v1/router/load", &load(1)).await;
     let rest = r1.collect().await.unwrap().to_bytes();
-    let rest = events(std::str::from_utf8(&rest).unwrap());
+    let rest = view_events(std::str::from_utf8(&rest).unwrap());
     assert_eq!((rest[0].kind, rest[0].workers.len()), (ViewKind::Delta, 0));
     assert_eq!(pairs(&rest[0]), [("w1".to_owned(), 1)]);
     // r2 is not told its own load.
     let own = open(&app, "router_id=r2&max_events=1").await;
     let own = own.collect().await.unwrap().to_bytes();
-    assert!(pairs(&events(std::str::from_utf8(&own).unwrap())[0]).is_empty());
+    assert!(pairs(&view_events(std::str::from_utf8(&own).unwrap())[0]).is_empty());
     // Bad reports are refused and change nothing.
     for bad in [
         json!({"router_id": "r 2", "outstanding": []}),

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use scorer_core::telemetry::validate::{check_snapshot, is_valid_worker_id};
+use scorer_engine::overrides::{OverrideMap, from_view};
 use scorer_engine::view::{MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind, WorkerLoad};
 
 use crate::Balancer;
@@ -104,11 +105,14 @@ impl Balancer {
         now_ms: u64,
         now_wall_ms: u64,
     ) -> Result<ViewApplied, ViewError> {
-        if let Err(e) = self.check_view(view, now_wall_ms) {
-            Counters::bump(&self.counters.views_refused);
-            tracing::warn!(seq = view.seq, error = %e, "view refused");
-            return Err(e);
-        }
+        let overrides = match self.check_view(view, now_ms, now_wall_ms) {
+            Ok(overrides) => overrides,
+            Err(e) => {
+                Counters::bump(&self.counters.views_refused);
+                tracing::warn!(seq = view.seq, error = %e, "view refused");
+                return Err(e);
+            }
+        };
         let registry = self.engine.registry();
         let (mut applied, mut skipped) = (0, 0);
         for w in &view.workers {
@@ -134,11 +138,8 @@ impl Balancer {
         if let Some(load) = &view.load {
             self.apply_load(load, now_ms);
         }
-        if let Some(overrides) = &view.overrides
-            && let Err(e) = self.engine.replace_overrides(overrides, now_ms)
-        {
-            // Checked above.
-            tracing::debug!(error = %e, "view overrides not applied");
+        if let Some(table) = overrides {
+            self.engine.replace_overrides(table);
         }
         let c = &self.counters;
         c.reports_applied
@@ -171,14 +172,23 @@ impl Balancer {
         }
     }
 
-    fn check_view(&self, view: &View, now_wall_ms: u64) -> Result<(), ViewError> {
+    /// Checks `view` whole; the overrides it carries come back built, to be
+    /// installed once the rest is applied.
+    fn check_view(
+        &self,
+        view: &View,
+        now_ms: u64,
+        now_wall_ms: u64,
+    ) -> Result<Option<OverrideMap>, ViewError> {
         if view.workers.len() > MAX_VIEW_WORKERS {
             return Err(ViewError::TooManyWorkers(view.workers.len()));
         }
-        if let Some(o) = &view.overrides {
-            scorer_engine::overrides::from_view(o, 0)
-                .map_err(|e| ViewError::BadOverrides(e.to_string()))?;
-        }
+        let overrides = view
+            .overrides
+            .as_deref()
+            .map(|o| from_view(o, now_ms))
+            .transpose()
+            .map_err(|e| ViewError::BadOverrides(e.to_string()))?;
         if let Some(load) = &view.load {
             if load.len() > MAX_VIEW_WORKERS {
                 return Err(ViewError::TooManyWorkers(load.len()));
@@ -235,6 +245,6 @@ impl Balancer {
         if new > 0 && registry.len() + new > limit {
             return Err(ViewError::TooManyNew { new, limit });
         }
-        Ok(())
+        Ok(overrides)
     }
 }

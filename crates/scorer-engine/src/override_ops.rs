@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::Engine;
 use crate::overrides::{
-    Override, OverrideError, OverrideRequest, OverrideTable, WorkerOverride, checked, from_view,
+    Override, OverrideError, OverrideMap, OverrideRequest, OverrideTable, WorkerOverride, checked,
 };
 
 impl Engine {
@@ -82,19 +82,12 @@ impl Engine {
         self.overrides.load()
     }
 
-    /// Replaces every override by those a view names (a balancer applying
-    /// the service's view), their ages and times to live read at `now_ms`.
+    /// Replaces every override by `table` (a balancer applying the
+    /// service's view, built by [`from_view`]).
     ///
-    /// # Errors
-    /// [`OverrideError::Invalid`] for a malformed entry; nothing changes.
-    pub fn replace_overrides(
-        &self,
-        all: &[WorkerOverride],
-        now_ms: u64,
-    ) -> Result<(), OverrideError> {
-        let table = from_view(all, now_ms)?;
+    /// [`from_view`]: crate::overrides::from_view
+    pub fn replace_overrides(&self, table: OverrideMap) {
         self.overrides.replace(table);
-        Ok(())
     }
 
     /// Drops the overrides expired at `now_ms`, logging each.
@@ -114,7 +107,7 @@ fn shown(worker_id: &str, o: &Override, now_ms: u64) -> Option<WorkerOverride> {
 mod tests {
     use crate::ScoreError;
     use crate::api::ScoreResponse;
-    use crate::overrides::{OverrideError, OverrideKind, OverrideRequest};
+    use crate::overrides::{OverrideError, OverrideKind, OverrideRequest, from_view};
     use crate::stages::test_support::{engine, report, request};
     use rand::SeedableRng;
 
@@ -251,14 +244,14 @@ mod tests {
             .unwrap();
         let sent = service.overrides(4_000);
         let router = engine();
-        router.replace_overrides(&sent, 50_000).unwrap();
+        router.replace_overrides(from_view(&sent, 50_000).unwrap());
         let got = router.overrides(50_000);
         assert_eq!(got, sent);
         assert!(router.overrides(57_000).is_empty());
         let mut twice = sent.clone();
         twice.extend(sent.clone());
-        assert!(router.replace_overrides(&twice, 50_000).is_err());
-        router.replace_overrides(&[], 50_000).unwrap();
+        assert!(from_view(&twice, 50_000).is_err());
+        router.replace_overrides(from_view(&[], 50_000).unwrap());
         assert!(router.override_table().is_empty());
     }
 

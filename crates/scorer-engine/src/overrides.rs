@@ -23,6 +23,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
+/// Overrides by worker id, as the engine holds them.
+pub type OverrideMap = BTreeMap<Arc<str>, Override>;
+
 /// Smallest operator weight.
 pub const MIN_OVERRIDE_WEIGHT: f64 = 0.01;
 /// Largest operator weight.
@@ -158,7 +161,7 @@ impl Override {
 /// The overrides in force, swapped whole on each change.
 #[derive(Debug, Default)]
 pub struct OverrideTable {
-    by_worker: BTreeMap<Arc<str>, Override>,
+    by_worker: OverrideMap,
     /// +1 on each change, so a stream can tell that it must resend.
     generation: u64,
 }
@@ -293,7 +296,7 @@ impl Overrides {
     }
 
     /// Replaces the whole table by `all` (a balancer applying the service's view).
-    pub fn replace(&self, all: BTreeMap<Arc<str>, Override>) {
+    pub fn replace(&self, all: OverrideMap) {
         let _ = self.change(|m| {
             if *m != all {
                 *m = all;
@@ -326,7 +329,7 @@ impl Overrides {
     /// Applies `f` to a copy of the table and swaps it in when it changed.
     fn change<T>(
         &self,
-        f: impl FnOnce(&mut BTreeMap<Arc<str>, Override>) -> Result<T, OverrideError>,
+        f: impl FnOnce(&mut OverrideMap) -> Result<T, OverrideError>,
     ) -> Result<T, OverrideError> {
         let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.table.load_full();
@@ -346,10 +349,7 @@ impl Overrides {
 ///
 /// # Errors
 /// [`OverrideError::Invalid`] for a malformed entry or a worker named twice.
-pub fn from_view(
-    all: &[WorkerOverride],
-    now_ms: u64,
-) -> Result<BTreeMap<Arc<str>, Override>, OverrideError> {
+pub fn from_view(all: &[WorkerOverride], now_ms: u64) -> Result<OverrideMap, OverrideError> {
     if all.len() > MAX_OVERRIDES {
         return Err(OverrideError::TooMany);
     }

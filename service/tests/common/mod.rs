@@ -130,3 +130,24 @@ pub fn logs_of(level: tracing::Level, f: impl FnOnce()) -> String {
     drop(guard);
     buf.text()
 }
+
+/// The `data` of each SSE event in `text`, parsed, after checking its
+/// `event` and `id` lines.
+pub fn view_events(text: &str) -> Vec<scorer_engine::view::View> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let field = |name: &str| {
+                e.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.strip_prefix(' ').unwrap_or(v).to_owned())
+                    .unwrap_or_else(|| panic!("no {name} in {e:?}"))
+            };
+            assert_eq!(field("event:"), "view");
+            let v: scorer_engine::view::View =
+                serde_json::from_str(&field("data:")).expect("a View");
+            assert_eq!(field("id:"), v.seq.to_string());
+            v
+        })
+        .collect()
+}
