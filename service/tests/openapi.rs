@@ -21,6 +21,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/feedback"),
     ("get", "/v1/view"),
     ("post", "/v1/router/load"),
+    ("post", "/v1/router/decisions"),
     ("get", "/v1/model/files/{file}"),
     ("get", "/v1/stats"),
     ("get", "/v1/log/stats"),

@@ -1,7 +1,8 @@
 //! A router that routes real Redis commands with the embedded balancer.
 //!
 //! It follows the scoring service's view (`GET /v1/view`), reports its load
-//! (`POST /v1/router/load`), and sends `--requests` SET and GET commands to
+//! (`POST /v1/router/load`) and its decisions and outcomes for the
+//! service's decision log (`POST /v1/router/decisions`), and sends `--requests` SET and GET commands to
 //! the workers, each to the balancer's pick, telling the balancer each
 //! outcome. Then it prints where the commands went, their latency and the
 //! balancer's counters.
@@ -20,7 +21,9 @@ use clap::Parser;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_balancer::follow::{FollowConfig, follow_view};
+use scorer_balancer::records::{DEFAULT_RECORD_BUFFER, RecordBuffer};
 use scorer_balancer::report::report_load;
+use scorer_balancer::report_records::report_records;
 use scorer_balancer::{Balancer, BalancerConfig};
 use scorer_client::{CredentialArgs, Credentials};
 use scorer_core::clock::{Clock, SystemClock};
@@ -66,9 +69,12 @@ async fn main() -> anyhow::Result<()> {
 
     // The balancer decides with the service's default configuration; the
     // view says if the service runs another (`config_mismatches`).
-    let balancer = Balancer::new(Config::default(), BalancerConfig::new(&args.router_id))?;
-    let balancer = Arc::new(balancer);
+    let config = Config::default();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let records = RecordBuffer::new(DEFAULT_RECORD_BUFFER, &config.log, clock.clone());
+    let balancer = Balancer::new(config, BalancerConfig::new(&args.router_id))?
+        .with_records(Arc::new(records));
+    let balancer = Arc::new(balancer);
     let follow = FollowConfig::new(args.service.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -83,7 +89,18 @@ async fn main() -> anyhow::Result<()> {
             |_| {},
             stop(stop_rx.clone()),
         )),
-        tokio::spawn(report_load(balancer.clone(), http, follow, stop(stop_rx))),
+        tokio::spawn(report_load(
+            balancer.clone(),
+            http.clone(),
+            follow.clone(),
+            stop(stop_rx.clone()),
+        )),
+        tokio::spawn(report_records(
+            balancer.clone(),
+            http,
+            follow,
+            stop(stop_rx),
+        )),
     ];
 
     // Wait (bounded) for a view naming every worker.
@@ -129,6 +146,16 @@ async fn main() -> anyhow::Result<()> {
         latencies_us.push(elapsed.as_micros() as u64);
         failures += u64::from(!ok);
     }
+    // Give the last decisions a moment (bounded) to reach the service's log.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let unsent = |b: &Balancer| {
+        b.records()
+            .map(|r| r.stats())
+            .is_some_and(|s| s.sent + s.refused < s.queued)
+    };
+    while unsent(&balancer) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = t.await;
@@ -149,5 +176,11 @@ async fn main() -> anyhow::Result<()> {
         stats.load_reports,
         stats.view_age_ms.unwrap_or(0)
     );
+    if let Some(r) = stats.records {
+        println!(
+            "decision log: {} records sent, {} refused, {} dropped",
+            r.sent, r.refused, r.dropped
+        );
+    }
     Ok(())
 }

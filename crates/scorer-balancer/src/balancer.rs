@@ -1,6 +1,7 @@
 //! The balancer: picks from local state with the service's own engine, and
 //! outcomes that update the router's evidence at once.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::{Rng, RngCore};
@@ -10,6 +11,7 @@ use scorer_engine::config::Config;
 use scorer_engine::view::WorkerLoad;
 use scorer_engine::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
 
+use crate::records::RecordBuffer;
 use crate::stats::{BalancerStats, Counters};
 
 /// Default [`BalancerConfig::view_ttl_ms`], ms: ten of the view's 1 s full
@@ -35,6 +37,10 @@ pub struct BalancerConfig {
     /// After this long without a view, ms, picks rest on local evidence
     /// alone. Default [`DEFAULT_VIEW_TTL_MS`]; at least 1.
     pub view_ttl_ms: u64,
+    /// Sequence number of the first decision id (`<router_id>-<16 hex
+    /// digits>` counts up from it). Random by default, so that a router
+    /// restarted under the same id does not reuse ids in the log.
+    pub first_decision_seq: u64,
 }
 
 impl BalancerConfig {
@@ -43,6 +49,7 @@ impl BalancerConfig {
         Self {
             router_id: router_id.into(),
             view_ttl_ms: DEFAULT_VIEW_TTL_MS,
+            first_decision_seq: rand::random(),
         }
     }
 
@@ -132,6 +139,7 @@ pub struct Balancer {
     /// Monotonic ms of the last applied view, plus one; 0 before the first.
     pub(crate) last_view_ms: AtomicU64,
     pub(crate) counters: Counters,
+    pub(crate) records: Option<Arc<RecordBuffer>>,
 }
 
 impl Balancer {
@@ -147,10 +155,11 @@ impl Balancer {
             .map_err(|e| BalancerConfigError::Config(e.to_string()))?;
         Ok(Self {
             engine: Engine::new(config),
+            next_id: AtomicU64::new(cfg.first_decision_seq),
             cfg,
-            next_id: AtomicU64::new(0),
             last_view_ms: AtomicU64::new(0),
             counters: Counters::default(),
+            records: None,
         })
     }
 
@@ -158,6 +167,21 @@ impl Balancer {
     pub fn with_models(mut self, models: std::sync::Arc<scorer_model::ModelHub>) -> Self {
         self.engine = self.engine.with_models(models);
         self
+    }
+
+    /// Send the decisions and outcomes to the service's decision log
+    /// through `records` (sampled as the service's `log` section says; a
+    /// full buffer drops and counts). Uniform picks, made without the
+    /// engine, are not logged.
+    pub fn with_records(mut self, records: Arc<RecordBuffer>) -> Self {
+        self.engine = self.engine.with_log(records.clone());
+        self.records = Some(records);
+        self
+    }
+
+    /// The decision-log buffer, when [`Balancer::with_records`] set one.
+    pub fn records(&self) -> Option<&Arc<RecordBuffer>> {
+        self.records.as_ref()
     }
 
     /// The engine the balancer decides with.
@@ -187,7 +211,9 @@ impl Balancer {
 
     /// Counters and the view's age at `now_ms`.
     pub fn stats(&self, now_ms: u64) -> BalancerStats {
-        self.counters.snapshot(self.view_age_ms(now_ms))
+        let mut stats = self.counters.snapshot(self.view_age_ms(now_ms));
+        stats.records = self.records.as_ref().map(|r| r.stats());
+        stats
     }
 
     /// Pick one of `req.candidates` at monotonic `now_ms`, from local state
@@ -228,6 +254,11 @@ impl Balancer {
         };
         match scored {
             Ok(resp) => {
+                if let Some(records) = &self.records
+                    && resp.pick.is_some()
+                {
+                    engine.log_scored(req, context, &resp, records.wall_ms(), None);
+                }
                 let (Some(worker), Some(probability)) = (resp.pick, resp.probability) else {
                     return Ok(self.uniform(req, decision_id, rng));
                 };
@@ -289,7 +320,12 @@ impl Balancer {
             latency_ms,
             success,
         };
-        let out = self.engine.feedback(&f, now_ms)?;
+        let out = match &self.records {
+            Some(records) => self
+                .engine
+                .feedback_and_log(&f, now_ms, records.wall_ms(), None)?,
+            None => self.engine.feedback(&f, now_ms)?,
+        };
         Counters::bump(&self.counters.outcomes);
         if !out.known_decision {
             Counters::bump(&self.counters.outcomes_unknown);

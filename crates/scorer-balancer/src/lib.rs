@@ -23,7 +23,9 @@
 //! With the `http` feature, [`follow::follow_view`] keeps a balancer's view
 //! current from the service's `GET /v1/view` stream, reconnecting with
 //! backoff and jitter, [`report::report_load`] reports the router's
-//! outstanding picks, so that many routers act as one, and
+//! outstanding picks, so that many routers act as one,
+//! [`report_records::report_records`] sends its decisions and outcomes to
+//! the service's decision log ([`records::RecordBuffer`]), and
 //! [`model::fetch_model`] fetches the model the service runs.
 
 mod apply;
@@ -32,8 +34,11 @@ mod balancer;
 pub mod follow;
 #[cfg(feature = "http")]
 pub mod model;
+pub mod records;
 #[cfg(feature = "http")]
 pub mod report;
+#[cfg(feature = "http")]
+pub mod report_records;
 mod stats;
 
 #[cfg(test)]

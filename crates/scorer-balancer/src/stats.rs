@@ -62,6 +62,8 @@ pub struct BalancerStats {
     pub load_reports_failed: u64,
     /// Age of the last applied view, ms; `None` before the first.
     pub view_age_ms: Option<u64>,
+    /// The decision-log buffer's counters, when the balancer has one.
+    pub records: Option<crate::records::RecordStats>,
 }
 
 impl Counters {
@@ -83,6 +85,7 @@ impl Counters {
             load_reports: get(&self.load_reports),
             load_reports_failed: get(&self.load_reports_failed),
             view_age_ms,
+            records: None,
         }
     }
 }

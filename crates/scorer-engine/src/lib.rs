@@ -33,6 +33,7 @@ mod override_ops;
 pub mod overrides;
 mod pending;
 mod reconfigure;
+pub mod router_records;
 mod score;
 pub mod stages;
 pub mod view;

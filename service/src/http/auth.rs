@@ -54,6 +54,7 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/feedback", Role::Router),
     ("/v1/view", Role::Router),
     ("/v1/router/load", Role::Router),
+    ("/v1/router/decisions", Role::Router),
     ("/v1/model/files/{file}", Role::Router),
     ("/v1/stats", Role::Reader),
     ("/v1/log/stats", Role::Reader),

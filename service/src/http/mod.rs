@@ -55,6 +55,8 @@ pub struct AppState {
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
     /// Rate limit of the refused-request warning.
     pub auth_warn: Arc<warn_limit::WarnLimit>,
+    /// Rate limit of the refused-router-records warning.
+    pub records_warn: Arc<warn_limit::WarnLimit>,
     /// Model promotions and the directory to roll back to.
     pub promotions: Arc<promote::Promotions>,
     /// The listener's TLS acceptor, replaced on reload; `None` without TLS.
@@ -86,6 +88,7 @@ impl AppState {
             in_progress,
             telemetry_warn: Arc::default(),
             auth_warn: Arc::default(),
+            records_warn: Arc::default(),
             promotions: Arc::default(),
             tls: None,
             view_hub: Arc::default(),
@@ -153,6 +156,10 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/feedback", post(endpoints::feedback::feedback))
         .route("/v1/view", get(endpoints::view::view))
         .route("/v1/router/load", post(endpoints::router_load::router_load))
+        .route(
+            "/v1/router/decisions",
+            post(endpoints::router_decisions::router_decisions),
+        )
         .route(
             "/v1/model/files/{file}",
             get(endpoints::model_files::model_file),

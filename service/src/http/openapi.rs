@@ -17,7 +17,7 @@ use utoipa::{IntoResponses, Modify, OpenApi};
 use super::AppState;
 use super::endpoints::{
     explain, feedback, model, model_files, operations, overrides, promote, reconfigure,
-    router_load, score, telemetry, view, workers,
+    router_decisions, router_load, score, telemetry, view, workers,
 };
 use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
 use super::prometheus;
@@ -79,6 +79,7 @@ impl Modify for BearerAuth {
         feedback::feedback,
         view::view,
         router_load::router_load,
+        router_decisions::router_decisions,
         model_files::model_file,
         operations::stats,
         operations::log_stats,

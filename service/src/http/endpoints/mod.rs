@@ -12,6 +12,7 @@ pub mod operations;
 pub mod overrides;
 pub mod promote;
 pub mod reconfigure;
+pub mod router_decisions;
 pub mod router_load;
 pub mod score;
 pub mod telemetry;

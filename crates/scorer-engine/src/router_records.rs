@@ -1,0 +1,449 @@
+//! What a router's balancer sends for the service's decision log
+//! (`POST /v1/router/decisions`): the decisions it made, at the log's
+//! `sample_rate`, and their outcomes, in batches every few ms. The service
+//! checks each record and writes it to the same Parquet log as its own
+//! decisions, so the trainer learns from every router.
+//!
+//! A router's decision ids are `<router_id>-<16 hex digits>`: the prefix
+//! tags every row with the router that decided it, and the service refuses
+//! a record whose id does not carry the sending router's id.
+//!
+//! Candidates' features travel as the log keeps them: the pick's always,
+//! every candidate's on the `candidate_features_rate` sample (chosen by
+//! decision id, so router and service agree). Other candidates' features
+//! are `null` and written as null.
+
+use serde::{Deserialize, Serialize};
+
+use scorer_core::features::FEATURE_COUNT;
+use scorer_core::scoring::RequestType;
+use scorer_core::selection::PolicyKind;
+use scorer_core::telemetry::validate::{MAX_LATENCY_MS, is_valid_worker_id};
+use scorer_log::{CandidateRow, DecisionRecord, OutcomeRecord};
+use scorer_model::fallback::FallbackReason;
+
+use crate::api::MAX_KEY_BYTES;
+
+/// Most decisions plus outcomes in one batch.
+pub const MAX_ROUTER_BATCH: usize = 4096;
+/// Hex digits after the router id in a router's decision id.
+pub const DECISION_SEQ_HEX: usize = 16;
+/// Latest `ts_ms` accepted: 9999-12-31T23:59:59.999Z, Unix ms.
+pub const MAX_TS_MS: i64 = 253_402_300_799_999;
+/// Longest model version, arm, config hash or client region, bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// Penalty states a candidate row may carry (`"unknown"`: no telemetry).
+const PENALTY_STATES: [&str; 5] = [
+    "healthy",
+    "observation",
+    "cooldown",
+    "recovering",
+    "unknown",
+];
+
+/// Body of `POST /v1/router/decisions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterRecords {
+    /// The sending router: 1..=32 bytes of ASCII letters, digits, `-`, `_`
+    /// and `.`; every decision id and outcome in the batch starts with it
+    /// and a `-`.
+    pub router_id: String,
+    /// Decisions, in the order they were made.
+    #[serde(default)]
+    pub decisions: Vec<RouterDecision>,
+    /// Outcomes of the router's decisions.
+    #[serde(default)]
+    pub outcomes: Vec<RouterOutcome>,
+}
+
+/// One decision of a router: a row of the decision log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterDecision {
+    /// `<router_id>-<16 lowercase hex digits>`.
+    pub decision_id: String,
+    /// When the decision was made, Unix ms (UTC), 1..=253402300799999.
+    pub ts_ms: i64,
+    /// The key's prefix, at most 1024 bytes.
+    pub key_prefix: String,
+    /// The key's shard, when the sharding names one.
+    #[serde(default)]
+    pub shard_id: Option<u64>,
+    /// `GET`, `PUT`, `DELETE` or `MGET`.
+    #[serde(default)]
+    pub request_type: Option<String>,
+    /// The client's region, at most 128 bytes.
+    #[serde(default)]
+    pub client_region: Option<String>,
+    /// The client's timeout, ms.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Keys in the request.
+    #[serde(default)]
+    pub batch_size: Option<u32>,
+    /// The selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash` or
+    /// `prequal`.
+    pub policy: String,
+    /// Whether no candidate was eligible (panic mode).
+    pub panic: bool,
+    /// The model's version, when one ran.
+    #[serde(default)]
+    pub model_version: Option<String>,
+    /// The experiment arm, when one applied.
+    #[serde(default)]
+    pub arm: Option<String>,
+    /// The hash of the configuration the router decided with.
+    pub config_hash: String,
+    /// Every candidate, in the request's order; exactly one picked.
+    pub candidates: Vec<RouterCandidate>,
+}
+
+/// One candidate of a router's decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterCandidate {
+    /// The worker, 1..=128 bytes.
+    pub worker_id: String,
+    /// Whether it could be picked.
+    pub eligible: bool,
+    /// Rule score, 0..=100.
+    pub rule_score: f64,
+    /// The model's action, when the model scored it.
+    #[serde(default)]
+    pub model_action: Option<f64>,
+    /// Final score (finite).
+    pub final_score: f64,
+    /// Its probability of being picked, 0..=1.
+    #[serde(default)]
+    pub probability: Option<f64>,
+    /// Whether it was picked.
+    pub picked: bool,
+    /// `healthy`, `observation`, `cooldown`, `recovering` or `unknown`.
+    pub penalty_state: String,
+    /// Why the model fell back, when it did.
+    #[serde(default)]
+    pub fallback_reason: Option<String>,
+    /// The 42 features in feature-schema order (`null` for a missing
+    /// value); required on the pick, and on every candidate of a decision
+    /// in the `candidate_features_rate` sample; `null` otherwise.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Option<f32>>>)]
+    pub features: Option<Vec<Option<f32>>>,
+}
+
+/// One outcome of a router's decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterOutcome {
+    /// The decision's id, `<router_id>-<16 hex digits>`.
+    pub decision_id: String,
+    /// The worker the request went to.
+    pub worker_id: String,
+    /// When the outcome was known, Unix ms (UTC).
+    pub ts_ms: i64,
+    /// Observed latency, ms, 0..=86400000.
+    pub latency_ms: f64,
+    /// Whether the request succeeded.
+    pub success: bool,
+}
+
+/// Why a record was refused: the field (relative to the record) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {reason}")]
+pub struct RecordError {
+    /// The field, e.g. `candidates[2].features`.
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+fn refuse<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, RecordError> {
+    Err(RecordError {
+        field: field.into(),
+        reason: reason.into(),
+    })
+}
+
+/// Whether `id` is `<router_id>-<16 lowercase hex digits>`.
+pub fn is_router_decision_id(router_id: &str, id: &str) -> bool {
+    id.strip_prefix(router_id)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|seq| {
+            seq.len() == DECISION_SEQ_HEX
+                && seq.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
+fn check_label(field: &str, s: &str, max: usize) -> Result<(), RecordError> {
+    if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
+        return refuse(
+            field,
+            format!("must be 1..={max} bytes without control characters"),
+        );
+    }
+    Ok(())
+}
+
+fn check_ids(router_id: &str, decision_id: &str, ts_ms: i64) -> Result<(), RecordError> {
+    if !is_router_decision_id(router_id, decision_id) {
+        return refuse(
+            "decision_id",
+            format!("must be `{router_id}-` and {DECISION_SEQ_HEX} lowercase hex digits"),
+        );
+    }
+    if !(1..=MAX_TS_MS).contains(&ts_ms) {
+        return refuse("ts_ms", format!("must be Unix ms within 1..={MAX_TS_MS}"));
+    }
+    Ok(())
+}
+
+fn known(field: &str, value: &str, names: &[&'static str]) -> Result<&'static str, RecordError> {
+    names
+        .iter()
+        .find(|n| **n == value)
+        .copied()
+        .ok_or_else(|| RecordError {
+            field: field.to_owned(),
+            reason: format!("unknown value {value:?}; one of {}", names.join(", ")),
+        })
+}
+
+impl RouterDecision {
+    /// The wire form of `rec`; every candidate's features when
+    /// `all_features`, else the pick's alone.
+    pub fn from_record(rec: &DecisionRecord, all_features: bool) -> Self {
+        Self {
+            decision_id: rec.decision_id.clone(),
+            ts_ms: rec.ts_ms,
+            key_prefix: rec.key_prefix.clone(),
+            shard_id: rec.shard_id,
+            request_type: rec.request_type.map(str::to_owned),
+            client_region: rec.client_region.clone(),
+            timeout_ms: rec.timeout_ms,
+            batch_size: rec.batch_size,
+            policy: rec.policy.to_owned(),
+            panic: rec.panic,
+            model_version: rec.model_version.clone(),
+            arm: rec.arm.clone(),
+            config_hash: rec.config_hash.clone(),
+            candidates: rec
+                .candidates
+                .iter()
+                .map(|c| RouterCandidate {
+                    worker_id: c.worker_id.clone(),
+                    eligible: c.eligible,
+                    rule_score: c.rule_score,
+                    model_action: c.model_action,
+                    final_score: c.final_score,
+                    probability: c.probability,
+                    picked: c.picked,
+                    penalty_state: c.penalty_state.to_owned(),
+                    fallback_reason: c.fallback_reason.map(str::to_owned),
+                    features: (c.picked || all_features).then(|| {
+                        c.features
+                            .iter()
+                            .map(|f| f.is_finite().then_some(*f))
+                            .collect()
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    /// The log record of this decision by router `router_id`, checked:
+    /// `all_features` says whether the log keeps every candidate's
+    /// features for it (then each must have them), and `max_candidates`
+    /// bounds the candidates.
+    ///
+    /// # Errors
+    /// [`RecordError`] naming the first bad field; nothing is built.
+    pub fn into_record(
+        self,
+        router_id: &str,
+        all_features: bool,
+        max_candidates: usize,
+    ) -> Result<DecisionRecord, RecordError> {
+        check_ids(router_id, &self.decision_id, self.ts_ms)?;
+        if self.key_prefix.len() > MAX_KEY_BYTES || self.key_prefix.chars().any(char::is_control) {
+            return refuse(
+                "key_prefix",
+                format!("must be at most {MAX_KEY_BYTES} bytes without control characters"),
+            );
+        }
+        let request_type = match &self.request_type {
+            None => None,
+            Some(t) => Some(
+                RequestType::parse(t)
+                    .ok_or_else(|| RecordError {
+                        field: "request_type".into(),
+                        reason: format!("unknown value {t:?}; one of GET, PUT, DELETE, MGET"),
+                    })?
+                    .as_str(),
+            ),
+        };
+        for (field, value) in [
+            ("client_region", &self.client_region),
+            ("model_version", &self.model_version),
+            ("arm", &self.arm),
+        ] {
+            if let Some(v) = value {
+                check_label(field, v, MAX_LABEL_BYTES)?;
+            }
+        }
+        check_label("config_hash", &self.config_hash, MAX_LABEL_BYTES)?;
+        let policies: Vec<&'static str> = PolicyKind::ALL
+            .iter()
+            .filter(|p| **p != PolicyKind::None)
+            .map(|p| p.as_str())
+            .collect();
+        let policy = known("policy", &self.policy, &policies)?;
+        let n = self.candidates.len();
+        if n == 0 || n > max_candidates {
+            return refuse(
+                "candidates",
+                format!("must have 1..={max_candidates} items, got {n}"),
+            );
+        }
+        let picked = self.candidates.iter().filter(|c| c.picked).count();
+        if picked != 1 {
+            return refuse(
+                "candidates",
+                format!("exactly one must be picked, got {picked}"),
+            );
+        }
+        let mut candidates = Vec::with_capacity(n);
+        for (i, c) in self.candidates.into_iter().enumerate() {
+            candidates.push(c.into_row(all_features).map_err(|e| RecordError {
+                field: format!("candidates[{i}].{}", e.field),
+                reason: e.reason,
+            })?);
+        }
+        Ok(DecisionRecord {
+            decision_id: self.decision_id,
+            ts_ms: self.ts_ms,
+            key_prefix: self.key_prefix,
+            shard_id: self.shard_id,
+            request_type,
+            client_region: self.client_region,
+            timeout_ms: self.timeout_ms,
+            batch_size: self.batch_size,
+            policy,
+            panic: self.panic,
+            model_version: self.model_version,
+            arm: self.arm,
+            config_hash: self.config_hash,
+            caller: None,
+            candidates,
+        })
+    }
+}
+
+impl RouterCandidate {
+    fn into_row(self, all_features: bool) -> Result<CandidateRow, RecordError> {
+        if !is_valid_worker_id(&self.worker_id) {
+            return refuse(
+                "worker_id",
+                "must be 1..=128 bytes without control or invisible formatting characters or whitespace at either end",
+            );
+        }
+        if !(0.0..=100.0).contains(&self.rule_score) {
+            return refuse("rule_score", "must be a number within 0..=100");
+        }
+        if !self.final_score.is_finite() {
+            return refuse("final_score", "must be a finite number");
+        }
+        if self.model_action.is_some_and(|a| !a.is_finite()) {
+            return refuse("model_action", "must be a finite number or null");
+        }
+        if self.probability.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+            return refuse("probability", "must be a fraction within 0..=1 or null");
+        }
+        let penalty_state = known("penalty_state", &self.penalty_state, &PENALTY_STATES)?;
+        let reasons: Vec<&'static str> = FallbackReason::ALL.iter().map(|r| r.as_str()).collect();
+        let fallback_reason = match &self.fallback_reason {
+            None => None,
+            Some(r) => Some(known("fallback_reason", r, &reasons)?),
+        };
+        let mut features = [0.0_f32; FEATURE_COUNT];
+        match self.features {
+            Some(values) if values.len() == FEATURE_COUNT => {
+                for (slot, v) in features.iter_mut().zip(values) {
+                    match v {
+                        Some(x) if x.is_finite() => *slot = x,
+                        Some(_) => return refuse("features", "values must be finite or null"),
+                        None => *slot = f32::NAN,
+                    }
+                }
+            }
+            Some(values) => {
+                return refuse(
+                    "features",
+                    format!("must have {FEATURE_COUNT} values, got {}", values.len()),
+                );
+            }
+            None if self.picked || all_features => {
+                return refuse(
+                    "features",
+                    "required on the pick, and on every candidate of a decision in the log's candidate_features_rate sample",
+                );
+            }
+            None => {}
+        }
+        Ok(CandidateRow {
+            worker_id: self.worker_id,
+            eligible: self.eligible,
+            rule_score: self.rule_score,
+            model_action: self.model_action,
+            final_score: self.final_score,
+            probability: self.probability,
+            picked: self.picked,
+            penalty_state,
+            fallback_reason,
+            features,
+        })
+    }
+}
+
+impl RouterOutcome {
+    /// The wire form of `rec`.
+    pub fn from_record(rec: &OutcomeRecord) -> Self {
+        Self {
+            decision_id: rec.decision_id.clone(),
+            worker_id: rec.worker_id.clone(),
+            ts_ms: rec.ts_ms,
+            latency_ms: rec.latency_ms,
+            success: rec.success,
+        }
+    }
+
+    /// The log record of this outcome of router `router_id`, checked.
+    ///
+    /// # Errors
+    /// [`RecordError`] naming the first bad field.
+    pub fn into_record(self, router_id: &str) -> Result<OutcomeRecord, RecordError> {
+        check_ids(router_id, &self.decision_id, self.ts_ms)?;
+        if !is_valid_worker_id(&self.worker_id) {
+            return refuse("worker_id", "must be 1..=128 bytes of a valid worker id");
+        }
+        if !(0.0..=MAX_LATENCY_MS).contains(&self.latency_ms) {
+            return refuse(
+                "latency_ms",
+                "must be a number of ms within 0..=86400000 (one day)",
+            );
+        }
+        Ok(OutcomeRecord {
+            decision_id: self.decision_id,
+            worker_id: self.worker_id,
+            ts_ms: self.ts_ms,
+            latency_ms: self.latency_ms,
+            success: self.success,
+            caller: None,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "router_records_tests.rs"]
+mod tests;

@@ -1,0 +1,166 @@
+//! `POST /v1/router/decisions`: the decisions routers' balancers made and
+//! their outcomes, written to the service's decision log beside its own.
+//!
+//! The envelope is refused whole when it is not `RouterRecords` JSON, names
+//! a bad router id or holds more than [`MAX_ROUTER_BATCH`] records. Each
+//! record is then checked on its own: a bad one is counted in `refused`,
+//! with its error among the first [`MAX_ERRORS`] in `errors`, and the
+//! others are logged.
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use serde::Serialize;
+
+use crate::http::auth::Caller;
+use crate::http::error_body::JsonBodyErrors;
+use crate::http::{ApiError, ApiJson, AppState};
+use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterRecords};
+use scorer_engine::view::is_valid_router_id;
+use scorer_log::sampling::sampled_at;
+
+/// Most record errors an answer lists.
+pub const MAX_ERRORS: usize = 16;
+
+/// What happened to one kind of record.
+#[derive(Debug, Default, Serialize, utoipa::ToSchema)]
+pub(crate) struct RecordCounts {
+    /// Queued for the log.
+    logged: usize,
+    /// Outside the log's `sample_rate` (a router sends only sampled ones;
+    /// these were skipped).
+    unsampled: usize,
+    /// Dropped because the log's queue was full or its disk failing
+    /// (counted in the log's `dropped` too).
+    dropped: usize,
+    /// Refused: invalid (the first errors are in `errors`).
+    refused: usize,
+}
+
+/// A refused record.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct RecordRefusal {
+    /// The record, e.g. `decisions[3].candidates[1].features`.
+    field: String,
+    /// Why.
+    reason: String,
+}
+
+/// Answer of `POST /v1/router/decisions`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct RecordsAccepted {
+    /// Whether the service has a decision log (`log.enabled`); without
+    /// one nothing is logged and nothing is refused.
+    logging: bool,
+    /// The decisions.
+    decisions: RecordCounts,
+    /// The outcomes.
+    outcomes: RecordCounts,
+    /// The first refused records' errors, at most 16.
+    errors: Vec<RecordRefusal>,
+}
+
+impl RecordsAccepted {
+    fn refuse(&mut self, kind: &str, i: usize, e: RecordError) {
+        if self.errors.len() < MAX_ERRORS {
+            self.errors.push(RecordRefusal {
+                field: format!("{kind}[{i}].{}", e.field),
+                reason: e.reason,
+            });
+        }
+    }
+}
+
+/// `POST /v1/router/decisions`: a router's sampled decisions and their
+/// outcomes, for the decision log. Router role. A balancer sends a batch
+/// every few ms; the rows are tagged with the router by their decision ids
+/// (`<router_id>-<16 hex digits>`) and with the caller's credential name.
+#[utoipa::path(post, path = "/v1/router/decisions", tag = "scoring", request_body = RouterRecords,
+    responses(
+        (status = 200, description = "Each record logged, skipped or refused", body = RecordsAccepted),
+        JsonBodyErrors,
+    ))]
+pub(crate) async fn router_decisions(
+    State(st): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    body: Result<ApiJson<RouterRecords>, ApiError>,
+) -> Result<Json<RecordsAccepted>, ApiError> {
+    let ApiJson(batch) = body?;
+    if !is_valid_router_id(&batch.router_id) {
+        return Err(ApiError::unprocessable(
+            "`router_id`: must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`"
+                .to_owned(),
+        ));
+    }
+    let n = batch.decisions.len() + batch.outcomes.len();
+    if n > MAX_ROUTER_BATCH {
+        return Err(ApiError::unprocessable(format!(
+            "at most {MAX_ROUTER_BATCH} decisions and outcomes in one batch, got {n}"
+        )));
+    }
+    let caller = caller.map(|Extension(Caller(name))| name);
+    let cfg = st.engine.config();
+    let all_features_below = cfg.log.sample_rate * cfg.log.candidate_features_rate;
+    let max_candidates = cfg.server.max_candidates;
+    let mut answer = RecordsAccepted {
+        logging: false,
+        decisions: RecordCounts::default(),
+        outcomes: RecordCounts::default(),
+        errors: Vec::new(),
+    };
+    let Some(log) = st.engine.decision_sink().filter(|_| cfg.log.enabled) else {
+        return Ok(Json(answer));
+    };
+    answer.logging = true;
+    let router = batch.router_id.as_str();
+    for (i, d) in batch.decisions.into_iter().enumerate() {
+        let all = sampled_at(&d.decision_id, all_features_below);
+        match d.into_record(router, all, max_candidates) {
+            Err(e) => {
+                answer.decisions.refused += 1;
+                answer.refuse("decisions", i, e);
+            }
+            Ok(mut rec) => {
+                let c = &mut answer.decisions;
+                if !log.sampled(&rec.decision_id) {
+                    c.unsampled += 1;
+                    continue;
+                }
+                rec.caller.clone_from(&caller);
+                if log.log_decision(rec) {
+                    c.logged += 1;
+                } else {
+                    c.dropped += 1;
+                }
+            }
+        }
+    }
+    for (i, o) in batch.outcomes.into_iter().enumerate() {
+        match o.into_record(router) {
+            Err(e) => {
+                answer.outcomes.refused += 1;
+                answer.refuse("outcomes", i, e);
+            }
+            Ok(mut rec) => {
+                let c = &mut answer.outcomes;
+                if !log.sampled(&rec.decision_id) {
+                    c.unsampled += 1;
+                    continue;
+                }
+                rec.caller.clone_from(&caller);
+                if log.log_outcome(rec) {
+                    c.logged += 1;
+                } else {
+                    c.dropped += 1;
+                }
+            }
+        }
+    }
+    if answer.decisions.refused + answer.outcomes.refused > 0
+        && let Some(held_back) = st.records_warn.admit(st.clock.monotonic_ms())
+    {
+        tracing::warn!(router_id = router, decisions_refused = answer.decisions.refused,
+            outcomes_refused = answer.outcomes.refused,
+            first = ?answer.errors.first(), held_back, "router records refused");
+    }
+    Ok(Json(answer))
+}
