@@ -63,7 +63,10 @@ impl EmbeddedRouter {
     ) -> Result<Self, String> {
         let balancers = (0..routers.max(1))
             .map(|r| {
-                Balancer::new(config.clone(), BalancerConfig::new(format!("router-{r}")))
+                // Ids from 0: a simulated run is reproducible to the id.
+                let mut bc = BalancerConfig::new(format!("router-{r}"));
+                bc.first_decision_seq = 0;
+                Balancer::new(config.clone(), bc)
                     .map(|b| b.with_models(models.clone()))
                     .map_err(|e| e.to_string())
             })
