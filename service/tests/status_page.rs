@@ -28,6 +28,7 @@ async fn headless_chromium_renders_the_live_worker_table() {
     cfg.scoring.warmup_ms = 0;
     let clock = Arc::new(SystemClock::new());
     let state = AppState::new(Engine::new(cfg), clock.clone());
+    let engine = state.engine.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -73,6 +74,13 @@ async fn headless_chromium_renders_the_live_worker_table() {
             .expect("feedback");
         assert!(r.status().is_success());
     }
+    // An operator drains gamma-3: the page shows it beside the state.
+    let drain: scorer_engine::overrides::OverrideRequest =
+        serde_json::from_value(serde_json::json!({"kind": "drain", "reason": "disk swap"}))
+            .expect("a request");
+    engine
+        .set_override("gamma-3", &drain, "anonymous", clock.monotonic_ms())
+        .expect("gamma-3 is known");
     let profile = std::env::temp_dir().join(format!("scorer-chromium-{}", std::process::id()));
     let out = tokio::time::timeout(
         Duration::from_secs(60),
@@ -117,6 +125,23 @@ async fn headless_chromium_renders_the_live_worker_table() {
         dom.contains("<span class=\"state healthy\">healthy</span>"),
         "{dom}"
     );
+    let gamma = dom
+        .split("data-worker=\"gamma-3\"")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_default();
+    assert!(
+        gamma.contains("<span class=\"override drain\" title=\"disk swap · set by anonymous\">drain</span>"),
+        "{gamma}"
+    );
+    for id in ["alpha-1", "beta-2"] {
+        let row = dom
+            .split(&format!("data-worker=\"{id}\""))
+            .nth(1)
+            .and_then(|r| r.split("</tr>").next())
+            .unwrap_or_default();
+        assert!(!row.contains("override"), "{id}: {row}");
+    }
     // The page rendered the data: not the placeholder.
     assert!(!dom.contains("loading…"), "still loading:\n{dom}");
     assert!(dom.contains("updated"), "{dom}");
