@@ -205,3 +205,37 @@ async fn a_bad_envelope_is_refused_whole_and_a_service_without_a_log_logs_nothin
     assert_eq!(body["logging"], false);
     assert_eq!(body["outcomes"]["logged"], 0);
 }
+
+#[tokio::test]
+async fn a_batch_the_log_cannot_take_is_answered_503_and_logged_later() {
+    let root =
+        TempDir(std::env::temp_dir().join(format!("scorer-router-busy-{}", std::process::id())));
+    let mut cfg = logged_config(&root.0);
+    cfg.log.channel_capacity = 8;
+    cfg.server.max_feedback_batch = 8;
+    let app = logged_app(&cfg);
+    let outcomes: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"decision_id": format!("r1-{i:016x}"), "worker_id": "w1", "ts_ms": WALL,
+                   "latency_ms": 1.0, "success": true})
+        })
+        .collect();
+    let batch = json!({"router_id": "r1", "outcomes": outcomes});
+    let log = app.state.engine.decision_log().expect("log").clone();
+    let hold = log.hold_writer();
+    let (status, body) = app.post_json("/v1/router/decisions", &batch).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Six records wait in a channel of eight: the same batch no longer fits.
+    let (status, body) = app.post_json("/v1/router/decisions", &batch).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "log_busy", "{body}");
+    assert_eq!(
+        log.stats().dropped,
+        0,
+        "nothing dropped: the router keeps it"
+    );
+    drop(hold);
+    log.shutdown().expect("clean close");
+    let outcomes = read_dir(&root.0.join("outcomes"), LogKind::Outcomes).unwrap();
+    assert_eq!(outcomes.rows, 6, "the first batch only");
+}

@@ -18,6 +18,12 @@ pub trait DecisionSink: std::any::Any + Send + Sync + std::fmt::Debug {
 
     /// Queue one outcome; `false` when it was not sampled or was dropped.
     fn log_outcome(&self, rec: OutcomeRecord) -> bool;
+
+    /// Records the sink can take now without dropping, as an estimate
+    /// (unbounded by default).
+    fn room(&self) -> usize {
+        usize::MAX
+    }
 }
 
 #[cfg(feature = "parquet")]
@@ -32,5 +38,9 @@ impl DecisionSink for crate::DecisionLog {
 
     fn log_outcome(&self, rec: OutcomeRecord) -> bool {
         crate::DecisionLog::log_outcome(self, rec)
+    }
+
+    fn room(&self) -> usize {
+        crate::DecisionLog::room(self)
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct Counters {
     pub write_errors: AtomicU64,
     pub open_rows: AtomicU64,
     pub writes_failing: AtomicU64,
+    /// Records in the channel, not yet taken by the writer.
+    pub in_channel: AtomicU64,
 }
 
 impl Counters {

@@ -173,6 +173,9 @@ impl Worker {
     }
 
     fn handle(&mut self, msg: Msg) {
+        if !matches!(msg, Msg::Hold) {
+            Counters::sub(&self.shared.counters.in_channel, 1);
+        }
         match msg {
             Msg::Decision(rec) => {
                 self.pending_decision_rows = self

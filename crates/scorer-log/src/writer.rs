@@ -92,6 +92,7 @@ impl Shared {
 pub struct DecisionLog {
     enabled: bool,
     sample_rate: f64,
+    capacity: usize,
     tx: RwLock<Option<SyncSender<Msg>>>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<Result<(), LogError>>>>,
@@ -149,6 +150,7 @@ impl DecisionLog {
             return Ok(DecisionLog {
                 enabled: false,
                 sample_rate: cfg.sample_rate,
+                capacity: 0,
                 tx: RwLock::new(None),
                 shared,
                 thread: Mutex::new(None),
@@ -172,6 +174,7 @@ impl DecisionLog {
             Counters::add(&c.quarantined, len_u64(report.quarantined.len()));
         }
         let sample_rate = cfg.sample_rate;
+        let capacity = cfg.channel_capacity;
         let st = shared.counters.snapshot();
         tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
             sample_rate, candidate_features_rate = cfg.candidate_features_rate,
@@ -197,6 +200,7 @@ impl DecisionLog {
         Ok(DecisionLog {
             enabled: true,
             sample_rate,
+            capacity,
             tx: RwLock::new(Some(tx)),
             shared,
             thread: Mutex::new(Some(handle)),
@@ -243,6 +247,7 @@ impl DecisionLog {
                     &c.outcomes_logged
                 };
                 Counters::add(counter, 1);
+                Counters::add(&c.in_channel, 1);
                 true
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
@@ -250,6 +255,26 @@ impl DecisionLog {
                 false
             }
         }
+    }
+
+    /// Records the channel can take now without dropping (an estimate:
+    /// other threads may fill it meanwhile). 0 when disabled or closed.
+    pub fn room(&self) -> usize {
+        if !self.enabled
+            || self
+                .shared
+                .closed
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return 0;
+        }
+        let queued = self
+            .shared
+            .counters
+            .in_channel
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.capacity
+            .saturating_sub(usize::try_from(queued).unwrap_or(usize::MAX))
     }
 
     /// A snapshot of the counters (see [`LogStats`] for each one's meaning).

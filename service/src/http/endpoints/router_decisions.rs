@@ -8,12 +8,14 @@
 //! others are logged.
 
 use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
 
 use crate::http::auth::Caller;
-use crate::http::error_body::JsonBodyErrors;
-use crate::http::{ApiError, ApiJson, AppState};
+use crate::http::error_body::{ErrorBody, JsonBodyErrors};
+use crate::http::{ApiError, ApiJson, AppState, RETRY_AFTER_S};
 use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterRecords};
 use scorer_engine::view::is_valid_router_id;
 use scorer_log::sampling::sampled_at;
@@ -78,12 +80,13 @@ impl RecordsAccepted {
     responses(
         (status = 200, description = "Each record logged, skipped or refused", body = RecordsAccepted),
         JsonBodyErrors,
+        (status = 503, description = "The decision log cannot take the batch now (`log_busy`, with `Retry-After`): send it again later; nothing was logged", body = ErrorBody),
     ))]
 pub(crate) async fn router_decisions(
     State(st): State<AppState>,
     caller: Option<Extension<Caller>>,
     body: Result<ApiJson<RouterRecords>, ApiError>,
-) -> Result<Json<RecordsAccepted>, ApiError> {
+) -> Result<Response, ApiError> {
     let ApiJson(batch) = body?;
     if !is_valid_router_id(&batch.router_id) {
         return Err(ApiError::unprocessable(
@@ -108,8 +111,28 @@ pub(crate) async fn router_decisions(
         errors: Vec::new(),
     };
     let Some(log) = st.engine.decision_sink().filter(|_| cfg.log.enabled) else {
-        return Ok(Json(answer));
+        return Ok(Json(answer).into_response());
     };
+    let sampled = batch
+        .decisions
+        .iter()
+        .map(|d| &d.decision_id)
+        .chain(batch.outcomes.iter().map(|o| &o.decision_id))
+        .filter(|id| log.sampled(id))
+        .count();
+    if log.room() < sampled {
+        // Backpressure: the router keeps the batch and sends it again,
+        // rather than the log dropping it.
+        let mut r = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "log_busy",
+            format!("the decision log cannot take {sampled} records now; retry after the Retry-After delay"),
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        return Ok(r);
+    }
     answer.logging = true;
     let router = batch.router_id.as_str();
     for (i, d) in batch.decisions.into_iter().enumerate() {
@@ -162,5 +185,5 @@ pub(crate) async fn router_decisions(
             outcomes_refused = answer.outcomes.refused,
             first = ?answer.errors.first(), held_back, "router records refused");
     }
-    Ok(Json(answer))
+    Ok(Json(answer).into_response())
 }
