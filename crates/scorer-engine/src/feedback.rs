@@ -116,6 +116,7 @@ impl Engine {
         let worker_was_picked = !matches!(lookup, Lookup::OtherWorker);
         let mut released = false;
         if let Lookup::Picked(p) = lookup {
+            self.self_check.on_outcome(p.expected_ms, f.latency_ms);
             let cfg = self.config();
             let eject = p.slot.evidence().complete(
                 &p.record,

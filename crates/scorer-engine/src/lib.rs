@@ -35,6 +35,7 @@ mod pending;
 mod reconfigure;
 pub mod router_records;
 mod score;
+pub mod self_check;
 pub mod stages;
 pub mod view;
 mod weight;
@@ -127,6 +128,8 @@ pub struct Engine {
     reload_lock: std::sync::Mutex<Option<Arc<Config>>>,
     /// Operators' drains, disables and weights, kept across reloads.
     overrides: overrides::Overrides,
+    /// Whether the scores still predict the outcomes.
+    self_check: self_check::SelfCheck,
 }
 
 impl Engine {
@@ -158,6 +161,7 @@ impl Engine {
             models,
             reload_lock: std::sync::Mutex::new(None),
             overrides: overrides::Overrides::default(),
+            self_check: self_check::SelfCheck::default(),
         }
     }
 
@@ -166,6 +170,12 @@ impl Engine {
     pub fn with_models(mut self, models: Arc<scorer_model::ModelHub>) -> Self {
         self.models = models;
         self
+    }
+
+    /// The self-check: score and latency distributions, and the rank
+    /// correlation of expected against observed latency.
+    pub fn self_check(&self) -> &self_check::SelfCheck {
+        &self.self_check
     }
 
     /// The model hub in use.

@@ -29,6 +29,8 @@ pub(super) struct PendingPick {
     pub record: PickRecord,
     /// When the pick stops counting without feedback, monotonic ms.
     pub expires_ms: u64,
+    /// The pick's expected latency, ms (NaN when the cost had none).
+    pub expected_ms: f64,
 }
 
 /// A pick in its shard, with the keys of its two indexes.

@@ -197,7 +197,14 @@ impl Engine {
         stages::select(&mut d, &self.selector.load(), rng)?;
         observer.stage_done(Stage::Select);
         let hash = active.hash.clone();
-        let resp = stages::record(d, &self.pending, &self.counters, cfg, hash);
+        let resp = stages::record(
+            d,
+            &self.pending,
+            &self.counters,
+            &self.self_check,
+            cfg,
+            hash,
+        );
         observer.stage_done(Stage::Record);
         Ok(resp)
     }

@@ -545,6 +545,7 @@ fn registry(st: &AppState) -> Registry {
         "1 for the worker's current penalty state",
         state,
     );
+    super::self_check_metrics::register(&mut r, e);
     r
 }
 

@@ -80,6 +80,25 @@ impl TestApp {
     pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
         self.post(path, &body.to_string()).await
     }
+
+    /// The `/metrics` exposition text.
+    pub async fn metrics(&self) -> String {
+        let resp = self
+            .router
+            .clone()
+            .oneshot(Request::get("/metrics").body(Body::empty()).expect("req"))
+            .await
+            .expect("infallible");
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+}
+
+/// The value of the unlabelled sample `name` in exposition `text`.
+pub fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// Log lines captured from a [`capture_logs`] subscriber.

@@ -11,6 +11,7 @@ use crate::api::{Explain, ScoreResponse, WorkerScore};
 use crate::config::Config;
 use crate::decision::Decision;
 use crate::pending::{PendingPick, PendingPicks};
+use crate::self_check::SelfCheck;
 use scorer_core::dynamics::PickRecord;
 
 /// Runs the record stage and builds the answer.
@@ -18,6 +19,7 @@ pub(crate) fn record(
     d: Decision<'_>,
     pending: &PendingPicks,
     counters: &Counters,
+    self_check: &SelfCheck,
     cfg: &Config,
     config_hash: Arc<str>,
 ) -> ScoreResponse {
@@ -36,11 +38,15 @@ pub(crate) fn record(
             slot: slot.clone(),
             record,
             expires_ms: now_ms.saturating_add(cfg.evidence.expiry_ms(d.context.timeout_ms)),
+            expected_ms: d.scored[p]
+                .cost_evidence
+                .map_or(f64::NAN, |c| c.expected_latency_ms),
         };
         pending.remember(&d.decision_id, pick, now_ms);
     }
     if decide {
         counters.decisions.fetch_add(1, Ordering::Relaxed);
+        self_check.on_decision(d.scored.iter().map(|s| s.e.score));
         if d.panic {
             counters.panic_decisions.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(decision_id = %d.decision_id, "panic mode: no eligible candidate, ranking live ones");
@@ -126,7 +132,8 @@ mod tests {
         select(&mut d, &Default::default(), &mut rng).unwrap();
         let pending = PendingPicks::new(16);
         let counters = Counters::default();
-        let resp = record(d, &pending, &counters, &cfg, "hash".into());
+        let self_check = SelfCheck::default();
+        let resp = record(d, &pending, &counters, &self_check, &cfg, "hash".into());
         assert_eq!(resp.pick.as_deref(), Some("idle"));
         assert_eq!(resp.ranking, ["idle", "busy", "ghost"]);
         // The answer shows the evidence the decision saw; the pick is
@@ -137,5 +144,7 @@ mod tests {
         assert_eq!(idle.evidence().snapshot().outstanding, 1);
         assert_eq!(counters.decisions.load(Ordering::Relaxed), 1);
         assert_eq!(&*resp.config_hash, "hash");
+        // Every candidate's final score is in the self-check's histogram.
+        assert_eq!(self_check.snapshot().final_scores.count, 3);
     }
 }
