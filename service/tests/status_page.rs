@@ -131,7 +131,9 @@ async fn headless_chromium_renders_the_live_worker_table() {
         .and_then(|r| r.split("</tr>").next())
         .unwrap_or_default();
     assert!(
-        gamma.contains("<span class=\"override drain\" title=\"disk swap · set by anonymous\">drain</span>"),
+        gamma.contains(
+            "<span class=\"override drain\" title=\"disk swap · set by anonymous\">drain</span>"
+        ),
         "{gamma}"
     );
     for id in ["alpha-1", "beta-2"] {
