@@ -206,7 +206,7 @@ async fn a_bad_envelope_is_refused_whole_and_a_service_without_a_log_logs_nothin
     assert_eq!(body["outcomes"]["logged"], 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_batch_the_log_cannot_take_is_answered_503_and_logged_later() {
     let root =
         TempDir(std::env::temp_dir().join(format!("scorer-router-busy-{}", std::process::id())));
@@ -225,8 +225,11 @@ async fn a_batch_the_log_cannot_take_is_answered_503_and_logged_later() {
     let hold = log.hold_writer();
     let (status, body) = app.post_json("/v1/router/decisions", &batch).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    // Six records wait in a channel of eight: the same batch no longer fits.
+    // Six records wait in a channel of eight: the same batch no longer
+    // fits, and after waiting its 500 ms for the writer it is refused.
+    let started = tokio::time::Instant::now();
     let (status, body) = app.post_json("/v1/router/decisions", &batch).await;
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500));
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["error"]["code"], "log_busy", "{body}");
     assert_eq!(

@@ -1,6 +1,10 @@
 //! `POST /v1/router/decisions`: the decisions routers' balancers made and
 //! their outcomes, written to the service's decision log beside its own.
 //!
+//! When the log's queue cannot take a batch's sampled records, the request
+//! waits up to [`LOG_WAIT_MS`] for the writer to make room, then answers
+//! 503 `log_busy`: the router keeps the batch and sends it again.
+//!
 //! The envelope is refused whole when it is not `RouterRecords` JSON, names
 //! a bad router id or holds more than [`MAX_ROUTER_BATCH`] records. Each
 //! record is then checked on its own: a bad one is counted in `refused`,
@@ -22,6 +26,10 @@ use scorer_log::sampling::sampled_at;
 
 /// Most record errors an answer lists.
 pub const MAX_ERRORS: usize = 16;
+/// Longest a batch waits for room in the log's queue before `log_busy`, ms.
+pub const LOG_WAIT_MS: u64 = 500;
+/// How often a waiting batch looks for room, ms.
+const LOG_POLL_MS: u64 = 2;
 
 /// What happened to one kind of record.
 #[derive(Debug, Default, Serialize, utoipa::ToSchema)]
@@ -120,9 +128,14 @@ pub(crate) async fn router_decisions(
         .chain(batch.outcomes.iter().map(|o| &o.decision_id))
         .filter(|id| log.sampled(id))
         .count();
+    // Backpressure: wait (bounded) for the log's writer to make room; past
+    // that the router keeps the batch and sends it again, rather than the
+    // log dropping it.
+    let give_up = tokio::time::Instant::now() + std::time::Duration::from_millis(LOG_WAIT_MS);
+    while log.room() < sampled && tokio::time::Instant::now() < give_up {
+        tokio::time::sleep(std::time::Duration::from_millis(LOG_POLL_MS)).await;
+    }
     if log.room() < sampled {
-        // Backpressure: the router keeps the batch and sends it again,
-        // rather than the log dropping it.
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "log_busy",
