@@ -24,7 +24,7 @@ use crate::follow::FollowConfig;
 /// How often the buffer is drained, ms.
 pub const RECORD_REPORT_MS: u64 = 5;
 /// Most records in one request.
-pub const MAX_BATCH: usize = 256;
+pub const MAX_BATCH: usize = 64;
 /// The longest one request may take, ms.
 pub const RECORD_POST_TIMEOUT_MS: u64 = 1_000;
 /// First wait after a failed batch, ms.

@@ -58,6 +58,9 @@ pub struct AppState {
     pub auth_warn: Arc<warn_limit::WarnLimit>,
     /// Rate limit of the refused-router-records warning.
     pub records_warn: Arc<warn_limit::WarnLimit>,
+    /// One router batch at a time checks the log's room and queues its
+    /// records, so that concurrent batches cannot overfill it.
+    pub records_turn: Arc<tokio::sync::Mutex<()>>,
     /// Model promotions and the directory to roll back to.
     pub promotions: Arc<promote::Promotions>,
     /// The listener's TLS acceptor, replaced on reload; `None` without TLS.
@@ -90,6 +93,7 @@ impl AppState {
             telemetry_warn: Arc::default(),
             auth_warn: Arc::default(),
             records_warn: Arc::default(),
+            records_turn: Arc::default(),
             promotions: Arc::default(),
             tls: None,
             view_hub: Arc::default(),

@@ -128,14 +128,19 @@ pub(crate) async fn router_decisions(
         .chain(batch.outcomes.iter().map(|o| &o.decision_id))
         .filter(|id| log.sampled(id))
         .count();
-    // Backpressure: wait (bounded) for the log's writer to make room; past
-    // that the router keeps the batch and sends it again, rather than the
-    // log dropping it.
+    // Backpressure: one batch at a time waits (bounded) for the log's
+    // writer to make room; past that the router keeps the batch and sends
+    // it again, rather than the log dropping it.
     let give_up = tokio::time::Instant::now() + std::time::Duration::from_millis(LOG_WAIT_MS);
-    while log.room() < sampled && tokio::time::Instant::now() < give_up {
-        tokio::time::sleep(std::time::Duration::from_millis(LOG_POLL_MS)).await;
+    let turn = tokio::time::timeout_at(give_up, st.records_turn.lock())
+        .await
+        .ok();
+    if turn.is_some() {
+        while log.room() < sampled && tokio::time::Instant::now() < give_up {
+            tokio::time::sleep(std::time::Duration::from_millis(LOG_POLL_MS)).await;
+        }
     }
-    if log.room() < sampled {
+    let (Some(_turn), true) = (turn, log.room() >= sampled) else {
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "log_busy",
@@ -145,7 +150,7 @@ pub(crate) async fn router_decisions(
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         return Ok(r);
-    }
+    };
     answer.logging = true;
     let router = batch.router_id.as_str();
     for (i, d) in batch.decisions.into_iter().enumerate() {
