@@ -445,7 +445,8 @@ pub fn evaluation_markdown(
         );
         s.push_str(&report::table_with_columns(&r.policies));
         s.push('\n');
-        let notes = report::model_notes(&r.policies);
+        let notes = report::model_notes(&r.policies)
+            + &crate::self_check_series::self_check_notes(&r.policies);
         if !notes.is_empty() {
             s.push_str(&notes);
             s.push('\n');

@@ -40,6 +40,7 @@ pub mod runner;
 pub mod scenario;
 pub mod scenario_file;
 pub mod seeds;
+pub mod self_check_series;
 pub mod sim;
 pub mod targets;
 pub mod testbed;

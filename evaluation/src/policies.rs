@@ -221,6 +221,8 @@ pub struct ServiceRouter {
     fallbacks: u64,
     logging: bool,
     spread: ModelSpread,
+    self_check: Vec<(f64, f64)>,
+    next_sample_ms: f64,
 }
 
 /// How much the model separates the candidates of one decision: the ratio
@@ -271,6 +273,8 @@ impl ServiceRouter {
             fallbacks: 0,
             logging,
             spread: ModelSpread::default(),
+            self_check: Vec::new(),
+            next_sample_ms: 0.0,
         }
     }
 
@@ -371,6 +375,16 @@ impl Router for ServiceRouter {
         // A rejected batch (never expected: the simulator builds valid
         // snapshots) leaves the state as it was, as over HTTP.
         let _ = self.engine.ingest(batch, mono(now_ms), wall(now_ms));
+        if now_ms >= self.next_sample_ms {
+            self.next_sample_ms = now_ms + crate::self_check_series::SAMPLE_EVERY_MS;
+            if let Some(rho) = self.engine.self_check().snapshot().rank_correlation {
+                self.self_check.push((now_ms / 1_000.0, rho));
+            }
+        }
+    }
+
+    fn self_check_samples(&self) -> Option<Vec<(f64, f64)>> {
+        Some(self.self_check.clone())
     }
 
     fn fallbacks(&self) -> u64 {

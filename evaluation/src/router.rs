@@ -123,4 +123,9 @@ pub trait Router {
     fn model_spread(&self) -> Option<crate::policies::ModelSpread> {
         None
     }
+    /// For a service arm: its self-check's rank correlation through the
+    /// run, `(time s, rho)`.
+    fn self_check_samples(&self) -> Option<Vec<(f64, f64)>> {
+        None
+    }
 }

@@ -108,6 +108,9 @@ pub struct PolicyResult {
     /// load generator shared (`available_parallelism`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cores: Option<usize>,
+    /// A service arm's self-check through the run (simulator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_check: Option<crate::self_check_series::SelfCheckSeries>,
 }
 
 impl PolicyResult {
@@ -140,6 +143,7 @@ impl PolicyResult {
             scorer_errors: None,
             dropped: None,
             cores: None,
+            self_check: None,
         }
     }
 
@@ -208,6 +212,7 @@ impl PolicyResult {
             scorer_errors: None,
             dropped: None,
             cores: None,
+            self_check: None,
         }
     }
 }

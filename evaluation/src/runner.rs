@@ -190,11 +190,15 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         }
         let rec = simulate(&sc, router.as_mut(), opts.seed);
         let spread = router.model_spread();
+        let self_check = router.self_check_samples();
         drop(router);
         if let Some(log) = log {
             log.shutdown().map_err(|e| format!("decision log: {e}"))?;
         }
         let mut result = PolicyResult::from_record(name, &rec, fault);
+        result.self_check = self_check.map(|s| {
+            crate::self_check_series::SelfCheckSeries::new(s, fault.map(|f| f.1 / 1_000.0))
+        });
         if let Some(hub) = &hub {
             let info = retrained.as_ref().map(|r| r.info.clone());
             let selection = model_arms::selection_policy(name, &opts.service_config);
