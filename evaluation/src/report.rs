@@ -146,6 +146,16 @@ pub fn describe_fault(fault: &Fault) -> String {
             s(*from_ms),
             s(*to_ms)
         ),
+        Fault::Lie {
+            worker,
+            as_worker,
+            from_ms,
+            to_ms,
+        } => format!(
+            "worker {worker} reports worker {as_worker}'s telemetry from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
         Fault::Memtable {
             worker,
             period_ms,

@@ -103,6 +103,19 @@ pub enum Fault {
         /// End, ms.
         to_ms: f64,
     },
+    /// The worker's telemetry lies in `[from_ms, to_ms)`: each report
+    /// carries worker `as_worker`'s numbers (CPU, queue, RTTs, compaction,
+    /// memtable) under its own id, while it serves at its own speed.
+    Lie {
+        /// Worker index.
+        worker: usize,
+        /// Whose numbers it reports.
+        as_worker: usize,
+        /// Start, ms.
+        from_ms: f64,
+        /// End, ms.
+        to_ms: f64,
+    },
     /// A memtable that fills and flushes in a sawtooth: it holds
     /// `peak_bytes × ((t + offset_ms) mod period_ms) / period_ms` bytes at
     /// time `t` (0 right after a flush, `peak_bytes` just before the next),
@@ -143,6 +156,7 @@ impl Fault {
             | Fault::Compaction { worker, .. }
             | Fault::Crash { worker, .. }
             | Fault::Zombie { worker, .. }
+            | Fault::Lie { worker, .. }
             | Fault::Memtable { worker, .. }
             | Fault::Burst { worker, .. } => *worker,
         }
@@ -155,6 +169,7 @@ impl Fault {
             Fault::Slow { from_ms, to_ms, .. }
             | Fault::Crash { from_ms, to_ms, .. }
             | Fault::Zombie { from_ms, to_ms, .. }
+            | Fault::Lie { from_ms, to_ms, .. }
             | Fault::Burst { from_ms, to_ms, .. } => Some((*from_ms, *to_ms)),
             Fault::Compaction { .. } | Fault::Memtable { .. } => None,
         }

@@ -218,6 +218,13 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
                 f.worker()
             ));
         }
+        if let Fault::Lie { as_worker, .. } = f
+            && *as_worker >= n
+        {
+            return Err(format!(
+                "`{key}.as_worker` must be a worker index in 0..{n}, got {as_worker}"
+            ));
+        }
         check_fault(&key, f, sc.duration_ms)?;
         let twice = sc.faults[..i].iter().any(|g| {
             matches!(g, Fault::Memtable { .. })
@@ -287,7 +294,7 @@ fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
             }
             Ok(())
         }
-        Fault::Crash { .. } | Fault::Zombie { .. } => Ok(()),
+        Fault::Crash { .. } | Fault::Zombie { .. } | Fault::Lie { .. } => Ok(()),
     }
 }
 

@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// The alert's threshold on the rank correlation.
-pub const ALERT_BELOW: f64 = 0.2;
+/// The alert's threshold on the rank correlation: the scores predict
+/// outcomes backwards.
+pub const ALERT_BELOW: f64 = 0.0;
 /// Samples in a row below the threshold before the alert fires (its `for`).
 pub const ALERT_SAMPLES: usize = 3;
 /// Simulated time between samples, ms.
@@ -87,19 +88,19 @@ mod tests {
         let s = SelfCheckSeries::new(
             vec![
                 (1.0, 0.8),
-                (2.0, 0.1),
-                (3.0, 0.1),
+                (2.0, -0.1),
+                (3.0, -0.1),
                 (4.0, 0.5),
-                (5.0, 0.1),
+                (5.0, -0.1),
                 (6.0, -0.2),
-                (7.0, 0.0),
+                (7.0, -0.05),
             ],
             Some(4.0),
         );
         assert_eq!(s.fired_at_s, Some(7.0));
         assert_eq!(
             (s.min_before_fault, s.min_from_fault),
-            (Some(0.1), Some(-0.2))
+            (Some(-0.1), Some(-0.2))
         );
         let quiet = SelfCheckSeries::new(vec![(1.0, 0.9)], None);
         assert_eq!((quiet.fired_at_s, quiet.min_from_fault), (None, None));

@@ -57,6 +57,33 @@ fn the_example_runs() {
 }
 
 #[test]
+fn the_lying_telemetry_scenario_runs_and_its_self_check_is_sampled() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lying-telemetry.toml");
+    let mut sc = load(&path).expect("lying-telemetry.toml");
+    assert_eq!((sc.workers.len(), sc.faults.len()), (12, 12));
+    // Shortened: the lie from 4 s to 8 s of 12.
+    sc.duration_ms = 12_000.0;
+    for f in &mut sc.faults {
+        if let evaluation::scenario::Fault::Lie { from_ms, to_ms, .. } = f {
+            (*from_ms, *to_ms) = (4_000.0, 8_000.0);
+        }
+    }
+    let mut o = SimOptions::new("ignored");
+    o.custom = Some(sc);
+    o.policies = vec!["service-rules".to_owned()];
+    let r = run_sim(&o).expect("run");
+    let check = r.policies[0]
+        .self_check
+        .as_ref()
+        .expect("a service arm's self-check");
+    assert!(!check.samples.is_empty());
+    assert!(
+        check.min_from_fault.is_some() && check.min_before_fault.is_some(),
+        "{check:?}"
+    );
+}
+
+#[test]
 fn errors_name_the_bad_key() {
     let e = parse("name = \"x\"\nreport_interval = 2000.0\n").unwrap_err();
     assert!(e.contains("report_interval"), "{e}");

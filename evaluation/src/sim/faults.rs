@@ -4,6 +4,7 @@
 use super::event::{Event, EventQueue};
 use super::worker::{Memtable, SimWorker};
 use crate::scenario::{Fault, Scenario};
+use scorer_core::telemetry::Snapshot;
 
 /// Push every fault's start and end (every compaction of a periodic one)
 /// onto `q`.
@@ -81,4 +82,75 @@ pub(super) fn workers(sc: &Scenario) -> Vec<SimWorker> {
         }
     }
     ws
+}
+
+/// `batch` as the workers report it at `t`: a worker with a [`Fault::Lie`]
+/// in force carries its `as_worker`'s numbers (when that one reported)
+/// under its own id and time.
+pub(super) fn lie(sc: &Scenario, mut batch: Vec<Snapshot>, t: f64) -> Vec<Snapshot> {
+    let truth = batch.clone();
+    let id = |w: usize| crate::policies::worker_id(w);
+    for f in &sc.faults {
+        let Fault::Lie {
+            worker,
+            as_worker,
+            from_ms,
+            to_ms,
+        } = f
+        else {
+            continue;
+        };
+        if !(*from_ms..*to_ms).contains(&t) {
+            continue;
+        }
+        let (liar, told) = (id(*worker), id(*as_worker));
+        let Some(numbers) = truth.iter().find(|s| s.worker_id == told) else {
+            continue;
+        };
+        if let Some(s) = batch.iter_mut().find(|s| s.worker_id == liar) {
+            let (own_id, own_ts) = (s.worker_id.clone(), s.timestamp_ms);
+            *s = numbers.clone();
+            s.worker_id = own_id;
+            s.timestamp_ms = own_ts;
+        }
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_liar_reports_its_mirrors_numbers_under_its_own_id_inside_the_window() {
+        let sc = Scenario {
+            faults: vec![Fault::Lie {
+                worker: 0,
+                as_worker: 2,
+                from_ms: 1_000.0,
+                to_ms: 2_000.0,
+            }],
+            ..Scenario::default()
+        };
+        let batch: Vec<Snapshot> = (0..3)
+            .map(|i| {
+                let mut s = Snapshot::new(format!("w{i}"), 100 + i as u64);
+                s.cpu_usage = [0.1, 0.2, 0.3][i];
+                s.queue_depth = i as u32;
+                s
+            })
+            .collect();
+        let told = lie(&sc, batch.clone(), 1_500.0);
+        assert_eq!(
+            (told[0].worker_id.as_str(), told[0].timestamp_ms),
+            ("w0", 100)
+        );
+        assert_eq!((told[0].cpu_usage, told[0].queue_depth), (0.3, 2));
+        assert_eq!(told[1..], batch[1..], "the others tell the truth");
+        assert_eq!(
+            lie(&sc, batch.clone(), 2_000.0),
+            batch,
+            "the window is half-open"
+        );
+    }
 }

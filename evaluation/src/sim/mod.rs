@@ -314,6 +314,7 @@ impl<'a> Sim<'a> {
                         self.workers[i].snapshot(&self.ids[i], t, wall, self.mean_cost_ms)
                     })
                     .collect();
+                let batch = faults::lie(self.sc, batch, t);
                 if !batch.is_empty() {
                     if self.embedded.is_some() {
                         self.telemetry_in_transit.push(Some(batch));
@@ -411,7 +412,7 @@ impl<'a> Sim<'a> {
                     self.q.push(t, Event::Background { fault });
                 }
             }
-            Fault::Compaction { .. } | Fault::Memtable { .. } => {}
+            Fault::Compaction { .. } | Fault::Memtable { .. } | Fault::Lie { .. } => {}
         }
     }
 
