@@ -66,16 +66,25 @@ impl AtomicHistogram {
 
     /// Count `v`; a NaN is not counted.
     pub fn observe(&self, v: f64) {
-        if v.is_nan() {
-            return;
+        self.observe_all([v]);
+    }
+
+    /// Count each of `values` (NaNs are not counted), adding to the sum
+    /// once.
+    pub fn observe_all(&self, values: impl IntoIterator<Item = f64>) {
+        let mut sum = 0.0;
+        for v in values.into_iter().filter(|v| !v.is_nan()) {
+            let i = self.bounds.partition_point(|b| *b < v);
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+            sum += v;
         }
-        let i = self.bounds.partition_point(|b| *b < v);
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .sum_bits
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + v).to_bits())
-            });
+        if sum != 0.0 {
+            let _ = self
+                .sum_bits
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                    Some((f64::from_bits(bits) + sum).to_bits())
+                });
+        }
     }
 
     /// The counts now.
@@ -147,9 +156,7 @@ impl Default for SelfCheck {
 impl SelfCheck {
     /// A decision scored its candidates `final_scores`.
     pub fn on_decision(&self, final_scores: impl IntoIterator<Item = f64>) {
-        for s in final_scores {
-            self.final_scores.observe(s);
-        }
+        self.final_scores.observe_all(final_scores);
     }
 
     /// A remembered pick expected to take `expected_ms` took `observed_ms`.
