@@ -301,7 +301,7 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b}");
     assert_eq!(b["error"]["code"], "timeout");
     // The timed-out request is counted with its 503.
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     assert!(
         text.lines().any(|l| l.starts_with("http_requests_total{")
             && l.contains(r#"route="/v1/admin/reload""#)
@@ -311,29 +311,10 @@ async fn a_request_slower_than_the_timeout_gets_503() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-async fn metrics_text(app: &TestApp) -> String {
-    use http_body_util::BodyExt;
-    let resp = app
-        .router
-        .clone()
-        .oneshot(Request::get("/metrics").body(Body::empty()).expect("req"))
-        .await
-        .expect("infallible");
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap_or("")
-            .starts_with("application/openmetrics-text")
-    );
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    String::from_utf8(bytes.to_vec()).expect("utf-8")
-}
-
 #[tokio::test]
 async fn every_refused_telemetry_batch_is_counted_by_its_error_code() {
     let app = test_app(common::no_warmup());
-    let fresh = metrics_text(&app).await;
+    let fresh = app.metrics().await;
     for reason in ["malformed_json", "body_too_large", "too_many_workers"] {
         let line = format!(r#"scorer_telemetry_batches_rejected_total{{reason="{reason}"}} 0"#);
         assert!(fresh.contains(&line), "missing `{line}` before any refusal");
@@ -358,7 +339,7 @@ async fn every_refused_telemetry_batch_is_counted_by_its_error_code() {
          "rtt_ms_avg": 1.0, "rtt_ms_p99": 5.0, "error_rate": 0.0}]});
     let (s, _) = app.post_json("/v1/telemetry", &bad_cpu).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     for reason in [
         "malformed_json",
         "invalid_body",
@@ -393,7 +374,7 @@ async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
         .await;
     assert_eq!(s, StatusCode::OK);
     // CPU 90%: −8; 1.5 s into the 30 s warm-up: −10 × (1 − 1.5/30) = −9.5.
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     assert_eq!(metric(&text), Some(82.5), "{text}");
     assert_eq!(scored["scores"][0]["rule_score"].as_f64(), Some(82.5));
     // Warm-up over: only the CPU deduction is left.
@@ -401,7 +382,7 @@ async fn worker_rule_score_metric_includes_the_warm_up_deduction() {
     let mut later = snaps.clone();
     later["snapshots"][0]["timestamp_ms"] = (common::WALL + 31_500).into();
     app.post_json("/v1/telemetry", &later).await;
-    assert_eq!(metric(&metrics_text(&app).await), Some(92.0));
+    assert_eq!(metric(&app.metrics().await), Some(92.0));
 }
 
 #[tokio::test]
@@ -422,7 +403,7 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     let final_line = text
         .lines()
         .find_map(|l| l.strip_prefix(r#"scorer_worker_final_score{worker="w1"} "#))
@@ -462,7 +443,7 @@ async fn metrics_expose_requests_decisions_and_bounded_worker_series() {
             .forget_silent(scorer_core::clock::Clock::monotonic_ms(app.clock.as_ref())),
         1
     );
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     assert!(!text.contains(r#"worker="w1""#), "{text}");
 }
 

@@ -274,28 +274,11 @@ fn dispatch_count(metrics: &str, how: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn metrics_text(app: &common::TestApp) -> String {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-    let resp = app
-        .router
-        .clone()
-        .oneshot(
-            axum::http::Request::get("/metrics")
-                .body(axum::body::Body::empty())
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    String::from_utf8(bytes.to_vec()).expect("utf-8")
-}
-
 #[tokio::test]
 async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
     let app = app_with_two_workers().await;
     pick(&app).await;
-    let m = metrics_text(&app).await;
+    let m = app.metrics().await;
     assert_eq!(dispatch_count(&m, "inline"), 1, "{m}");
     assert_eq!(dispatch_count(&m, "pool"), 0, "{m}");
     // Another call in progress: this one goes to the pool, where it holds
@@ -308,7 +291,7 @@ async fn a_call_scores_inline_alone_and_on_the_pool_behind_another() {
     // long this machine took to score, the busy-time rule has forgotten it.
     app.clock.advance(30);
     pick(&app).await;
-    let m = metrics_text(&app).await;
+    let m = app.metrics().await;
     assert_eq!(dispatch_count(&m, "inline"), 2, "{m}");
     assert_eq!(dispatch_count(&m, "pool"), 1, "{m}");
     assert_eq!(app.state.in_progress.get(), 0);

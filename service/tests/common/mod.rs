@@ -90,6 +90,12 @@ impl TestApp {
             .await
             .expect("infallible");
         assert_eq!(resp.status(), StatusCode::OK);
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap_or("")
+                .starts_with("application/openmetrics-text")
+        );
         let bytes = resp.into_body().collect().await.expect("body").to_bytes();
         String::from_utf8(bytes.to_vec()).expect("utf-8")
     }
