@@ -6,9 +6,8 @@ use axum::Router;
 use axum::response::sse::{Event, Sse};
 use axum::routing::get;
 use scorer_core::clock::ManualClock;
-use scorer_core::telemetry::Snapshot;
 use scorer_engine::config::Config;
-use scorer_engine::view::{View, ViewKind, ViewWorker};
+use scorer_engine::view::View;
 use tokio::sync::mpsc;
 
 use super::*;
@@ -26,20 +25,7 @@ fn the_backoff_doubles_to_its_cap_and_is_fully_jittered() {
 }
 
 fn view(seq: u64, hash: &str) -> View {
-    let mut s = Snapshot::new("w1", WALL + seq);
-    s.cpu_usage = 0.2;
-    View {
-        kind: ViewKind::Full,
-        seq,
-        config_hash: hash.to_owned(),
-        model_version: None,
-        workers: vec![ViewWorker {
-            snapshot: s,
-            age_ms: 0,
-        }],
-        load: None,
-        overrides: None,
-    }
+    crate::test_views::full_view(hash, seq, &[("w1", 0.2)])
 }
 
 /// A service whose first connection sends a view, a garbage event and a

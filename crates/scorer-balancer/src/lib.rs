@@ -43,6 +43,8 @@ mod stats;
 
 #[cfg(test)]
 mod balancer_tests;
+#[cfg(test)]
+mod test_views;
 
 pub use apply::{ViewApplied, ViewError};
 pub use balancer::{

@@ -7,10 +7,8 @@ use axum::routing::post;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::clock::ManualClock;
-use scorer_core::telemetry::Snapshot;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
-use scorer_engine::view::{View, ViewKind, ViewWorker};
 use tokio::sync::mpsc;
 
 use super::*;
@@ -30,20 +28,7 @@ fn logging_balancer(capacity: usize) -> Arc<Balancer> {
     let mut bc = BalancerConfig::new("edge-7");
     bc.first_decision_seq = 0xa0;
     let b = Balancer::new(cfg, bc).unwrap().with_records(records);
-    let mut s = Snapshot::new("w1", WALL);
-    s.cpu_usage = 0.1;
-    let view = View {
-        kind: ViewKind::Full,
-        seq: 0,
-        config_hash: b.engine().config_hash().to_string(),
-        model_version: None,
-        workers: vec![ViewWorker {
-            snapshot: s,
-            age_ms: 0,
-        }],
-        load: None,
-        overrides: None,
-    };
+    let view = crate::test_views::full_view(&b.engine().config_hash(), 0, &[("w1", 0.1)]);
     b.apply_view(&view, 0, WALL).unwrap();
     Arc::new(b)
 }

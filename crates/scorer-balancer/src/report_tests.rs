@@ -4,10 +4,9 @@ use axum::Router;
 use axum::routing::post;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use scorer_core::telemetry::Snapshot;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
-use scorer_engine::view::{RouterLoad, View, ViewKind, ViewWorker};
+use scorer_engine::view::RouterLoad;
 use tokio::sync::mpsc;
 
 use super::*;
@@ -30,20 +29,7 @@ async fn a_change_is_reported_at_once_and_the_service_sees_the_routers_id() {
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let b = Arc::new(Balancer::new(Config::default(), BalancerConfig::new("edge-7")).unwrap());
-    let mut s = Snapshot::new("w1", WALL);
-    s.cpu_usage = 0.1;
-    let view = View {
-        kind: ViewKind::Full,
-        seq: 0,
-        config_hash: b.engine().config_hash().to_string(),
-        model_version: None,
-        workers: vec![ViewWorker {
-            snapshot: s,
-            age_ms: 0,
-        }],
-        load: None,
-        overrides: None,
-    };
+    let view = crate::test_views::full_view(&b.engine().config_hash(), 0, &[("w1", 0.1)]);
     b.apply_view(&view, 0, WALL).unwrap();
     let req = ScoreRequest::new("user:1:a", vec!["w1".into()]);
     let pick = b.pick(&req, 0, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
