@@ -7,6 +7,9 @@
 //! - `balancer rules only`: `Balancer::pick` after a full view, no model;
 //! - `balancer rules + model`: the same with the shipped model
 //!   (`models/default`, else a synthetic ensemble of its shape);
+//! - `balancer model + records`: rules + model, every decision also queued
+//!   for the service's decision log (`Balancer::with_records`; the buffer is
+//!   drained outside the timed call, as the reporter does);
 //! - `balancer blackout`: no view within `view_ttl_ms`, local evidence alone.
 //!
 //! Each pick's outcome is reported outside the timed call, so outstanding
@@ -31,6 +34,7 @@ use evaluation::baselines::p2c_least_request::P2cLeastRequest;
 use evaluation::router::{Op, Outcome, PickRequest, Router};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_balancer::records::{DEFAULT_RECORD_BUFFER, RecordBuffer};
 use scorer_balancer::{Balancer, BalancerConfig};
 use scorer_core::clock::SystemClock;
 use scorer_core::telemetry::Snapshot;
@@ -116,6 +120,10 @@ fn balancer_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
                 if let Some(p) = last.borrow_mut().take() {
                     let _ = b.outcome(&p.decision_id, &p.worker, 1.0, true, now_ms);
                 }
+                // A router's reporter drains the records off the pick path.
+                if let Some(r) = b.records() {
+                    while r.drain("bench", 4_096).is_some() {}
+                }
             },
         )
     })
@@ -179,7 +187,13 @@ fn main() {
     let mut mcfg = cfg.clone();
     mcfg.model.dir = model_dir;
     let hub = Arc::new(ModelHub::load(&mcfg.model, Arc::new(SystemClock::new())));
-    let model = build(mcfg, Some(hub));
+    let model = build(mcfg.clone(), Some(hub.clone()));
+    let records = RecordBuffer::new(
+        DEFAULT_RECORD_BUFFER,
+        &mcfg.log,
+        Arc::new(SystemClock::new()),
+    );
+    let logged = build(mcfg, Some(hub)).with_records(Arc::new(records));
     let blackout = build(cfg, None);
     let past_ttl = view_at_ms + blackout.config().view_ttl_ms + 1;
 
@@ -187,6 +201,7 @@ fn main() {
         ("p2c-least-request", p2c_case()),
         ("balancer rules only", balancer_case(&rules, view_at_ms)),
         (MODEL_CASE, balancer_case(&model, view_at_ms)),
+        ("balancer model + records", balancer_case(&logged, view_at_ms)),
         ("balancer blackout", balancer_case(&blackout, past_ttl)),
     ];
     let mut results = vec![Vec::new(); cases.len()];
