@@ -130,6 +130,14 @@ async fn a_routers_decisions_and_outcomes_land_in_the_services_log_tagged_by_the
     );
     assert_eq!(answer["errors"][2]["field"], "outcomes[0].latency_ms");
 
+    // A record of the wrong shape is refused alone, too.
+    let shapeless =
+        json!({"router_id": "edge-7", "outcomes": [{"decision_id": 5}, {"latency_ms": "slow"}]});
+    let (status, answer) = app.post_json("/v1/router/decisions", &shapeless).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["outcomes"]["refused"], 2);
+    assert_eq!(answer["errors"][0]["field"], "outcomes[0]");
+
     let log = app.state.engine.decision_log().expect("log").clone();
     log.shutdown().expect("clean close");
     let decisions = read_dir(&root.0.join("decisions"), LogKind::Decisions).unwrap();

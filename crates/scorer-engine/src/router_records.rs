@@ -49,16 +49,22 @@ pub struct RouterRecords {
     /// The sending router: 1..=32 bytes of ASCII letters, digits, `-`, `_`
     /// and `.`; every decision id and outcome in the batch starts with it
     /// and a `-`.
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9._-]{1,32}$")]
     pub router_id: String,
-    /// Decisions, in the order they were made.
+    /// Decisions, in the order they were made (with `outcomes`, at most
+    /// 4 096 records).
     #[serde(default)]
+    #[schema(max_items = 4096)]
     pub decisions: Vec<RouterDecision>,
     /// Outcomes of the router's decisions.
     #[serde(default)]
+    #[schema(max_items = 4096)]
     pub outcomes: Vec<RouterOutcome>,
 }
 
-/// One decision of a router: a row of the decision log.
+/// One decision of a router: a row of the decision log. Its fields' ranges
+/// are checked per record (a bad record is refused in the answer, not the
+/// batch), so the schema states them in words only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouterDecision {
@@ -139,9 +145,9 @@ pub struct RouterCandidate {
 pub struct RouterOutcome {
     /// The decision's id, `<router_id>-<16 hex digits>`.
     pub decision_id: String,
-    /// The worker the request went to.
+    /// The worker the request went to, 1..=128 bytes.
     pub worker_id: String,
-    /// When the outcome was known, Unix ms (UTC).
+    /// When the outcome was known, Unix ms (UTC), 1..=253402300799999.
     pub ts_ms: i64,
     /// Observed latency, ms, 0..=86400000.
     pub latency_ms: f64,

@@ -15,12 +15,14 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::http::auth::Caller;
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
-use crate::http::{ApiError, ApiJson, AppState, RETRY_AFTER_S};
-use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterRecords};
+use crate::http::extract::json::JsonBytes;
+use crate::http::{ApiError, AppState, RETRY_AFTER_S};
+use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterDecision, RouterOutcome};
 use scorer_engine::view::is_valid_router_id;
 use scorer_log::sampling::sampled_at;
 
@@ -30,6 +32,36 @@ pub const MAX_ERRORS: usize = 16;
 pub const LOG_WAIT_MS: u64 = 500;
 /// How often a waiting batch looks for room, ms.
 const LOG_POLL_MS: u64 = 2;
+
+/// Body of `POST /v1/router/decisions` (what the library sends as
+/// `RouterRecords`), as the service reads it: the envelope checked whole,
+/// each record parsed and checked on its own.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RecordsBody {
+    /// The sending router: 1..=32 bytes of ASCII letters, digits, `-`, `_`
+    /// and `.`.
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9._-]{1,32}$")]
+    router_id: String,
+    /// Decisions, each shaped as `RouterDecision`; with `outcomes`, at most
+    /// 4 096 records. Each is parsed on its own: one that is not a valid
+    /// `RouterDecision` is refused in the answer, so the schema admits any
+    /// value as an item.
+    #[serde(default)]
+    #[schema(value_type = Vec<serde_json::Value>, max_items = 4096)]
+    decisions: Vec<Box<RawValue>>,
+    /// Outcomes, each shaped as `RouterOutcome`, parsed on their own.
+    #[serde(default)]
+    #[schema(value_type = Vec<serde_json::Value>, max_items = 4096)]
+    outcomes: Vec<Box<RawValue>>,
+}
+
+fn parsed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, RecordError> {
+    serde_json::from_str(raw.get()).map_err(|e| RecordError {
+        field: String::new(),
+        reason: e.to_string(),
+    })
+}
 
 /// What happened to one kind of record.
 #[derive(Debug, Default, Serialize, utoipa::ToSchema)]
@@ -72,8 +104,13 @@ pub(crate) struct RecordsAccepted {
 impl RecordsAccepted {
     fn refuse(&mut self, kind: &str, i: usize, e: RecordError) {
         if self.errors.len() < MAX_ERRORS {
+            let field = if e.field.is_empty() {
+                format!("{kind}[{i}]")
+            } else {
+                format!("{kind}[{i}].{}", e.field)
+            };
             self.errors.push(RecordRefusal {
-                field: format!("{kind}[{i}].{}", e.field),
+                field,
                 reason: e.reason,
             });
         }
@@ -84,7 +121,7 @@ impl RecordsAccepted {
 /// outcomes, for the decision log. Router role. A balancer sends a batch
 /// every few ms; the rows are tagged with the router by their decision ids
 /// (`<router_id>-<16 hex digits>`) and with the caller's credential name.
-#[utoipa::path(post, path = "/v1/router/decisions", tag = "scoring", request_body = RouterRecords,
+#[utoipa::path(post, path = "/v1/router/decisions", tag = "scoring", request_body = RecordsBody,
     responses(
         (status = 200, description = "Each record logged, skipped or refused", body = RecordsAccepted),
         JsonBodyErrors,
@@ -93,9 +130,19 @@ impl RecordsAccepted {
 pub(crate) async fn router_decisions(
     State(st): State<AppState>,
     caller: Option<Extension<Caller>>,
-    body: Result<ApiJson<RouterRecords>, ApiError>,
+    JsonBytes(bytes): JsonBytes,
 ) -> Result<Response, ApiError> {
-    let ApiJson(batch) = body?;
+    let batch: RecordsBody = serde_json::from_slice(&bytes).map_err(|e| {
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                format!("batch: {e}"),
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
+        }
+    })?;
     if !is_valid_router_id(&batch.router_id) {
         return Err(ApiError::unprocessable(
             "`router_id`: must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`"
@@ -121,11 +168,18 @@ pub(crate) async fn router_decisions(
     let Some(log) = st.engine.decision_sink().filter(|_| cfg.log.enabled) else {
         return Ok(Json(answer).into_response());
     };
-    let sampled = batch
-        .decisions
+    let decisions: Vec<Result<RouterDecision, RecordError>> =
+        batch.decisions.iter().map(|r| parsed(r)).collect();
+    let outcomes: Vec<Result<RouterOutcome, RecordError>> =
+        batch.outcomes.iter().map(|r| parsed(r)).collect();
+    let sampled = decisions
         .iter()
-        .map(|d| &d.decision_id)
-        .chain(batch.outcomes.iter().map(|o| &o.decision_id))
+        .filter_map(|d| d.as_ref().ok().map(|d| &d.decision_id))
+        .chain(
+            outcomes
+                .iter()
+                .filter_map(|o| o.as_ref().ok().map(|o| &o.decision_id)),
+        )
         .filter(|id| log.sampled(id))
         .count();
     // Backpressure: one batch at a time waits (bounded) for the log's
@@ -153,9 +207,12 @@ pub(crate) async fn router_decisions(
     };
     answer.logging = true;
     let router = batch.router_id.as_str();
-    for (i, d) in batch.decisions.into_iter().enumerate() {
-        let all = sampled_at(&d.decision_id, all_features_below);
-        match d.into_record(router, all, max_candidates) {
+    for (i, d) in decisions.into_iter().enumerate() {
+        let checked = d.and_then(|d| {
+            let all = sampled_at(&d.decision_id, all_features_below);
+            d.into_record(router, all, max_candidates)
+        });
+        match checked {
             Err(e) => {
                 answer.decisions.refused += 1;
                 answer.refuse("decisions", i, e);
@@ -175,8 +232,8 @@ pub(crate) async fn router_decisions(
             }
         }
     }
-    for (i, o) in batch.outcomes.into_iter().enumerate() {
-        match o.into_record(router) {
+    for (i, o) in outcomes.into_iter().enumerate() {
+        match o.and_then(|o| o.into_record(router)) {
             Err(e) => {
                 answer.outcomes.refused += 1;
                 answer.refuse("outcomes", i, e);
