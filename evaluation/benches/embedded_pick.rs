@@ -201,7 +201,10 @@ fn main() {
         ("p2c-least-request", p2c_case()),
         ("balancer rules only", balancer_case(&rules, view_at_ms)),
         (MODEL_CASE, balancer_case(&model, view_at_ms)),
-        ("balancer model + records", balancer_case(&logged, view_at_ms)),
+        (
+            "balancer model + records",
+            balancer_case(&logged, view_at_ms),
+        ),
         ("balancer blackout", balancer_case(&blackout, past_ttl)),
     ];
     let mut results = vec![Vec::new(); cases.len()];
