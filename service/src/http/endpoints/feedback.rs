@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::auth::Caller;
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
-use crate::http::extract::json::{JsonBytes, parse};
+use crate::http::extract::json::{JsonBytes, batch_envelope_error, parse};
 use crate::http::{ApiError, AppState};
 use scorer_engine::{Feedback, FeedbackOutcome};
 
@@ -124,7 +124,7 @@ pub(crate) async fn feedback(
         return Ok(Json(record(&st, &f, caller)?).into_response());
     }
     let batch: FeedbackBatch =
-        serde_json::from_slice(&bytes).map_err(|e| envelope_error(&bytes, &e))?;
+        serde_json::from_slice(&bytes).map_err(|e| batch_envelope_error(&bytes, &e))?;
     let max = st.engine.config().server.max_feedback_batch;
     if batch.outcomes.len() > max {
         return Err(ApiError::new(
@@ -165,18 +165,6 @@ pub(crate) async fn feedback(
 
 /// A batch envelope that could not be read: 400 when the body is not JSON,
 /// 422 naming the problem when it is JSON of the wrong shape.
-fn envelope_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_body",
-            format!("batch: {e}"),
-        )
-    } else {
-        ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
-    }
-}
-
 fn record(
     st: &AppState,
     f: &Feedback,

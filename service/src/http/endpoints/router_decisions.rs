@@ -20,8 +20,9 @@ use serde_json::value::RawValue;
 
 use crate::http::auth::Caller;
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
-use crate::http::extract::json::JsonBytes;
+use crate::http::extract::json::{JsonBytes, batch_envelope_error};
 use crate::http::{ApiError, AppState, RETRY_AFTER_S};
+use scorer_engine::DecisionSink;
 use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterDecision, RouterOutcome};
 use scorer_engine::view::is_valid_router_id;
 use scorer_log::sampling::sampled_at;
@@ -101,7 +102,45 @@ pub(crate) struct RecordsAccepted {
     errors: Vec<RecordRefusal>,
 }
 
+/// The two kinds of record a batch carries.
+#[derive(Clone, Copy)]
+enum Kind {
+    Decisions,
+    Outcomes,
+}
+
 impl RecordsAccepted {
+    /// Counts record `i` of `kind`: refused, skipped as unsampled, or
+    /// handed to `queue` (logged, or dropped by a full log).
+    fn take<R>(
+        &mut self,
+        kind: Kind,
+        i: usize,
+        checked: Result<R, RecordError>,
+        log: &dyn DecisionSink,
+        id: impl Fn(&R) -> &str,
+        queue: impl FnOnce(R) -> bool,
+    ) {
+        let (label, c) = match kind {
+            Kind::Decisions => ("decisions", &mut self.decisions),
+            Kind::Outcomes => ("outcomes", &mut self.outcomes),
+        };
+        match checked {
+            Err(e) => {
+                c.refused += 1;
+                self.refuse(label, i, e);
+            }
+            Ok(rec) if !log.sampled(id(&rec)) => c.unsampled += 1,
+            Ok(rec) => {
+                if queue(rec) {
+                    c.logged += 1;
+                } else {
+                    c.dropped += 1;
+                }
+            }
+        }
+    }
+
     fn refuse(&mut self, kind: &str, i: usize, e: RecordError) {
         if self.errors.len() < MAX_ERRORS {
             let field = if e.field.is_empty() {
@@ -132,17 +171,8 @@ pub(crate) async fn router_decisions(
     caller: Option<Extension<Caller>>,
     JsonBytes(bytes): JsonBytes,
 ) -> Result<Response, ApiError> {
-    let batch: RecordsBody = serde_json::from_slice(&bytes).map_err(|e| {
-        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_body",
-                format!("batch: {e}"),
-            )
-        } else {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
-        }
-    })?;
+    let batch: RecordsBody =
+        serde_json::from_slice(&bytes).map_err(|e| batch_envelope_error(&bytes, &e))?;
     if !is_valid_router_id(&batch.router_id) {
         return Err(ApiError::unprocessable(
             "`router_id`: must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`"
@@ -212,46 +242,32 @@ pub(crate) async fn router_decisions(
             let all = sampled_at(&d.decision_id, all_features_below);
             d.into_record(router, all, max_candidates)
         });
-        match checked {
-            Err(e) => {
-                answer.decisions.refused += 1;
-                answer.refuse("decisions", i, e);
-            }
-            Ok(mut rec) => {
-                let c = &mut answer.decisions;
-                if !log.sampled(&rec.decision_id) {
-                    c.unsampled += 1;
-                    continue;
-                }
-                rec.caller.clone_from(&caller);
-                if log.log_decision(rec) {
-                    c.logged += 1;
-                } else {
-                    c.dropped += 1;
-                }
-            }
-        }
+        let checked = checked.map(|mut rec| {
+            rec.caller.clone_from(&caller);
+            rec
+        });
+        answer.take(
+            Kind::Decisions,
+            i,
+            checked,
+            log.as_ref(),
+            |r| &r.decision_id,
+            |r| log.log_decision(r),
+        );
     }
     for (i, o) in outcomes.into_iter().enumerate() {
-        match o.and_then(|o| o.into_record(router)) {
-            Err(e) => {
-                answer.outcomes.refused += 1;
-                answer.refuse("outcomes", i, e);
-            }
-            Ok(mut rec) => {
-                let c = &mut answer.outcomes;
-                if !log.sampled(&rec.decision_id) {
-                    c.unsampled += 1;
-                    continue;
-                }
-                rec.caller.clone_from(&caller);
-                if log.log_outcome(rec) {
-                    c.logged += 1;
-                } else {
-                    c.dropped += 1;
-                }
-            }
-        }
+        let checked = o.and_then(|o| o.into_record(router)).map(|mut rec| {
+            rec.caller.clone_from(&caller);
+            rec
+        });
+        answer.take(
+            Kind::Outcomes,
+            i,
+            checked,
+            log.as_ref(),
+            |r| &r.decision_id,
+            |r| log.log_outcome(r),
+        );
     }
     if answer.decisions.refused + answer.outcomes.refused > 0
         && let Some(held_back) = st.records_warn.admit(st.clock.monotonic_ms())

@@ -114,3 +114,18 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
         Ok(Self(bytes?))
     }
 }
+
+/// The error of a batch body (`{"outcomes": [...]}` and the like) that
+/// `serde_json` refused: 400 `malformed_json` when it is not JSON at all,
+/// else 422 `invalid_body` naming what is wrong with the envelope.
+pub fn batch_envelope_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!("batch: {e}"),
+        )
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
+    }
+}
