@@ -4,38 +4,16 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
-use common::{TestApp, WALL, no_warmup};
+use common::{TestApp, WALL, no_warmup, reloadable};
 use scorer_core::clock::ManualClock;
-use scorer_engine::Engine;
 use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogKind, read_dir};
 use serde_json::{Value, json};
-use service::{AppState, EngineLog, app};
-
-/// An app whose reload source returns whatever the test last put in `next`.
-fn reloadable(cfg: Config, log: Option<DecisionLog>) -> (TestApp, Arc<Mutex<Config>>) {
-    let clock = Arc::new(ManualClock::new(1_000, WALL));
-    let mut engine = Engine::new(cfg.clone());
-    if let Some(log) = log {
-        engine = engine.with_log(Arc::new(log));
-    }
-    let next = Arc::new(Mutex::new(cfg));
-    let source = next.clone();
-    let state = AppState::new(engine, clock.clone())
-        .with_config_source(Arc::new(move || Ok(source.lock().expect("lock").clone())));
-    (
-        TestApp {
-            router: app(state.clone()),
-            clock,
-            state,
-        },
-        next,
-    )
-}
+use service::EngineLog;
 
 fn base() -> Config {
     let mut c = no_warmup();

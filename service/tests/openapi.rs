@@ -32,6 +32,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/admin/reload"),
     ("get", "/v1/admin/config"),
     ("post", "/v1/admin/config/rollback"),
+    ("post", "/v1/admin/config/canary"),
+    ("get", "/v1/config/canary"),
+    ("post", "/v1/admin/config/canary/promote"),
+    ("post", "/v1/admin/config/canary/abort"),
     ("post", "/v1/admin/model/promote"),
     ("post", "/v1/admin/model/rollback"),
     ("get", "/v1/admin/overrides"),
@@ -373,4 +377,46 @@ async fn each_routes_security_is_what_the_running_config_enforces() {
         doc["components"]["securitySchemes"]["mutualTLS"]["type"],
         "mutualTLS"
     );
+}
+
+#[tokio::test]
+async fn canary_answers_validate_against_the_document() {
+    let mut cfg = no_warmup();
+    cfg.model.enabled = false;
+    let (t, next) = common::reloadable(cfg, None);
+    let doc = document(&t).await;
+    let (start, status) = ("/v1/admin/config/canary", "/v1/config/canary");
+    let split = json!({"fraction": 0.1, "reason": "try a lower cpu threshold"});
+    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+    check(&t, &doc, "post", start, Some(&split), unprocessable).await;
+    check(&t, &doc, "get", status, None, StatusCode::NOT_FOUND).await;
+    next.lock().expect("lock").scoring.cpu_high = 0.6;
+    check(&t, &doc, "post", start, Some(&split), StatusCode::OK).await;
+    check(&t, &doc, "post", start, Some(&split), StatusCode::CONFLICT).await;
+    let snap = json!({"snapshots": [{"worker_id": "w1", "timestamp_ms": WALL, "cpu_usage": 0.5,
+        "queue_depth": 0, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0}]});
+    t.post_json("/v1/telemetry", &snap).await;
+    for i in 0..20 {
+        let (_, d) = t
+            .post_json(
+                "/v1/score",
+                &json!({"key": format!("user:{i}"), "candidates": ["w1"]}),
+            )
+            .await;
+        let fb = json!({"decision_id": d["decision_id"], "worker_id": "w1", "latency_ms": 1.5, "success": i % 2 == 0});
+        t.post_json("/v1/feedback", &fb).await;
+    }
+    let st = check(&t, &doc, "get", status, None, StatusCode::OK).await;
+    assert_eq!(
+        st["arms"][0]["outcomes"].as_u64().unwrap_or(0)
+            + st["arms"][1]["outcomes"].as_u64().unwrap_or(0),
+        20
+    );
+    let abort = "/v1/admin/config/canary/abort";
+    check(&t, &doc, "post", abort, None, StatusCode::OK).await;
+    check(&t, &doc, "post", abort, None, StatusCode::CONFLICT).await;
+    let promote = "/v1/admin/config/canary/promote";
+    check(&t, &doc, "post", promote, None, StatusCode::CONFLICT).await;
+    check(&t, &doc, "post", start, Some(&split), StatusCode::OK).await;
+    check(&t, &doc, "post", promote, None, StatusCode::OK).await;
 }

@@ -49,6 +49,14 @@ async fn headless_chromium_renders_the_live_worker_table() {
         .await
         .expect("telemetry");
     assert!(r.status().is_success());
+    // A config canary on half the keys: the page shows both arms.
+    let mut candidate = (*engine.config()).clone();
+    candidate.scoring.cpu_high = 0.6;
+    let half: scorer_engine::canary::CanaryRequest =
+        serde_json::from_value(serde_json::json!({"fraction": 0.5})).expect("a request");
+    engine
+        .start_canary(candidate, &half, "anonymous", false, clock.monotonic_ms())
+        .expect("a canary");
     // Picks before the page loads, each answered, so the share column has
     // counts and every worker is back to 0 outstanding.
     let client = reqwest::Client::new();
@@ -111,6 +119,18 @@ async fn headless_chromium_renders_the_live_worker_table() {
         );
     }
     assert!(dom.contains("3 workers"), "{dom}");
+    let arms = engine.canary().expect("running").arms;
+    assert_eq!(arms[0].decisions + arms[1].decisions, 12);
+    for a in &arms {
+        let shown = format!(
+            "{}: {} decisions, {} outcomes",
+            a.arm.as_str(),
+            a.decisions,
+            a.outcomes
+        );
+        assert!(dom.contains(&shown), "{shown} missing in\n{dom}");
+    }
+    assert!(dom.contains("scoring.cpu_high"), "{dom}");
     assert!(!dom.contains("<div id=\"meta\">error"), "{dom}");
     // No pick was made: every row shows 0 outstanding.
     for id in ["alpha-1", "beta-2", "gamma-3"] {

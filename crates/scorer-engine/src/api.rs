@@ -248,6 +248,10 @@ pub struct ScoreResponse {
     /// the decision log); not serialized.
     #[serde(skip)]
     pub config_hash: std::sync::Arc<str>,
+    /// The config canary's arm that made this decision (`stable`,
+    /// `canary`) while one runs (`arm` in the decision log); not serialized.
+    #[serde(skip)]
+    pub config_arm: Option<&'static str>,
 }
 
 /// The model stage of one decision.

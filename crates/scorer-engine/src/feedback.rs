@@ -117,6 +117,11 @@ impl Engine {
         let mut released = false;
         if let Lookup::Picked(p) = lookup {
             self.self_check.on_outcome(p.expected_ms, f.latency_ms);
+            if let (Some((generation, arm)), Some(c)) = (p.arm, self.canary.load().as_deref())
+                && c.generation == generation
+            {
+                c.on_outcome(arm, f.latency_ms, f.success);
+            }
             let cfg = self.config();
             let eject = p.slot.evidence().complete(
                 &p.record,

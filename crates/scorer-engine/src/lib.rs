@@ -22,8 +22,12 @@
 //!   failure, and may eject the worker (outlier detection).
 //! - [`overrides`]: operators' drains, disables and weights of single
 //!   workers ([`Engine::set_override`]).
+//! - [`canary`]: a candidate configuration on a slice of the decisions
+//!   ([`Engine::start_canary`]).
 
 pub mod api;
+pub mod canary;
+mod canary_ops;
 pub mod config;
 pub mod config_reload;
 mod decision;
@@ -43,9 +47,10 @@ mod weight;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use serde::Serialize;
 
+pub use canary_ops::CanaryError;
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use logging::{SHADOW_ARM, shadow_record};
 pub use reconfigure::ConfigReloadReport;
@@ -130,6 +135,11 @@ pub struct Engine {
     overrides: overrides::Overrides,
     /// Whether the scores still predict the outcomes.
     self_check: self_check::SelfCheck,
+    /// The configuration canary in force, if any.
+    canary: ArcSwapOption<canary::Canary>,
+    /// Numbers each canary, so an outcome counts for the canary that made
+    /// its pick.
+    canary_generation: AtomicU64,
 }
 
 impl Engine {
@@ -162,6 +172,8 @@ impl Engine {
             reload_lock: std::sync::Mutex::new(None),
             overrides: overrides::Overrides::default(),
             self_check: self_check::SelfCheck::default(),
+            canary: ArcSwapOption::empty(),
+            canary_generation: AtomicU64::new(0),
         }
     }
 

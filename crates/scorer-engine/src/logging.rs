@@ -82,7 +82,7 @@ impl Engine {
             policy: resp.policy,
             panic: resp.panic,
             model_version: resp.model.version.clone(),
-            arm: resp.model.arm.map(str::to_owned),
+            arm: resp.model.arm.or(resp.config_arm).map(str::to_owned),
             config_hash: resp.config_hash.to_string(),
             caller: None,
             candidates: resp

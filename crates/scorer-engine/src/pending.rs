@@ -31,6 +31,9 @@ pub(super) struct PendingPick {
     pub expires_ms: u64,
     /// The pick's expected latency, ms (NaN when the cost had none).
     pub expected_ms: f64,
+    /// The config canary's generation and the arm that made the pick,
+    /// while a canary runs.
+    pub arm: Option<(u64, crate::canary::ConfigArm)>,
 }
 
 /// A pick in its shard, with the keys of its two indexes.

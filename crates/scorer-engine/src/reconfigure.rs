@@ -25,6 +25,10 @@ pub struct ConfigReloadReport {
     /// The model reload that went with it (the models are always re-read,
     /// so a new model in the same directory is picked up).
     pub model: ReloadReport,
+    /// The config canary this reload ended (it was planned against the
+    /// configuration replaced), with its last counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_ended: Option<crate::canary::CanaryStatus>,
 }
 
 impl Engine {
@@ -92,16 +96,21 @@ impl Engine {
                 "config changed"
             );
         }
-        let report = ConfigReloadReport {
+        let mut report = ConfigReloadReport {
             old_hash: old.hash.to_string(),
             new_hash: next.hash.to_string(),
             changes,
             forced: force,
             model,
+            canary_ended: None,
         };
         self.active.store(Arc::new(next));
         if report.new_hash != report.old_hash {
             *previous = Some(old.config.clone());
+        }
+        if report.new_hash != report.old_hash || self.models.current().ab.is_some() {
+            // Planned against the config replaced, or now beside a model A/B.
+            report.canary_ended = self.end_canary("ended by a configuration change");
         }
         tracing::info!(
             old_hash = %report.old_hash,

@@ -12,6 +12,7 @@ use rand::RngCore;
 
 use crate::Engine;
 use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse};
+use crate::canary::ConfigArm::{Canary, Stable};
 use crate::decision::Decision;
 use crate::stages::{self, DecisionStage as Stage, NoObserver, StageObserver};
 use scorer_core::scoring::RequestContext;
@@ -171,7 +172,18 @@ impl Engine {
         observer: &mut dyn StageObserver,
         blackout: bool,
     ) -> Result<ScoreResponse, ScoreError> {
-        let active = self.active.load();
+        let stable = self.active.load();
+        let canary = self.canary.load();
+        let arm = canary.as_deref().map(|c| (c, c.split.takes(&req.key)));
+        let stable_selector;
+        let (active, selector) = match arm {
+            Some((c, true)) => (&c.candidate, &c.selector),
+            _ => {
+                stable_selector = self.selector.load();
+                (&**stable, &**stable_selector)
+            }
+        };
+        let arm = arm.map(|(c, canary)| (c, if canary { Canary } else { Stable }));
         let cfg = &*active.config;
         let sharding = self.sharding.as_ref();
         let mut d = Decision::new(mode, req, context, now_ms, decision_id, cfg, sharding)?;
@@ -194,7 +206,7 @@ impl Engine {
         observer.stage_done(Stage::Cost);
         stages::model(&mut d, &self.models, cfg);
         observer.stage_done(Stage::Model);
-        stages::select(&mut d, &self.selector.load(), rng)?;
+        stages::select(&mut d, selector, rng)?;
         observer.stage_done(Stage::Select);
         let hash = active.hash.clone();
         let resp = stages::record(
@@ -204,6 +216,7 @@ impl Engine {
             &self.self_check,
             cfg,
             hash,
+            arm,
         );
         observer.stage_done(Stage::Record);
         Ok(resp)

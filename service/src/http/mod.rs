@@ -131,6 +131,15 @@ pub fn app(state: AppState) -> Router {
             "/v1/admin/config/rollback",
             post(endpoints::reconfigure::config_rollback),
         )
+        .route("/v1/admin/config/canary", post(endpoints::canary::start))
+        .route(
+            "/v1/admin/config/canary/promote",
+            post(endpoints::canary::promote),
+        )
+        .route(
+            "/v1/admin/config/canary/abort",
+            post(endpoints::canary::abort),
+        )
         .route("/v1/admin/model/promote", post(endpoints::promote::promote))
         .route(
             "/v1/admin/model/rollback",
@@ -171,6 +180,7 @@ pub fn app(state: AppState) -> Router {
         );
     let reader = Router::new()
         .route("/v1/stats", get(endpoints::operations::stats))
+        .route("/v1/config/canary", get(endpoints::canary::status))
         .route("/v1/log/stats", get(endpoints::operations::log_stats))
         .route("/v1/workers", get(endpoints::workers::workers))
         .route("/v1/features", get(endpoints::operations::features))

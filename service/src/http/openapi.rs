@@ -16,7 +16,7 @@ use utoipa::{IntoResponses, Modify, OpenApi};
 
 use super::AppState;
 use super::endpoints::{
-    explain, feedback, model, model_files, operations, overrides, promote, reconfigure,
+    canary, explain, feedback, model, model_files, operations, overrides, promote, reconfigure,
     router_decisions, router_load, score, telemetry, view, workers,
 };
 use super::error_body::{AuthErrors, ErrorBody, ErrorDetail};
@@ -92,6 +92,10 @@ impl Modify for BearerAuth {
         reconfigure::reload,
         reconfigure::config_view,
         reconfigure::config_rollback,
+        canary::start,
+        canary::status,
+        canary::promote,
+        canary::abort,
         promote::promote,
         promote::rollback,
         overrides::set_override,
@@ -109,7 +113,7 @@ impl Modify for BearerAuth {
         (name = "scoring", description = "Score, pick, feedback, and the view stream for the routers' balancers"),
         (name = "telemetry", description = "Worker reports"),
         (name = "model", description = "The ONNX model in the scoring path"),
-        (name = "admin", description = "Reload, config view and worker overrides: Bearer token, or loopback when no token is set"),
+        (name = "admin", description = "Reload, config view, config canary and rollback, worker overrides: Bearer token, or loopback when no token is set"),
         (name = "operations", description = "Health, metrics, status page, debugging"),
     )
 )]

@@ -546,6 +546,7 @@ fn registry(st: &AppState) -> Registry {
         state,
     );
     super::self_check_metrics::register(&mut r, e);
+    super::self_check_metrics::register_canary(&mut r, e);
     r
 }
 

@@ -1,9 +1,13 @@
 //! The engine's self-check in `/metrics`: the final-score histogram, the
 //! pick's expected and observed latency histograms (seconds, Prometheus's
-//! base unit) and the rolling rank correlation between them.
+//! base unit) and the rolling rank correlation between them; and, while a
+//! config canary runs, each arm's decisions, outcomes, failures and
+//! outcome latency.
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use scorer_engine::Engine;
@@ -68,4 +72,71 @@ pub(super) fn register(r: &mut Registry, engine: &Engine) {
             g,
         );
     }
+}
+
+/// The labels of a config canary's arm.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ArmLabels {
+    arm: String,
+    config_hash: String,
+}
+
+/// Each arm's outcome-latency histogram, labelled.
+#[derive(Debug)]
+struct ArmHistograms(Vec<(ArmLabels, HistogramSnapshot)>);
+
+impl EncodeMetric for ArmHistograms {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, h) in &self.0 {
+            let e = encoder.encode_family(labels)?;
+            ConstHistogram::scaled(h.clone(), 1_000.0).encode(e)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Registers the config canary's per-arm metrics of `engine` in `r`, while
+/// one runs.
+pub(super) fn register_canary(r: &mut Registry, engine: &Engine) {
+    let Some(c) = engine.canary() else {
+        return;
+    };
+    let decisions: Family<ArmLabels, Counter> = Family::default();
+    let outcomes: Family<ArmLabels, Counter> = Family::default();
+    let failures: Family<ArmLabels, Counter> = Family::default();
+    let mut latency = Vec::with_capacity(c.arms.len());
+    for a in c.arms {
+        let labels = ArmLabels {
+            arm: a.arm.as_str().to_owned(),
+            config_hash: a.config_hash,
+        };
+        decisions.get_or_create(&labels).inc_by(a.decisions);
+        outcomes.get_or_create(&labels).inc_by(a.outcomes);
+        failures.get_or_create(&labels).inc_by(a.failures);
+        latency.push((labels, a.latency_ms));
+    }
+    r.register(
+        "scorer_config_arm_decisions",
+        "Decisions made by each arm of the running config canary",
+        decisions,
+    );
+    r.register(
+        "scorer_config_arm_outcomes",
+        "Outcomes of each arm's remembered picks",
+        outcomes,
+    );
+    r.register(
+        "scorer_config_arm_failures",
+        "Of which failures (success: false)",
+        failures,
+    );
+    r.register(
+        "scorer_config_arm_latency_seconds",
+        "Outcome latency of each arm's remembered picks",
+        ArmHistograms(latency),
+    );
 }

@@ -36,6 +36,31 @@ pub fn test_app(config: Config) -> TestApp {
     }
 }
 
+/// An app whose reload source returns whatever the test last put in
+/// `next` (the second value), with `log` attached.
+pub fn reloadable(
+    cfg: Config,
+    log: Option<scorer_log::DecisionLog>,
+) -> (TestApp, Arc<std::sync::Mutex<Config>>) {
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let mut engine = Engine::new(cfg.clone());
+    if let Some(log) = log {
+        engine = engine.with_log(Arc::new(log));
+    }
+    let next = Arc::new(std::sync::Mutex::new(cfg));
+    let source = next.clone();
+    let state = AppState::new(engine, clock.clone())
+        .with_config_source(Arc::new(move || Ok(source.lock().expect("lock").clone())));
+    (
+        TestApp {
+            router: app(state.clone()),
+            clock,
+            state,
+        },
+        next,
+    )
+}
+
 pub fn no_warmup() -> Config {
     let mut c = Config::default();
     c.scoring.warmup_ms = 0;

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use crate::Counters;
 use crate::api::{Explain, ScoreResponse, WorkerScore};
+use crate::canary::{Canary, ConfigArm};
 use crate::config::Config;
 use crate::decision::Decision;
 use crate::pending::{PendingPick, PendingPicks};
@@ -22,6 +23,7 @@ pub(crate) fn record(
     self_check: &SelfCheck,
     cfg: &Config,
     config_hash: Arc<str>,
+    arm: Option<(&Canary, ConfigArm)>,
 ) -> ScoreResponse {
     let decide = d.decides();
     let now_ms = d.now_ms;
@@ -41,11 +43,15 @@ pub(crate) fn record(
             expected_ms: d.scored[p]
                 .cost_evidence
                 .map_or(f64::NAN, |c| c.expected_latency_ms),
+            arm: arm.map(|(c, a)| (c.generation, a)),
         };
         pending.remember(&d.decision_id, pick, now_ms);
     }
     if decide {
         counters.decisions.fetch_add(1, Ordering::Relaxed);
+        if let Some((c, a)) = arm {
+            c.on_decision(a);
+        }
         self_check.on_decision(d.scored.iter().map(|s| s.e.score));
         if d.panic {
             counters.panic_decisions.fetch_add(1, Ordering::Relaxed);
@@ -108,6 +114,7 @@ pub(crate) fn record(
         model: d.model,
         shadow: d.shadow,
         config_hash,
+        config_arm: arm.map(|(_, a)| a.as_str()),
     }
 }
 
@@ -133,7 +140,15 @@ mod tests {
         let pending = PendingPicks::new(16);
         let counters = Counters::default();
         let self_check = SelfCheck::default();
-        let resp = record(d, &pending, &counters, &self_check, &cfg, "hash".into());
+        let resp = record(
+            d,
+            &pending,
+            &counters,
+            &self_check,
+            &cfg,
+            "hash".into(),
+            None,
+        );
         assert_eq!(resp.pick.as_deref(), Some("idle"));
         assert_eq!(resp.ranking, ["idle", "busy", "ghost"]);
         // The answer shows the evidence the decision saw; the pick is

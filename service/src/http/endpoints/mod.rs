@@ -1,9 +1,10 @@
 //! The endpoints, one file per resource: score (with its answer body and
 //! the debug view), telemetry, feedback, the view stream, workers, the model (and
-//! promotion), admin (reload, the config view and worker overrides), and operations. Who may
+//! promotion), admin (reload, the config view, the config canary and worker overrides), and operations. Who may
 //! call each is `http::auth`.
 
 pub mod answer;
+pub mod canary;
 pub mod explain;
 pub mod feedback;
 pub mod model;

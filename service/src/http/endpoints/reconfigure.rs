@@ -74,7 +74,7 @@ fn reload_with_tls(
     Ok(report)
 }
 
-fn refused(e: &ReloadError) -> ApiError {
+pub(crate) fn refused(e: &ReloadError) -> ApiError {
     let code = match e {
         ReloadError::Invalid(_) => "invalid_config",
         ReloadError::RestartRequired { .. } => "restart_required",
