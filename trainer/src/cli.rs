@@ -149,11 +149,17 @@ pub struct ValidateArgs {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Model A directory (e.g. the current model).
-    #[arg(long, value_name = "DIR")]
-    pub a: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "arms")]
+    pub a: Option<PathBuf>,
     /// Model B directory (e.g. the candidate).
-    #[arg(long, value_name = "DIR")]
-    pub b: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "arms")]
+    pub b: Option<PathBuf>,
+    /// Instead of two models, compare two arms that ran live, by the
+    /// decision log's `arm` column: `stable,canary` for a config canary,
+    /// `a,b` for a model A/B split. Reports each arm's outcomes and the
+    /// on-policy difference B - A with bootstrap intervals.
+    #[arg(long, value_name = "A,B", value_delimiter = ',', conflicts_with_all = ["a", "b"])]
+    pub arms: Option<Vec<String>>,
     /// Log directory with logged decisions and outcomes (repeatable).
     #[arg(long, value_name = "DIR", required = true)]
     pub logs: Vec<PathBuf>,

@@ -60,6 +60,8 @@ fn two_candidates(n: usize, latency: impl Fn(usize, usize) -> f64) -> LogTable {
             key_prefix: "user".to_string(),
             rows: 2 * i..2 * i + 2,
             all_features: true,
+            arm: None,
+            config_hash: "h".into(),
         });
         for c in 0..2 {
             let picked = c == i % 2;

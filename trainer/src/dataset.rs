@@ -57,6 +57,11 @@ pub struct Decision {
     /// (a decision outside the service's `candidate_features_rate`
     /// sample) only the picked row does, and the others hold zeros.
     pub all_features: bool,
+    /// Experiment arm (`a`/`b` of a model A/B split, `stable`/`canary`
+    /// of a config canary); `None` outside experiments.
+    pub arm: Option<String>,
+    /// Hash of the configuration that scored it.
+    pub config_hash: String,
 }
 
 /// Every candidate row of the loaded logs, column by column, with the
@@ -240,6 +245,9 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     let arm = col(b, "arm")?
         .as_string_opt::<i32>()
         .ok_or_else(|| type_err("arm"))?;
+    let config_hash = col(b, "config_hash")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("config_hash"))?;
     let all = values.values();
 
     let mut t = LogTable::default();
@@ -291,6 +299,8 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
                 key_prefix: prefix.value(i).to_string(),
                 rows: row..row + 1,
                 all_features: has_features,
+                arm: arm.is_valid(i).then(|| arm.value(i).to_owned()),
+                config_hash: config_hash.value(i).to_owned(),
             });
         }
         t.decision_of.push(t.decisions.len() - 1);

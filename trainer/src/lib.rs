@@ -16,6 +16,7 @@
 //! | [`pipeline`] | `trainer train` |
 //! | [`validate`] | `trainer validate` |
 //! | [`compare`] | `trainer compare` (agreement, Spearman, IPS/SNIPS/DR, ESS, bootstrap intervals, verdict) |
+//! | [`compare_arms`] | `trainer compare --arms` (two live arms' outcomes, on-policy difference with intervals) |
 //! | [`progress`] | indicatif progress bars |
 //! | [`error`] | [`TrainerError`] |
 //!
@@ -26,6 +27,7 @@ pub mod admissible;
 pub mod card;
 pub mod cli;
 pub mod compare;
+pub mod compare_arms;
 pub mod dataset;
 pub mod error;
 pub mod golden;

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use trainer::cli::{Cli, Command};
+use trainer::compare_arms::compare_arms;
+use trainer::pipeline::load_with_progress;
 use trainer::progress::Progress;
 use trainer::synth::{SynthConfig, write_logs};
 use trainer::{TrainerError, compare, pipeline, validate};
@@ -105,9 +107,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             say!("parity OK");
         }
         Command::Compare(args) => {
+            let (a, b) = match (&args.arms, &args.a, &args.b) {
+                (Some(arms), _, _) => {
+                    let [a, b] = arms.as_slice() else {
+                        anyhow::bail!("--arms takes two arm names, A,B (e.g. stable,canary)");
+                    };
+                    let table = load_with_progress(&args.logs, progress)?;
+                    let r = compare_arms(&table, [a, b], args.bootstrap, args.seed)?;
+                    print!("{}", r.table());
+                    let json = serde_json::to_string_pretty(&r)?;
+                    std::fs::write(&args.out, json + "\n")
+                        .with_context(|| format!("writing {}", args.out.display()))?;
+                    say!("wrote {}", args.out.display());
+                    return Ok(());
+                }
+                (None, Some(a), Some(b)) => (a, b),
+                _ => anyhow::bail!("give --a DIR and --b DIR, or --arms A,B"),
+            };
             let r = compare::run_compare(
-                &args.a,
-                &args.b,
+                a,
+                b,
                 &args.logs,
                 &args.target.into(),
                 &compare::CompareOptions {
