@@ -20,7 +20,7 @@ DECISION_COLUMNS = [
 ]
 CANDIDATE_FIELDS = [
     "worker_id", "eligible", "rule_score", "model_action", "final_score", "probability",
-    "picked", "penalty_state", "fallback_reason", "features",
+    "picked", "penalty_state", "fallback_reason", "features", "operator_override",
 ]
 OUTCOME_COLUMNS = ["decision_id", "worker_id", "ts_ms", "latency_ms", "success"]
 

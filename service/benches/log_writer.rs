@@ -72,6 +72,7 @@ fn records() -> Vec<DecisionRecord> {
                         penalty_state: "none",
                         fallback_reason: None,
                         features,
+                        operator_override: None,
                     }
                 })
                 .collect(),

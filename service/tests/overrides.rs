@@ -280,3 +280,62 @@ async fn set_by_is_the_credential_name_and_the_view_carries_the_override() {
         ("w1", "disk swap")
     );
 }
+
+#[tokio::test]
+async fn the_decision_log_keeps_each_candidates_override() {
+    let dir = std::env::temp_dir().join(format!("scorer-override-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cfg = no_warmup();
+    cfg.log.dir = dir.join("decisions");
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let log = scorer_log::DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log");
+    let state = AppState::new(Engine::new(cfg).with_log(Arc::new(log)), clock.clone());
+    let app = TestApp {
+        router: app(state.clone()),
+        clock,
+        state,
+    };
+    for id in ["w1", "w2", "w3"] {
+        report(&app, id, 0.2).await;
+    }
+    let drain = json!({"kind": "drain", "reason": "disk swap"});
+    let path = "/v1/admin/workers/w2/override";
+    assert_eq!(send(&app, "PUT", path, Some(drain)).await.0, StatusCode::OK);
+    let weight = json!({"kind": "weight", "weight": 2.0});
+    let path = "/v1/admin/workers/w3/override";
+    assert_eq!(
+        send(&app, "PUT", path, Some(weight)).await.0,
+        StatusCode::OK
+    );
+    let body = json!({"key": "user:1", "candidates": ["w1", "w2", "w3"]});
+    assert_eq!(app.post_json("/v1/score", &body).await.0, StatusCode::OK);
+    service::EngineLog::decision_log(app.state.engine.as_ref())
+        .expect("log")
+        .shutdown()
+        .expect("close");
+    let rows =
+        scorer_log::read_dir(&dir.join("decisions"), scorer_log::LogKind::Decisions).expect("read");
+    use arrow::array::{Array, AsArray};
+    let b = &rows.batches[0];
+    let workers = b
+        .column_by_name("worker_id")
+        .expect("column")
+        .as_string::<i32>();
+    let overrides = b
+        .column_by_name("operator_override")
+        .expect("column")
+        .as_string::<i32>();
+    let seen: Vec<(&str, Option<&str>)> = (0..b.num_rows())
+        .map(|i| {
+            (
+                workers.value(i),
+                overrides.is_valid(i).then(|| overrides.value(i)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("w1", None), ("w2", Some("drain")), ("w3", Some("weight"))]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

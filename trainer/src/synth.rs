@@ -349,6 +349,7 @@ impl Synth {
                     penalty_state: "healthy",
                     fallback_reason: None,
                     features,
+                    operator_override: None,
                 }
             })
             .collect();

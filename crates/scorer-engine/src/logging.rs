@@ -99,6 +99,9 @@ impl Engine {
                     penalty_state: s.penalty_state,
                     fallback_reason: resp.model.fallback_reason,
                     features: s.observation,
+                    operator_override: s
+                        .operator_override
+                        .map(crate::overrides::OverrideKind::as_str),
                 })
                 .collect(),
         }

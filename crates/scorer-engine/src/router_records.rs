@@ -23,6 +23,7 @@ use scorer_log::{CandidateRow, DecisionRecord, OutcomeRecord};
 use scorer_model::fallback::FallbackReason;
 
 use crate::api::MAX_KEY_BYTES;
+use crate::overrides::OverrideKind;
 
 /// Most decisions plus outcomes in one batch.
 pub const MAX_ROUTER_BATCH: usize = 4096;
@@ -137,6 +138,10 @@ pub struct RouterCandidate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Option<f32>>>)]
     pub features: Option<Vec<Option<f32>>>,
+    /// The operator's override the router saw on the worker: `drain`,
+    /// `disable` or `weight`; absent without one.
+    #[serde(default, rename = "override", skip_serializing_if = "Option::is_none")]
+    pub operator_override: Option<String>,
 }
 
 /// One outcome of a router's decision.
@@ -205,6 +210,13 @@ fn check_ids(router_id: &str, decision_id: &str, ts_ms: i64) -> Result<(), Recor
     Ok(())
 }
 
+/// The override kinds, as logged.
+const OVERRIDE_KINDS: [&str; 3] = [
+    OverrideKind::Drain.as_str(),
+    OverrideKind::Disable.as_str(),
+    OverrideKind::Weight.as_str(),
+];
+
 fn known(field: &str, value: &str, names: &[&'static str]) -> Result<&'static str, RecordError> {
     names
         .iter()
@@ -247,6 +259,7 @@ impl RouterDecision {
                     picked: c.picked,
                     penalty_state: c.penalty_state.to_owned(),
                     fallback_reason: c.fallback_reason.map(str::to_owned),
+                    operator_override: c.operator_override.map(str::to_owned),
                     features: (c.picked || all_features).then(|| {
                         c.features
                             .iter()
@@ -372,6 +385,10 @@ impl RouterCandidate {
             None => None,
             Some(r) => Some(known("fallback_reason", r, &reasons)?),
         };
+        let operator_override = match &self.operator_override {
+            None => None,
+            Some(o) => Some(known("override", o, &OVERRIDE_KINDS)?),
+        };
         let mut features = [0.0_f32; FEATURE_COUNT];
         match self.features {
             Some(values) if values.len() == FEATURE_COUNT => {
@@ -408,6 +425,7 @@ impl RouterCandidate {
             penalty_state,
             fallback_reason,
             features,
+            operator_override,
         })
     }
 }

@@ -16,6 +16,7 @@ fn record() -> DecisionRecord {
         penalty_state: "healthy",
         fallback_reason: None,
         features: features(seed),
+        operator_override: (!picked).then_some("drain"),
     };
     DecisionRecord {
         decision_id: "edge-7-00000000000000a1".into(),
@@ -130,6 +131,10 @@ fn each_bad_field_is_refused_by_name() {
         (
             "candidates[0].fallback_reason",
             Box::new(|d| d.candidates[0].fallback_reason = Some("tired".into())),
+        ),
+        (
+            "candidates[0].override",
+            Box::new(|d| d.candidates[0].operator_override = Some("maintenance".into())),
         ),
         (
             "candidates[1].features",

@@ -48,6 +48,8 @@ fn candidates_column(
     let mut penalty_state = StringBuilder::with_capacity(n, bytes(&|c| c.penalty_state.len()));
     let mut fallback_reason =
         StringBuilder::with_capacity(n, bytes(&|c| c.fallback_reason.map_or(0, str::len)));
+    let mut operator_override =
+        StringBuilder::with_capacity(n, bytes(&|c| c.operator_override.map_or(0, str::len)));
     let mut features: Vec<f32> = Vec::with_capacity(n * FEATURE_COUNT);
     let mut has_features = BooleanBufferBuilder::new(n);
     let rows = || {
@@ -66,6 +68,7 @@ fn candidates_column(
         picked.append_value(c.picked);
         penalty_state.append_value(c.penalty_state);
         fallback_reason.append_option(c.fallback_reason);
+        operator_override.append_option(c.operator_override);
         let kept = c.picked || all_features(i);
         has_features.append(kept);
         if kept {
@@ -92,6 +95,7 @@ fn candidates_column(
         Arc::new(penalty_state.finish()),
         Arc::new(fallback_reason.finish()),
         Arc::new(features),
+        Arc::new(operator_override.finish()),
     ];
     let items = StructArray::try_new(candidate_fields(), children, None)?;
     let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| r.candidates.len()));

@@ -108,6 +108,7 @@ mod tests {
                     penalty_state: "none",
                     fallback_reason: None,
                     features: [j as f32; FEATURE_COUNT],
+                    operator_override: None,
                 })
                 .collect(),
         }

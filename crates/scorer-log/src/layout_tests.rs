@@ -44,6 +44,7 @@ fn decision(i: usize, candidates: usize) -> DecisionRecord {
                 penalty_state: "none",
                 fallback_reason: None,
                 features: [(i * 10 + j) as f32; FEATURE_COUNT],
+                operator_override: (j == 1).then_some("drain"),
             })
             .collect(),
     }
@@ -65,12 +66,36 @@ fn file(dir: &std::path::Path, seq: u64) -> std::path::PathBuf {
     ))
 }
 
-/// `batch` without its `caller` column, under `schema`.
+/// `batch` under `schema`, with only its columns (so without `caller`
+/// for layouts 1 and 2) and, in a nested `candidates` column, only the
+/// candidate fields of `schema` (so without `operator_override` for
+/// layouts 2 and 3).
 fn without_caller(batch: &RecordBatch, schema: arrow::datatypes::SchemaRef) -> RecordBatch {
     let columns = schema
         .fields()
         .iter()
-        .map(|f| batch.column_by_name(f.name()).unwrap().clone())
+        .map(|f| {
+            let c = batch.column_by_name(f.name()).unwrap().clone();
+            let arrow::datatypes::DataType::List(item) = f.data_type() else {
+                return c;
+            };
+            let arrow::datatypes::DataType::Struct(fields) = item.data_type() else {
+                return c;
+            };
+            let list = c.as_list::<i32>();
+            let items = list.values().as_struct();
+            let children = fields
+                .iter()
+                .map(|f| items.column_by_name(f.name()).unwrap().clone())
+                .collect();
+            let items = arrow::array::StructArray::new(fields.clone(), children, None);
+            Arc::new(arrow::array::ListArray::new(
+                item.clone(),
+                list.offsets().clone(),
+                Arc::new(items),
+                list.nulls().cloned(),
+            )) as arrow::array::ArrayRef
+        })
         .collect();
     RecordBatch::try_new(schema, columns).unwrap()
 }
@@ -85,10 +110,13 @@ fn files_of_every_layout_read_as_the_same_candidate_rows() {
     let flat = without_caller(&rows, flat_layout_schema());
     // Layout 2: the nested layout without `caller`.
     let v2_nested = without_caller(&nested, schema::decisions_schema_v2());
-    let dirs = ["v1", "v2", "v3"].map(|d| tmp.path().join(d));
+    // Layout 3: the nested layout without the candidates' override.
+    let v3_nested = without_caller(&nested, schema::decisions_schema_v3());
+    let dirs = ["v1", "v2", "v3", "v4"].map(|d| tmp.path().join(d));
     write(&file(&dirs[0], 1), &flat);
     write(&file(&dirs[1], 1), &v2_nested);
-    write(&file(&dirs[2], 1), &nested);
+    write(&file(&dirs[2], 1), &v3_nested);
+    write(&file(&dirs[3], 1), &nested);
 
     let read = dirs.map(|d| {
         let log = read_dir(&d, LogKind::Decisions).unwrap();
@@ -96,17 +124,30 @@ fn files_of_every_layout_read_as_the_same_candidate_rows() {
         assert_eq!(log.rows, 60);
         concat_batches(&candidate_rows_schema(), &log.batches).unwrap()
     });
-    assert_eq!(read[2], rows);
-    let callers = read[2].column_by_name("caller").unwrap().as_string::<i32>();
+    assert_eq!(read[3], rows);
+    let callers = read[3].column_by_name("caller").unwrap().as_string::<i32>();
     assert!(callers.iter().all(|c| c == Some("edge-1")));
-    // Written before `caller`: the same rows, `caller` null.
-    let mut no_caller = rows.columns().to_vec();
-    let at = rows.schema().index_of("caller").unwrap();
-    no_caller[at] =
-        arrow::array::new_null_array(&arrow::datatypes::DataType::Utf8, rows.num_rows());
-    let rows_before = RecordBatch::try_new(candidate_rows_schema(), no_caller).unwrap();
-    assert_eq!(read[0], rows_before);
-    assert_eq!(read[1], rows_before);
+    let overrides = read[3]
+        .column_by_name(schema::OVERRIDE_FIELD)
+        .unwrap()
+        .as_string::<i32>();
+    let drained: Vec<Option<&str>> = overrides.iter().take(3).collect();
+    assert_eq!(drained, [None, Some("drain"), None]);
+    // Written before each column: the same rows, that column null.
+    let nulled = |names: &[&str]| {
+        let mut columns = rows.columns().to_vec();
+        for name in names {
+            let at = rows.schema().index_of(name).unwrap();
+            columns[at] =
+                arrow::array::new_null_array(&arrow::datatypes::DataType::Utf8, rows.num_rows());
+        }
+        RecordBatch::try_new(candidate_rows_schema(), columns).unwrap()
+    };
+    let before_override = nulled(&[schema::OVERRIDE_FIELD]);
+    let before_caller = nulled(&["caller", schema::OVERRIDE_FIELD]);
+    assert_eq!(read[0], before_caller);
+    assert_eq!(read[1], before_caller);
+    assert_eq!(read[2], before_override);
 }
 
 #[test]
@@ -145,7 +186,7 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     let tmp = tempfile::tempdir().unwrap();
     let nested = decisions_batch(&[decision(1, 2)]).unwrap();
     let mut meta = nested.schema().metadata().clone();
-    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "4".to_string());
+    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "5".to_string());
     let schema = Arc::new(nested.schema().as_ref().clone().with_metadata(meta));
     let batch = RecordBatch::try_new(schema, nested.columns().to_vec()).unwrap();
     write(&file(tmp.path(), 1), &batch);
@@ -153,8 +194,8 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     assert_eq!(log.rows, 0);
     let reason = &log.skipped[0].1;
     assert!(
-        reason.contains("log_schema_version is \"4\"")
-            && reason.contains("\"3\" or \"2\" or \"1\""),
+        reason.contains("log_schema_version is \"5\"")
+            && reason.contains("\"4\" or \"3\" or \"2\" or \"1\""),
         "{reason}"
     );
 }

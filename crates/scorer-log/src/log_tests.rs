@@ -110,6 +110,7 @@ fn decision(i: usize, candidates: usize) -> DecisionRecord {
                 penalty_state: if j == 1 { "penalized" } else { "none" },
                 fallback_reason: (j == 3).then_some("model_timeout"),
                 features: features(i, j),
+                operator_override: None,
             })
             .collect(),
     }

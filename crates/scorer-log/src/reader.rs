@@ -6,18 +6,20 @@
 //! (`*.inprogress`), anything under a `quarantine/` directory and files of the
 //! other kind are ignored.
 //!
-//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"3"`
+//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"4"`
 //! ([`LOG_SCHEMA_VERSION`], one decisions row per decision, candidates
-//! nested, with `caller`), `"2"` ([`LOG_SCHEMA_VERSION_NESTED`], the same
-//! without `caller`) or `"1"` ([`LOG_SCHEMA_VERSION_FLAT`], one row per
-//! candidate, without `caller`).
+//! nested with their `operator_override`, with `caller`), `"3"`
+//! ([`LOG_SCHEMA_VERSION_CALLER`], the same without `operator_override`),
+//! `"2"` ([`LOG_SCHEMA_VERSION_NESTED`], without `caller` either) or `"1"`
+//! ([`LOG_SCHEMA_VERSION_FLAT`], one row per candidate, without both).
 //! Its columns must equal that layout's (up to the names of list items:
 //! `element` as pyarrow writes them, or `item`) and a decisions file must
 //! carry the current [`META_FEATURE_SCHEMA_VERSION`]; a file that does not,
 //! or names another layout, is listed in [`LoadedLog::skipped`] with the
 //! reason, never mixed in. Decisions of every layout are returned as
 //! candidate rows ([`candidate_rows_schema`]), outcomes as
-//! [`outcomes_schema`]; a file written before `caller` reads with it null.
+//! [`outcomes_schema`]; a file written before `caller` or
+//! `operator_override` reads with it null.
 //! A file that cannot be decoded at all (empty, truncated, not Parquet, corrupt)
 //! is an error naming the file: final files are only ever produced complete, so
 //! such a file signals real damage and is not skipped silently.
@@ -35,10 +37,11 @@ use super::error::ReadError;
 use super::flatten::{candidate_rows, is_nested};
 use super::naming::{PARQUET_EXT, QUARANTINE_DIR};
 use super::schema::{
-    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, LOG_SCHEMA_VERSION_NESTED,
-    META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema,
-    decisions_schema_v2, flat_layout_read_schema, flat_layout_schema, outcomes_schema,
-    outcomes_schema_v2,
+    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_CALLER, LOG_SCHEMA_VERSION_FLAT,
+    LOG_SCHEMA_VERSION_NESTED, META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION,
+    candidate_rows_schema, decisions_schema, decisions_schema_v2, decisions_schema_v3,
+    flat_layout_read_schema, flat_layout_schema, outcomes_schema, outcomes_schema_v2,
+    outcomes_schema_v3,
 };
 use scorer_core::features::FEATURE_SCHEMA_VERSION;
 
@@ -103,6 +106,11 @@ fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
         LogKind::Decisions => vec![
             (LOG_SCHEMA_VERSION, decisions_schema(), decisions_schema()),
             (
+                LOG_SCHEMA_VERSION_CALLER,
+                decisions_schema_v3(),
+                decisions_schema_v3(),
+            ),
+            (
                 LOG_SCHEMA_VERSION_NESTED,
                 decisions_schema_v2(),
                 decisions_schema_v2(),
@@ -115,6 +123,11 @@ fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
         ],
         LogKind::Outcomes => vec![
             (LOG_SCHEMA_VERSION, outcomes_schema(), outcomes_schema()),
+            (
+                LOG_SCHEMA_VERSION_CALLER,
+                outcomes_schema_v3(),
+                outcomes_schema_v3(),
+            ),
             (
                 LOG_SCHEMA_VERSION_NESTED,
                 outcomes_schema_v2(),

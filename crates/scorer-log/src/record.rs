@@ -93,6 +93,9 @@ pub struct CandidateRow {
     pub fallback_reason: Option<&'static str>,
     /// Observation vector, `FEATURE_COUNT` values in the order of the feature schema.
     pub features: [f32; FEATURE_COUNT],
+    /// The operator's override in force on the worker (`drain`, `disable`,
+    /// `weight`), if any.
+    pub operator_override: Option<&'static str>,
 }
 
 /// The observed result of sending a request to a worker.

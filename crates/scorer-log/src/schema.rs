@@ -1,7 +1,7 @@
 //! The Arrow schemas of the decision log: the one place they are defined
 //! (the trainer imports this module).
 //!
-//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 3)
+//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 4)
 //!
 //! | column | type | null | unit / meaning |
 //! | --- | --- | --- | --- |
@@ -38,6 +38,7 @@
 //! | `penalty_state` | Utf8 | no | worker penalty state label |
 //! | `fallback_reason` | Utf8 | yes | why the model was bypassed |
 //! | `features` | FixedSizeList<Float32 (non-null), 42> | yes | observation vector, feature-schema order and units; null on the unpicked candidates of a decision outside the `candidate_features_rate` sample |
+//! | `operator_override` | Utf8 | yes | the operator's override in force on the worker: `drain`, `disable` or `weight`; null without one |
 //!
 //! Schema metadata: [`META_FEATURE_SCHEMA_VERSION`] = [`FEATURE_SCHEMA_VERSION`],
 //! [`META_LOG_SCHEMA_VERSION`] = [`LOG_SCHEMA_VERSION`].
@@ -52,9 +53,11 @@
 //! `worker_id`, `eligible`, `rule_score`, `model_action`, `final_score`,
 //! `policy`, `probability`, `picked`, `panic`, `penalty_state`,
 //! `fallback_reason`, `model_version`, `arm`, `config_hash`,
-//! `feature_schema_version`, `features`, then `caller`. [`super::reader`]
-//! gives every layout in this form ([`super::flatten`]); files of layouts 1
-//! and 2, written before `caller`, read with a null `caller`.
+//! `feature_schema_version`, `features`, then `caller` and
+//! `operator_override`. [`super::reader`] gives every layout in this form
+//! ([`super::flatten`]); files of layouts 1 and 2, written before `caller`,
+//! read with a null `caller`, and files of layouts 1 to 3 with a null
+//! `operator_override`.
 //!
 //! # Outcomes: one row per outcome
 //!
@@ -77,9 +80,14 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 /// Version of the log layout (columns and their meaning); bump on any change.
-/// `"3"`: one decisions row per decision, candidates nested, and the
-/// `caller` of decisions and outcomes.
-pub const LOG_SCHEMA_VERSION: &str = "3";
+/// `"4"`: one decisions row per decision, candidates nested with the
+/// operator's override, and the `caller` of decisions and outcomes.
+pub const LOG_SCHEMA_VERSION: &str = "4";
+/// Layout 3: layout 4 without the candidates' `operator_override`
+/// ([`decisions_schema_v3`]; its outcomes are layout 4's). Still read.
+pub const LOG_SCHEMA_VERSION_CALLER: &str = "3";
+/// The candidates' field naming the operator's override.
+pub const OVERRIDE_FIELD: &str = "operator_override";
 /// Layout 2: layout 3 without `caller` ([`decisions_schema_v2`],
 /// [`outcomes_schema_v2`]). Still read.
 pub const LOG_SCHEMA_VERSION_NESTED: &str = "2";
@@ -180,6 +188,22 @@ pub fn candidate_fields() -> Fields {
     static FIELDS: OnceLock<Fields> = OnceLock::new();
     FIELDS
         .get_or_init(|| {
+            let mut f: Vec<Field> = candidate_fields_v3()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            f.push(Field::new(OVERRIDE_FIELD, DataType::Utf8, true));
+            Fields::from(f)
+        })
+        .clone()
+}
+
+/// The `candidates` item fields of layouts 2 and 3: [`candidate_fields`]
+/// without `operator_override`.
+pub fn candidate_fields_v3() -> Fields {
+    static FIELDS: OnceLock<Fields> = OnceLock::new();
+    FIELDS
+        .get_or_init(|| {
             Fields::from(vec![
                 Field::new("worker_id", DataType::Utf8, false),
                 Field::new("eligible", DataType::Boolean, false),
@@ -198,9 +222,13 @@ pub fn candidate_fields() -> Fields {
 
 /// The non-null struct item field of the `candidates` list.
 pub fn candidate_item_field() -> Arc<Field> {
+    item_of(candidate_fields())
+}
+
+fn item_of(fields: Fields) -> Arc<Field> {
     Arc::new(Field::new(
         FEATURE_ITEM_NAME,
-        DataType::Struct(candidate_fields()),
+        DataType::Struct(fields),
         false,
     ))
 }
@@ -223,11 +251,12 @@ fn nested_schema(with_caller: bool, log_version: &str) -> SchemaRef {
         .collect();
     fields.push(Field::new("pick", DataType::Utf8, true));
     fields.push(Field::new("pick_probability", DataType::Float64, true));
-    fields.push(Field::new(
-        CANDIDATES_COLUMN,
-        DataType::List(candidate_item_field()),
-        false,
-    ));
+    let item = if log_version == LOG_SCHEMA_VERSION {
+        candidate_item_field()
+    } else {
+        item_of(candidate_fields_v3())
+    };
+    fields.push(Field::new(CANDIDATES_COLUMN, DataType::List(item), false));
     Arc::new(Schema::new_with_metadata(
         fields,
         decisions_metadata(log_version),
@@ -243,6 +272,15 @@ pub fn decisions_schema() -> SchemaRef {
         .clone()
 }
 
+/// The on-disk decisions schema of layout 3 ([`LOG_SCHEMA_VERSION_CALLER`]):
+/// [`decisions_schema`] without the candidates' `operator_override`.
+pub fn decisions_schema_v3() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| nested_schema(true, LOG_SCHEMA_VERSION_CALLER))
+        .clone()
+}
+
 /// The on-disk decisions schema of layout 2 ([`LOG_SCHEMA_VERSION_NESTED`]):
 /// [`decisions_schema`] without `caller`.
 pub fn decisions_schema_v2() -> SchemaRef {
@@ -253,7 +291,7 @@ pub fn decisions_schema_v2() -> SchemaRef {
 }
 
 /// Column names of [`candidate_rows_schema`], in order.
-pub const CANDIDATE_ROW_COLUMNS: [&str; 25] = [
+pub const CANDIDATE_ROW_COLUMNS: [&str; 26] = [
     "decision_id",
     "ts_ms",
     "key_prefix",
@@ -279,14 +317,15 @@ pub const CANDIDATE_ROW_COLUMNS: [&str; 25] = [
     "feature_schema_version",
     "features",
     CALLER_COLUMN,
+    OVERRIDE_FIELD,
 ];
 
 fn flat_schema(features_nullable: bool, log_version: &str) -> SchemaRef {
     let candidate = candidate_fields();
-    let with_caller = log_version != LOG_SCHEMA_VERSION_FLAT;
+    let layout_1 = log_version == LOG_SCHEMA_VERSION_FLAT;
     let fields: Vec<Field> = CANDIDATE_ROW_COLUMNS
         .iter()
-        .filter(|c| with_caller || **c != CALLER_COLUMN)
+        .filter(|c| !layout_1 || (**c != CALLER_COLUMN && **c != OVERRIDE_FIELD))
         .map(|name| match candidate.find(name) {
             Some((_, f)) if f.name() == "features" => {
                 f.as_ref().clone().with_nullable(features_nullable)
@@ -311,7 +350,8 @@ pub fn candidate_rows_schema() -> SchemaRef {
 }
 
 /// The on-disk schema of layout 1 ([`LOG_SCHEMA_VERSION_FLAT`]): the
-/// [`candidate_rows_schema`] columns but `caller`, `features` never null.
+/// [`candidate_rows_schema`] columns but `caller` and `operator_override`,
+/// `features` never null.
 pub fn flat_layout_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -351,6 +391,15 @@ pub fn outcomes_schema() -> SchemaRef {
         .clone()
 }
 
+/// The outcomes schema of layout 3: [`outcomes_schema`]'s columns, its
+/// metadata naming layout 3.
+pub fn outcomes_schema_v3() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| outcomes(true, LOG_SCHEMA_VERSION_CALLER))
+        .clone()
+}
+
 /// The outcomes schema of layouts 1 and 2: [`outcomes_schema`] without
 /// `caller` (its metadata names layout 2).
 pub fn outcomes_schema_v2() -> SchemaRef {
@@ -374,6 +423,7 @@ mod tests {
     fn schemas_carry_versions() {
         let d = decisions_schema();
         assert_eq!(d.fields().len(), 18);
+        assert_eq!(decisions_schema_v3().fields().len(), 18);
         assert_eq!(decisions_schema_v2().fields().len(), 17);
         assert_eq!(flat_layout_schema().fields().len(), 24);
         assert_eq!(
@@ -382,10 +432,13 @@ mod tests {
                 .map(String::as_str),
             Some(FEATURE_SCHEMA_VERSION)
         );
-        assert_eq!(version(&d), Some("3"));
+        assert_eq!(version(&d), Some("4"));
+        assert_eq!(version(&decisions_schema_v3()), Some("3"));
+        assert_ne!(d, decisions_schema_v3(), "the candidates differ");
         assert_eq!(version(&decisions_schema_v2()), Some("2"));
         assert_eq!(version(&flat_layout_schema()), Some("1"));
-        assert_eq!(version(&outcomes_schema()), Some("3"));
+        assert_eq!(version(&outcomes_schema()), Some("4"));
+        assert_eq!(version(&outcomes_schema_v3()), Some("3"));
         assert_eq!(outcomes_schema().fields().len(), 6);
         assert_eq!(outcomes_schema_v2().fields().len(), 5);
     }
@@ -393,9 +446,9 @@ mod tests {
     #[test]
     fn the_flat_view_has_every_decision_and_candidate_column_once() {
         let flat = candidate_rows_schema();
-        assert_eq!(flat.fields().len(), 25);
+        assert_eq!(flat.fields().len(), 26);
         let nested: usize = DECISION_COLUMNS.len() + candidate_fields().len();
-        assert_eq!(nested, 25);
+        assert_eq!(nested, 26);
         for name in DECISION_COLUMNS {
             let (_, d) = decisions_schema()
                 .column_with_name(name)
