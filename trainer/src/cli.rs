@@ -158,13 +158,17 @@ pub struct CompareArgs {
     /// decision log's `arm` column: `stable,canary` for a config canary,
     /// `a,b` for a model A/B split. Reports each arm's outcomes and the
     /// on-policy difference B - A with bootstrap intervals.
-    #[arg(long, value_name = "A,B", value_delimiter = ',', conflicts_with_all = ["a", "b"])]
+    #[arg(long, value_name = "A,B", value_delimiter = ',', num_args = 1, conflicts_with_all = ["a", "b"])]
     pub arms: Option<Vec<String>>,
+    /// With --arms: arm B's config hash, when the logs hold several
+    /// experiments (arm B's decisions of that hash, arm A's made meanwhile).
+    #[arg(long, value_name = "HASH", requires = "arms", conflicts_with_all = ["a", "b"])]
+    pub arm_hash: Option<String>,
     /// Log directory with logged decisions and outcomes (repeatable).
     #[arg(long, value_name = "DIR", required = true)]
     pub logs: Vec<PathBuf>,
-    /// Cap on inverse-propensity weights (dimensionless, >= 1).
-    #[arg(long, value_name = "WEIGHT", default_value_t = DEFAULT_CLIP)]
+    /// Cap on inverse-propensity weights (dimensionless, >= 1); not with --arms.
+    #[arg(long, value_name = "WEIGHT", default_value_t = DEFAULT_CLIP, conflicts_with = "arms")]
     pub clip: f64,
     /// Bootstrap resamples (a count) of the usable decisions behind the 95%
     /// confidence intervals of SNIPS and DR mean latency (ms) for A, B and

@@ -11,6 +11,10 @@
 //! arm's outcomes with replacement, independently (the arms hold disjoint
 //! keys), seeded (ChaCha8). The verdict reads the mean-latency interval.
 //!
+//! One experiment at a time: arm B's decisions of one config hash (logs
+//! holding several canaries name theirs with `--arm-hash`), and arm A's
+//! decisions made while those were.
+//!
 //! The difference is causal only when the split is random with respect to
 //! the outcome: a split by key hash is; a split by key prefix compares
 //! different keys, whose workloads may differ by themselves.
@@ -26,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::compare::bootstrap::{CONFIDENCE, Interval};
-use crate::dataset::LogTable;
+use crate::dataset::{Decision, LogTable};
 use crate::error::{Result, TrainerError};
 
 /// One arm's outcomes.
@@ -81,12 +85,21 @@ pub struct ArmsReport {
     pub verdict: String,
 }
 
-/// One arm's outcomes: (latency ms, success).
-fn outcomes_of(t: &LogTable, arm: &str) -> (ArmSummary, Vec<(f64, bool)>) {
+/// One arm's outcomes, over its decisions that `keep`: (latency ms,
+/// success).
+fn outcomes_of(
+    t: &LogTable,
+    arm: &str,
+    keep: &dyn Fn(&Decision) -> bool,
+) -> (ArmSummary, Vec<(f64, bool)>) {
     let mut hashes: Vec<String> = Vec::new();
     let mut decisions = 0;
     let mut out = Vec::new();
-    for d in t.decisions.iter().filter(|d| d.arm.as_deref() == Some(arm)) {
+    for d in t
+        .decisions
+        .iter()
+        .filter(|d| d.arm.as_deref() == Some(arm) && keep(d))
+    {
         decisions += 1;
         if !hashes.contains(&d.config_hash) {
             hashes.push(d.config_hash.clone());
@@ -165,19 +178,82 @@ fn interval(mut xs: Vec<f64>) -> Option<Interval> {
     })
 }
 
+/// Arm `b`'s config hashes, each with its decisions and their first and
+/// last time (Unix ms), in order of first appearance.
+fn hashes_of(table: &LogTable, b: &str) -> Vec<(String, usize, i64, i64)> {
+    let mut out: Vec<(String, usize, i64, i64)> = Vec::new();
+    for d in table
+        .decisions
+        .iter()
+        .filter(|d| d.arm.as_deref() == Some(b))
+    {
+        match out.iter_mut().find(|h| h.0 == d.config_hash) {
+            Some(h) => {
+                h.1 += 1;
+                h.2 = h.2.min(d.ts_ms);
+                h.3 = h.3.max(d.ts_ms);
+            }
+            None => out.push((d.config_hash.clone(), 1, d.ts_ms, d.ts_ms)),
+        }
+    }
+    out
+}
+
 /// Compares arms `a` and `b` of `table` with `resamples` bootstrap
-/// resamples seeded by `seed`.
+/// resamples seeded by `seed`. One experiment at a time: with `b_hash`
+/// (required when `b` spans several hashes: several canaries in the same
+/// logs), arm `b`'s decisions scored with that config and arm `a`'s
+/// within the time those span.
 ///
 /// # Errors
-/// [`TrainerError::NoData`] when an arm has no decision in the logs.
+/// [`TrainerError::NoData`] when an arm has no decision in the logs (or
+/// none with `b_hash`), or `b` spans several config hashes and `b_hash`
+/// is `None`.
 pub fn compare_arms(
     table: &LogTable,
     [a, b]: [&str; 2],
+    b_hash: Option<&str>,
     resamples: usize,
     seed: u64,
 ) -> Result<ArmsReport> {
-    let (sa, oa) = outcomes_of(table, a);
-    let (sb, ob) = outcomes_of(table, b);
+    let hashes = hashes_of(table, b);
+    let listed = || {
+        hashes
+            .iter()
+            .map(|(h, n, _, _)| format!("{h} ({n} decisions)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let chosen = match (b_hash, hashes.as_slice()) {
+        (Some(h), _) => hashes.iter().find(|x| x.0 == h).ok_or_else(|| {
+            TrainerError::NoData(format!(
+                "no decision of arm `{b}` with config hash {h} (its hashes: {})",
+                if hashes.is_empty() {
+                    "none".to_owned()
+                } else {
+                    listed()
+                }
+            ))
+        })?,
+        (None, [one]) => one,
+        (None, []) => &(String::new(), 0, i64::MIN, i64::MAX),
+        (None, _) => {
+            return Err(TrainerError::NoData(format!(
+                "arm `{b}` spans {} config hashes, each its own experiment: {}; choose one with --arm-hash",
+                hashes.len(),
+                listed()
+            )));
+        }
+    };
+    // Arm A is windowed to arm B's decisions only when one of several
+    // experiments is chosen.
+    let (hash, from, to) = match b_hash {
+        Some(_) => (chosen.0.clone(), chosen.2, chosen.3),
+        None => (String::new(), i64::MIN, i64::MAX),
+    };
+    let in_window = move |d: &Decision| (from..=to).contains(&d.ts_ms);
+    let (sa, oa) = outcomes_of(table, a, &in_window);
+    let (sb, ob) = outcomes_of(table, b, &|d| hash.is_empty() || d.config_hash == hash);
     for s in [&sa, &sb] {
         if s.decisions == 0 {
             let mut seen: Vec<&str> = table

@@ -43,7 +43,7 @@ fn a_slower_canary_is_detected_with_its_interval() {
         rows.push(("stable", 2.0 + jitter, true));
         rows.push(("canary", 3.0 + jitter, i % 20 != 0));
     }
-    let r = compare_arms(&table(&rows), ["stable", "canary"], 500, 7).expect("two arms");
+    let r = compare_arms(&table(&rows), ["stable", "canary"], None, 500, 7).expect("two arms");
     assert_eq!(r.arms[0].decisions, 400);
     assert_eq!(r.arms[1].failures, 20);
     assert_eq!(r.arms[1].error_rate, Some(0.05));
@@ -61,7 +61,7 @@ fn a_slower_canary_is_detected_with_its_interval() {
     let e = r.error_rate.interval.expect("bootstrapped");
     assert!(e.low > 0.0, "{e:?}");
     // Same seed, same intervals.
-    let again = compare_arms(&table(&rows), ["stable", "canary"], 500, 7).expect("two arms");
+    let again = compare_arms(&table(&rows), ["stable", "canary"], None, 500, 7).expect("two arms");
     assert_eq!(again, r);
 }
 
@@ -76,13 +76,13 @@ fn equal_arms_show_no_difference_and_no_bootstrap_no_interval() {
             )
         })
         .collect();
-    let r = compare_arms(&table(&rows), ["a", "b"], 300, 1).expect("two arms");
+    let r = compare_arms(&table(&rows), ["a", "b"], None, 300, 1).expect("two arms");
     assert!(
         r.verdict.starts_with("no detectable difference"),
         "{}",
         r.verdict
     );
-    let r = compare_arms(&table(&rows), ["a", "b"], 0, 1).expect("two arms");
+    let r = compare_arms(&table(&rows), ["a", "b"], None, 0, 1).expect("two arms");
     assert_eq!(r.mean_latency_ms.interval, None);
     assert!(
         r.verdict.starts_with("none without the bootstrap"),
@@ -94,9 +94,46 @@ fn equal_arms_show_no_difference_and_no_bootstrap_no_interval() {
 #[test]
 fn an_arm_absent_from_the_logs_is_an_error_naming_the_arms_present() {
     let t = table(&[("stable", 1.0, true), ("canary", 1.0, true)]);
-    let e = compare_arms(&t, ["a", "b"], 10, 1).expect_err("no arm a");
+    let e = compare_arms(&t, ["a", "b"], None, 10, 1).expect_err("no arm a");
     assert_eq!(
         e.to_string(),
         "not enough data: no decision of arm `a` in the logs (arms present: canary, stable)"
+    );
+}
+
+#[test]
+fn two_canaries_in_one_log_are_compared_one_at_a_time() {
+    let mut rows = Vec::new();
+    for _ in 0..200 {
+        rows.push(("stable", 2.0, true));
+        rows.push(("canary", 3.0, true));
+    }
+    for _ in 0..200 {
+        rows.push(("stable", 2.0, true));
+        rows.push(("canary", 1.0, true));
+    }
+    let mut t = table(&rows);
+    // The second canary ran a later, other candidate.
+    for d in t.decisions.iter_mut().skip(400) {
+        if d.arm.as_deref() == Some("canary") {
+            d.config_hash = "h-second".into();
+        }
+    }
+    let e = compare_arms(&t, ["stable", "canary"], None, 10, 1).expect_err("two canaries");
+    assert_eq!(
+        e.to_string(),
+        "not enough data: arm `canary` spans 2 config hashes, each its own experiment: h-canary (200 decisions), h-second (200 decisions); choose one with --arm-hash"
+    );
+    let second = compare_arms(&t, ["stable", "canary"], Some("h-second"), 10, 1).expect("one");
+    assert_eq!(
+        (second.arms[0].decisions, second.arms[1].decisions),
+        (199, 200)
+    );
+    assert_eq!(second.mean_latency_ms.value, Some(-1.0));
+    let e = compare_arms(&t, ["stable", "canary"], Some("h-third"), 10, 1).expect_err("absent");
+    assert!(
+        e.to_string()
+            .contains("no decision of arm `canary` with config hash h-third"),
+        "{e}"
     );
 }

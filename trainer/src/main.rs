@@ -109,11 +109,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => {
             let (a, b) = match (&args.arms, &args.a, &args.b) {
                 (Some(arms), _, _) => {
-                    let [a, b] = arms.as_slice() else {
-                        anyhow::bail!("--arms takes two arm names, A,B (e.g. stable,canary)");
-                    };
+                    let [a, b] = arms_or_exit(arms);
                     let table = load_with_progress(&args.logs, progress)?;
-                    let r = compare_arms(&table, [a, b], args.bootstrap, args.seed)?;
+                    let hash = args.arm_hash.as_deref();
+                    let r = compare_arms(&table, [a, b], hash, args.bootstrap, args.seed)?;
                     print!("{}", r.table());
                     let json = serde_json::to_string_pretty(&r)?;
                     std::fs::write(&args.out, json + "\n")
@@ -163,6 +162,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The two arm names of `--arms`, or clap's usage error (exit 2).
+fn arms_or_exit(arms: &[String]) -> [&str; 2] {
+    use clap::CommandFactory as _;
+    let why = match arms {
+        [a, b] if a == b => format!("--arms names `{a}` twice; give two different arms"),
+        [a, b] => match [a, b]
+            .iter()
+            .find(|n| n.is_empty() || n.trim() != n.as_str())
+        {
+            Some(n) => format!("--arms: arm name {n:?} is empty or has spaces around it"),
+            None => return [a.as_str(), b.as_str()],
+        },
+        _ => format!(
+            "--arms takes exactly two arm names, A,B (e.g. stable,canary), got {}",
+            arms.len()
+        ),
+    };
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, why)
+        .exit()
 }
 
 fn main() -> ExitCode {

@@ -29,6 +29,8 @@ pub const CANARY_KEYS: &[&str] = &["scoring.", "freshness.", "cost.", "selection
 
 /// Longest `key_prefix` or `reason`, bytes.
 pub const MAX_CANARY_TEXT_BYTES: usize = 256;
+/// Smallest `fraction`: one key in ten thousand.
+pub const MIN_CANARY_FRACTION: f64 = 1e-4;
 
 /// Which configuration scored a decision while a canary runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -55,9 +57,9 @@ impl ConfigArm {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CanaryRequest {
-    /// The fraction of keys, by key hash, 0 < fraction < 1.
+    /// The fraction of keys, by key hash, 0.0001 <= fraction < 1.
     #[serde(default)]
-    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    #[schema(minimum = 0.0001, exclusive_maximum = 1.0)]
     pub fraction: Option<f64>,
     /// Or every key that starts with this prefix, 1..=256 bytes.
     #[serde(default)]
@@ -82,13 +84,13 @@ impl CanarySplit {
     /// The split `req` asks for.
     ///
     /// # Errors
-    /// Not exactly one of the two, a fraction outside (0, 1), or a prefix
+    /// Not exactly one of the two, a fraction outside [0.0001, 1), or a prefix
     /// that is empty, too long or holds control characters: the message.
     pub fn from_request(req: &CanaryRequest) -> Result<Self, String> {
         match (req.fraction, &req.key_prefix) {
-            (Some(f), None) if f > 0.0 && f < 1.0 => Ok(Self::Fraction(f)),
+            (Some(f), None) if (MIN_CANARY_FRACTION..1.0).contains(&f) => Ok(Self::Fraction(f)),
             (Some(f), None) => Err(format!(
-                "`fraction` must be a number with 0 < fraction < 1, got {}",
+                "`fraction` must be a number with {MIN_CANARY_FRACTION} <= fraction < 1, got {}",
                 scorer_core::fmt::exact(f)
             )),
             (None, Some(p)) => {
@@ -161,7 +163,7 @@ impl Default for ArmStats {
     }
 }
 
-/// One arm of a canary as `GET /v1/admin/config/canary`, `/metrics` and
+/// One arm of a canary as `GET /v1/config/canary`, `/metrics` and
 /// the status page show it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ArmSnapshot {

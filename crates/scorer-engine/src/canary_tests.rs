@@ -72,6 +72,7 @@ fn a_request_names_exactly_one_well_formed_split() {
     let bad = [
         CanaryRequest::default(),
         by_fraction(0.0),
+        by_fraction(5e-324),
         by_fraction(1.0),
         by_fraction(f64::NAN),
         by_prefix(""),
