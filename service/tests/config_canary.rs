@@ -8,7 +8,7 @@ mod common;
 
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
-use common::{TestApp, WALL, metric_value, no_warmup, reloadable};
+use common::{TestApp, WALL, metric_value, reloadable};
 use scorer_core::clock::ManualClock;
 use scorer_engine::canary::canary_unit;
 use scorer_engine::config::Config;
@@ -17,18 +17,7 @@ use serde_json::{Value, json};
 use service::EngineLog;
 use std::sync::Arc;
 
-fn base() -> Config {
-    let mut c = no_warmup();
-    c.model.enabled = false;
-    c
-}
-
-/// Reports worker `w1` at 95% CPU.
-async fn seed(t: &TestApp) {
-    let snap = json!({"snapshots": [{"worker_id": "w1", "timestamp_ms": WALL, "cpu_usage": 0.95,
-        "queue_depth": 0, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0}]});
-    assert_eq!(t.post_json("/v1/telemetry", &snap).await.0, StatusCode::OK);
-}
+use common::{report_busy_w1 as seed, rules_only as base};
 
 /// Scores `key` on `w1`: (decision id, w1's rule score).
 async fn score(t: &TestApp, key: &str) -> (String, f64) {

@@ -10,23 +10,11 @@ use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
 use common::{TestApp, WALL, no_warmup, reloadable};
 use scorer_core::clock::ManualClock;
-use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogKind, read_dir};
 use serde_json::{Value, json};
 use service::EngineLog;
 
-fn base() -> Config {
-    let mut c = no_warmup();
-    c.model.enabled = false;
-    c
-}
-
-/// Reports worker `w1` at 95% CPU (once per app).
-async fn seed(t: &TestApp) {
-    let snap = json!({"snapshots": [{"worker_id": "w1", "timestamp_ms": WALL, "cpu_usage": 0.95,
-        "queue_depth": 0, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0}]});
-    assert_eq!(t.post_json("/v1/telemetry", &snap).await.0, StatusCode::OK);
-}
+use common::{report_busy_w1 as seed, rules_only as base};
 
 async fn busy_worker_score(t: &TestApp) -> f64 {
     let (s, b) = t

@@ -61,6 +61,20 @@ pub fn reloadable(
     )
 }
 
+/// [`no_warmup`] without a model: the reload tests' base.
+pub fn rules_only() -> Config {
+    let mut c = no_warmup();
+    c.model.enabled = false;
+    c
+}
+
+/// Reports worker `w1` at 95% CPU.
+pub async fn report_busy_w1(t: &TestApp) {
+    let snap = serde_json::json!({"snapshots": [{"worker_id": "w1", "timestamp_ms": WALL, "cpu_usage": 0.95,
+        "queue_depth": 0, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0}]});
+    assert_eq!(t.post_json("/v1/telemetry", &snap).await.0, StatusCode::OK);
+}
+
 pub fn no_warmup() -> Config {
     let mut c = Config::default();
     c.scoring.warmup_ms = 0;
