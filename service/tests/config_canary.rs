@@ -8,14 +8,12 @@ mod common;
 
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
-use common::{TestApp, WALL, metric_value, reloadable};
-use scorer_core::clock::ManualClock;
+use common::{TestApp, metric_value, reloadable};
 use scorer_engine::canary::canary_unit;
 use scorer_engine::config::Config;
-use scorer_log::{DecisionLog, LogKind, read_dir};
+use scorer_log::{LogKind, read_dir};
 use serde_json::{Value, json};
 use service::EngineLog;
-use std::sync::Arc;
 
 use common::{report_busy_w1 as seed, rules_only as base};
 
@@ -44,12 +42,7 @@ fn candidate() -> Config {
 
 #[tokio::test]
 async fn a_prefix_canary_scores_its_keys_counts_each_arm_and_tags_the_log() {
-    let dir = std::env::temp_dir().join(format!("scorer-canary-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = base();
-    cfg.log.dir = dir.join("decisions");
-    let clock = Arc::new(ManualClock::new(1_000, WALL));
-    let log = DecisionLog::start(cfg.log.clone(), clock).expect("log");
+    let (dir, cfg, log) = common::logging("canary", base());
     let (t, next) = reloadable(cfg.clone(), Some(log));
     seed(&t).await;
     let (_, stable_score) = score(&t, "user:7:cart").await;

@@ -4,13 +4,10 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use arrow::array::{Array, AsArray};
 use axum::http::StatusCode;
-use common::{TestApp, WALL, no_warmup, reloadable};
-use scorer_core::clock::ManualClock;
-use scorer_log::{DecisionLog, LogKind, read_dir};
+use common::{TestApp, no_warmup, reloadable};
+use scorer_log::{LogKind, read_dir};
 use serde_json::{Value, json};
 use service::EngineLog;
 
@@ -167,12 +164,7 @@ async fn the_token_is_redacted_in_the_view_and_the_changes() {
 
 #[tokio::test]
 async fn decision_rows_carry_the_hash_of_the_config_that_scored_them() {
-    let dir = std::env::temp_dir().join(format!("scorer-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = base();
-    cfg.log.dir = dir.join("decisions");
-    let clock = Arc::new(ManualClock::new(1_000, WALL));
-    let log = DecisionLog::start(cfg.log.clone(), clock).expect("log");
+    let (dir, cfg, log) = common::logging("reload", base());
     let (t, next) = reloadable(cfg.clone(), Some(log));
     let h0 = cfg.hash();
     seed(&t).await;

@@ -283,12 +283,8 @@ async fn set_by_is_the_credential_name_and_the_view_carries_the_override() {
 
 #[tokio::test]
 async fn the_decision_log_keeps_each_candidates_override() {
-    let dir = std::env::temp_dir().join(format!("scorer-override-log-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = no_warmup();
-    cfg.log.dir = dir.join("decisions");
+    let (dir, cfg, log) = common::logging("override-log", no_warmup());
     let clock = Arc::new(ManualClock::new(1_000, WALL));
-    let log = scorer_log::DecisionLog::start(cfg.log.clone(), clock.clone()).expect("log");
     let state = AppState::new(Engine::new(cfg).with_log(Arc::new(log)), clock.clone());
     let app = TestApp {
         router: app(state.clone()),

@@ -75,6 +75,21 @@ pub async fn report_busy_w1(t: &TestApp) {
     assert_eq!(t.post_json("/v1/telemetry", &snap).await.0, StatusCode::OK);
 }
 
+/// A fresh directory for test `name` (under the temp dir, named with the
+/// process id), `cfg` logging decisions into its `decisions/`, and that
+/// decision log started on a manual clock.
+pub fn logging(
+    name: &str,
+    mut cfg: Config,
+) -> (std::path::PathBuf, Config, scorer_log::DecisionLog) {
+    let dir = std::env::temp_dir().join(format!("scorer-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    cfg.log.dir = dir.join("decisions");
+    let clock = Arc::new(ManualClock::new(1_000, WALL));
+    let log = scorer_log::DecisionLog::start(cfg.log.clone(), clock).expect("log");
+    (dir, cfg, log)
+}
+
 pub fn no_warmup() -> Config {
     let mut c = Config::default();
     c.scoring.warmup_ms = 0;
