@@ -13,6 +13,9 @@
 //!   request's type and timeout; the simulator charges its measured time
 //!   ([`crate::embedded_calibration`]).
 //! - Outcomes reach the router's balancer at once.
+//! - A drain (the operator's override on the service) reaches every
+//!   balancer as the view's override table, at once (the service's view
+//!   stream checks for changed overrides every 5 ms).
 //! - Telemetry reaches every balancer as a view delta
 //!   ([`scorer_engine::view::View`]), after the simulator's view-stream
 //!   delay, carrying its age since the service accepted it.
@@ -29,6 +32,7 @@ use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
+use scorer_engine::overrides::{OverrideKind, WorkerOverride};
 use scorer_engine::view::{View, ViewKind, ViewWorker, WorkerLoad};
 use scorer_model::ModelHub;
 
@@ -47,6 +51,8 @@ pub struct EmbeddedRouter {
     in_flight: Vec<VecDeque<(f64, Vec<WorkerLoad>)>>,
     /// Per router: its latest report the service has.
     board: Vec<Vec<WorkerLoad>>,
+    /// The workers the operator has drained on the service.
+    drained: std::collections::BTreeSet<usize>,
 }
 
 impl EmbeddedRouter {
@@ -78,6 +84,7 @@ impl EmbeddedRouter {
             seq: 0,
             in_flight: vec![VecDeque::new(); routers],
             board: vec![Vec::new(); routers],
+            drained: std::collections::BTreeSet::new(),
         })
     }
 
@@ -121,6 +128,40 @@ impl Router for EmbeddedRouter {
             o.success,
             mono(o.now_ms),
         );
+    }
+
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64) {
+        if drained {
+            self.drained.insert(worker);
+        } else {
+            self.drained.remove(&worker);
+        }
+        let table: Vec<WorkerOverride> = self
+            .drained
+            .iter()
+            .map(|&w| WorkerOverride {
+                worker_id: worker_id(w),
+                kind: OverrideKind::Drain,
+                weight: None,
+                reason: "evaluation: drain fault".to_owned(),
+                set_by: "operator".to_owned(),
+                age_ms: 0,
+                remaining_ms: None,
+            })
+            .collect();
+        for b in &self.balancers {
+            let view = View {
+                kind: ViewKind::Delta,
+                seq: self.seq,
+                config_hash: b.engine().config_hash().to_string(),
+                model_version: None,
+                workers: Vec::new(),
+                load: None,
+                overrides: Some(table.clone()),
+            };
+            let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
+        }
+        self.seq += 1;
     }
 
     fn view(&mut self, batch: &[Snapshot], now_ms: f64, age_ms: f64) {

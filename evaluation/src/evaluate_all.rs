@@ -1,5 +1,5 @@
 //! `evaluate all`: every simulator scenario, the testbed `pause`,
-//! `kill-restart`, `loaded` and `scorer-down` scenarios, the targets
+//! `kill-restart`, `drain`, `loaded` and `scorer-down` scenarios, the targets
 //! ([`crate::targets`]) and `EVALUATION.md`.
 
 use std::fmt::Write as _;
@@ -39,8 +39,12 @@ pub const SIM_ONLY: [&str; 1] = ["oracle"];
 /// budget (docs/evaluation.md, "Seeds", says how the ranking was checked).
 pub const ALL_DURATION_S: f64 = 60.0;
 
+/// The testbed agent's report interval, ms (its default).
+const TESTBED_REPORT_INTERVAL_MS: f64 = agent::config::DEFAULT_INTERVAL_MS as f64;
+
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 4] = ["pause", "kill-restart", "loaded", "scorer-down"];
+pub const TESTBED_SCENARIOS: [&str; 5] =
+    ["pause", "kill-restart", "drain", "loaded", "scorer-down"];
 
 /// How long `scorer-down` keeps the service away in `evaluate all`, ms.
 pub const SCORER_DOWN_MS: u64 = 5_000;
@@ -407,6 +411,16 @@ pub fn evaluation_markdown(
                 target_line(&mut s, &targets::testbed_service_target(r));
                 if name == "pause" {
                     target_line(&mut s, &targets::testbed_pause_target(r));
+                }
+                if name == crate::testbed::drain::DRAIN {
+                    target_line(
+                        &mut s,
+                        &targets::operator_drain_target(
+                            r,
+                            "drain (testbed)",
+                            TESTBED_REPORT_INTERVAL_MS,
+                        ),
+                    );
                 }
             }
             Err(e) => {

@@ -25,6 +25,7 @@ use crate::router::{Outcome, Pick, PickRequest, Router};
 #[derive(Debug, Clone)]
 pub struct Oracle {
     expected_delay_ms: Vec<f64>,
+    drained: Vec<bool>,
 }
 
 impl Oracle {
@@ -32,6 +33,7 @@ impl Oracle {
     pub fn new(n: usize) -> Self {
         Self {
             expected_delay_ms: vec![0.0; n.max(1)],
+            drained: vec![false; n.max(1)],
         }
     }
 }
@@ -55,6 +57,14 @@ impl Router for Oracle {
 
     fn outcome(&mut self, _o: &Outcome<'_>) {}
 
+    /// A drained worker is out of the oracle's choice as it is out of
+    /// every other arm's.
+    fn drain(&mut self, worker: usize, drained: bool, _now_ms: f64) {
+        if let Some(d) = self.drained.get_mut(worker) {
+            *d = drained;
+        }
+    }
+
     fn wants_truth(&self) -> bool {
         true
     }
@@ -62,6 +72,11 @@ impl Router for Oracle {
     fn truth(&mut self, expected_delay_ms: &[f64]) {
         self.expected_delay_ms.clear();
         self.expected_delay_ms.extend_from_slice(expected_delay_ms);
+        for (d, &out) in self.expected_delay_ms.iter_mut().zip(&self.drained) {
+            if out {
+                *d = f64::INFINITY;
+            }
+        }
     }
 }
 

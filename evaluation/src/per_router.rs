@@ -60,6 +60,12 @@ impl Router for PerRouter {
         self.instance(o.router).outcome(o);
     }
 
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64) {
+        for r in &mut self.instances {
+            r.drain(worker, drained, now_ms);
+        }
+    }
+
     fn telemetry(&mut self, batch: &[Snapshot], now_ms: f64) {
         for r in &mut self.instances {
             r.telemetry(batch, now_ms);

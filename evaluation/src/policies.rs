@@ -40,6 +40,7 @@ use scorer_engine::Engine;
 use scorer_engine::Feedback;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
+use scorer_engine::overrides::{OverrideKind, OverrideRequest};
 use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
@@ -369,6 +370,26 @@ impl Router for ServiceRouter {
         } else {
             self.engine.feedback(&f, mono(o.now_ms))
         };
+    }
+
+    /// `PUT` (or `DELETE`) `/v1/admin/workers/{id}/override` with a drain,
+    /// in-process. A refusal (a worker that never reported) leaves the
+    /// worker in, and shows as a drain that never happened.
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64) {
+        let id = worker_id(worker);
+        if drained {
+            let req = OverrideRequest {
+                kind: OverrideKind::Drain,
+                weight: None,
+                ttl_ms: None,
+                reason: Some("evaluation: drain fault".to_owned()),
+            };
+            let _ = self
+                .engine
+                .set_override(&id, &req, "operator", mono(now_ms));
+        } else {
+            self.engine.clear_override(&id, mono(now_ms));
+        }
     }
 
     fn telemetry(&mut self, batch: &[Snapshot], now_ms: f64) {

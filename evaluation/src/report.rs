@@ -156,6 +156,40 @@ pub fn describe_fault(fault: &Fault) -> String {
             s(*from_ms),
             s(*to_ms)
         ),
+        Fault::Misreport {
+            worker,
+            from_ms,
+            to_ms,
+            error_rate,
+            queue_depth,
+            cpu_usage,
+        } => {
+            let mut told = Vec::new();
+            if let Some(e) = error_rate {
+                told.push(format!("error rate {e}"));
+            }
+            if let Some(q) = queue_depth {
+                told.push(format!("queue depth {q}"));
+            }
+            if let Some(c) = cpu_usage {
+                told.push(format!("CPU {c}"));
+            }
+            format!(
+                "worker {worker} reports {} from {} to {}",
+                told.join(", "),
+                s(*from_ms),
+                s(*to_ms)
+            )
+        }
+        Fault::Drain {
+            worker,
+            from_ms,
+            to_ms,
+        } => format!(
+            "worker {worker} drained by the operator from {} to {}",
+            s(*from_ms),
+            s(*to_ms)
+        ),
         Fault::Memtable {
             worker,
             period_ms,
@@ -234,7 +268,7 @@ pick µs = what a pick cost the router, p50/p99 (a baseline decides in the route
 errors = requests failed after all retries, % of requests; timeouts = attempts that hit the client timeout, % of attempts; \
 retries = retry attempts sent; balance CV = coefficient of variation of picks per worker (0 = even); \
 oscillations = share swings > 2× between consecutive windows; \
-drain ms = time from the fault's start until the impaired worker gets < 10% of its fair share for the rest of the fault (never = not drained); \
+drain ms = time from the fault's start until the impaired worker gets < 10% of its fair share and < 1% of the picks for the rest of the fault, in whole windows (never = not drained); \
 recovery ms = time after the fault until it is back to half its fair share; \
 peak share on return = its largest share in the 10 s after the fault, × fair share (– = no fault window). \
 Definitions: `evaluation/src/run_summary.rs`.";

@@ -76,6 +76,12 @@ pub trait Router {
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick;
     /// Learn from the outcome of a pick (release in-flight, update estimates).
     fn outcome(&mut self, o: &Outcome<'_>);
+    /// The operator drains worker `worker` (`drained`) or returns it at
+    /// `now_ms`. A service arm sets (clears) a drain override on its
+    /// service; a baseline removes the endpoint from (restores it to) the
+    /// set it balances over, as a proxy does on a service-discovery update
+    /// (Envoy EDS, HAProxy `set server … state drain`). No arm may ignore it.
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64);
     /// Take a telemetry batch taken at `now_ms` (only the service arms use it).
     fn telemetry(&mut self, _batch: &[Snapshot], _now_ms: f64) {}
     /// Prefix of the decision ids this router logs (service arms), so logs

@@ -17,8 +17,8 @@
 //!   not count);
 //! - `time_to_drain_ms`: for the scenario's first fault with a window, the
 //!   time from its start to the start of the first window after which the
-//!   faulty worker's share stays below 10% of the fair share until the fault
-//!   ends (`null` = never drained);
+//!   faulty worker's share stays below 10% of the fair share, and below 1%
+//!   of the picks, until the fault ends (`null` = never drained);
 //! - `recovery_ms`: from the fault's end to the first window in which the
 //!   worker's share is back to half its fair share (`null` = not within the
 //!   run); `recovery_peak_share`: its largest share in the 10 s after the fault
@@ -289,6 +289,10 @@ pub fn oscillations(window_picks: &[Vec<u32>]) -> u64 {
     count
 }
 
+/// A worker is drained once its share of the picks stays below this (and
+/// below 10% of its fair share): the operator's "below 1% of picks".
+pub const DRAINED_BELOW_SHARE: f64 = 0.01;
+
 /// (time_to_drain_ms, recovery_ms, recovery_peak_share) for `worker`
 /// impaired in `[from, to)` ms.
 pub fn drain_and_recovery(
@@ -303,12 +307,14 @@ pub fn drain_and_recovery(
     let wms = rec.window_ms;
     let start_w = (from / wms).ceil() as usize;
     let end_w = ((to / wms).floor() as usize).min(sh.len());
-    // Latest window in the fault with a share ≥ 10% fair; drained after it.
+    // Latest window in the fault with a share ≥ 10% fair or ≥ 1% of the
+    // picks; drained after it.
+    let drained_below = (0.1 * fair).min(DRAINED_BELOW_SHARE);
     let mut drain = None;
     if start_w < end_w {
         let last_high = (start_w..end_w)
             .rev()
-            .find(|&w| sh[w][worker] >= 0.1 * fair);
+            .find(|&w| sh[w][worker] >= drained_below);
         drain = match last_high {
             None => Some(0.0),
             Some(w) if w + 1 < end_w => Some(((w + 1) as f64 * wms - from).max(0.0)),
@@ -368,8 +374,10 @@ mod tests {
         let shares0 = [25, 25, 20, 1, 0, 0, 30, 60, 25, 25];
         rec.window_picks = shares0.iter().map(|&a| vec![a, 100 - a, 0, 0]).collect();
         let (drain, recovery, peak) = drain_and_recovery(&rec, 0, 2000.0, 6000.0);
-        // Window 2 still has 20% ≥ 2.5%; drained from window 3 → 1000 ms.
-        assert_eq!(drain, Some(1000.0));
+        // Window 2 still has 20% ≥ 2.5%, and window 3's 1% is below 10% of
+        // the fair share but not below 1% of the picks: drained from
+        // window 4 → 2000 ms.
+        assert_eq!(drain, Some(2000.0));
         // Window 6 (30% ≥ 12.5%) → end of window 6 − 6000 = 1000 ms.
         assert_eq!(recovery, Some(1000.0));
         // Peak 60% = 2.4× fair.

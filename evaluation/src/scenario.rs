@@ -15,6 +15,7 @@
 //! | `stale-burst` | 10 s report interval; a burst of unrouted load saturates worker 0 for 15 s | stale metrics make a busy worker look idle (Mitzenmacher, "How Useful Is Old Information?", 2000) |
 //! | `many-routers` | 8 independent routers send to the same identical workers | sidecar meshes balance on partial, per-client information; a central scorer sees every router's load |
 //! | `hidden-signal` | a quarter of the workers (3 of 12) hold a memtable that fills to 4 GiB over 20 s and flushes; their PUTs cost up to 4× as it fills, GETs nothing | a slowdown only one telemetry signal (`memtable_bytes`) and the request type explain: the room a learned model has over rules and latency-only balancers |
+//! | `drain` | the operator drains worker 0 for 30 s, then returns it; the worker stays healthy | maintenance: its share must fall below 1% of picks within one report interval (HAProxy `set server … state drain`, Envoy EDS `DRAINING`) |
 //!
 //! Units: times in ms, speeds and factors are multipliers, load is a fraction
 //! of the healthy cluster's capacity.
@@ -25,7 +26,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod fault;
 mod hidden_signal;
+pub use fault::Fault;
 use hidden_signal::hidden_signal;
 pub use hidden_signal::{
     HEALTHY_MEMTABLE_PEAK_BYTES, HIDDEN_SIGNAL_PERIOD_MS, HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
@@ -48,130 +51,6 @@ impl Default for WorkerSpec {
         Self {
             speed: 1.0,
             concurrency: 1,
-        }
-    }
-}
-
-/// A fault or disturbance injected into one worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum Fault {
-    /// Service times × `factor` in `[from_ms, to_ms)`.
-    Slow {
-        /// Worker index.
-        worker: usize,
-        /// Start, ms.
-        from_ms: f64,
-        /// End, ms.
-        to_ms: f64,
-        /// Service-time multiplier (5.0 = five times slower).
-        factor: f64,
-    },
-    /// Periodic compaction: every `period_ms`, for `duration_ms`, PUTs cost
-    /// × `put_factor` and GETs × `get_factor`; the `compacting` flag is reported.
-    Compaction {
-        /// Worker index.
-        worker: usize,
-        /// First compaction start, ms.
-        first_ms: f64,
-        /// Period, ms.
-        period_ms: f64,
-        /// Length of one compaction, ms.
-        duration_ms: f64,
-        /// PUT service-time multiplier while compacting.
-        put_factor: f64,
-        /// GET service-time multiplier while compacting.
-        get_factor: f64,
-    },
-    /// The worker is down (connections refused, no telemetry) in `[from_ms, to_ms)`;
-    /// queued work is lost. It comes back empty.
-    Crash {
-        /// Worker index.
-        worker: usize,
-        /// Crash time, ms.
-        from_ms: f64,
-        /// Restart time, ms.
-        to_ms: f64,
-    },
-    /// The worker accepts requests and never answers in `[from_ms, to_ms)`;
-    /// its telemetry stays healthy-looking (heartbeats fine).
-    Zombie {
-        /// Worker index.
-        worker: usize,
-        /// Start, ms.
-        from_ms: f64,
-        /// End, ms.
-        to_ms: f64,
-    },
-    /// The worker's telemetry lies in `[from_ms, to_ms)`: each report
-    /// carries worker `as_worker`'s numbers (CPU, queue, RTTs, compaction,
-    /// memtable) under its own id, while it serves at its own speed.
-    Lie {
-        /// Worker index.
-        worker: usize,
-        /// Whose numbers it reports.
-        as_worker: usize,
-        /// Start, ms.
-        from_ms: f64,
-        /// End, ms.
-        to_ms: f64,
-    },
-    /// A memtable that fills and flushes in a sawtooth: it holds
-    /// `peak_bytes × ((t + offset_ms) mod period_ms) / period_ms` bytes at
-    /// time `t` (0 right after a flush, `peak_bytes` just before the next),
-    /// reported as `memtable_bytes` in every snapshot. A PUT that starts
-    /// when it holds `m` bytes costs × (1 + `put_slowdown_per_gib` × m /
-    /// GiB); GETs are unaffected. Nothing else in the telemetry shows it.
-    Memtable {
-        /// Worker index.
-        worker: usize,
-        /// Phase: at time 0 the memtable has been filling for this long, ms
-        /// (`0 <= offset_ms < period_ms`).
-        offset_ms: f64,
-        /// Time from one flush to the next, ms.
-        period_ms: f64,
-        /// Size just before a flush, bytes.
-        peak_bytes: u64,
-        /// PUT service-time increase per GiB held (0.75 = 4× at 4 GiB).
-        put_slowdown_per_gib: f64,
-    },
-    /// Unrouted background load arrives at the worker (Poisson) in `[from_ms, to_ms)`.
-    Burst {
-        /// Worker index.
-        worker: usize,
-        /// Start, ms.
-        from_ms: f64,
-        /// End, ms.
-        to_ms: f64,
-        /// Background load as a fraction of the worker's capacity (1.2 saturates it).
-        load: f64,
-    },
-}
-
-impl Fault {
-    /// The affected worker.
-    pub fn worker(&self) -> usize {
-        match self {
-            Fault::Slow { worker, .. }
-            | Fault::Compaction { worker, .. }
-            | Fault::Crash { worker, .. }
-            | Fault::Zombie { worker, .. }
-            | Fault::Lie { worker, .. }
-            | Fault::Memtable { worker, .. }
-            | Fault::Burst { worker, .. } => *worker,
-        }
-    }
-
-    /// The window in which the worker is impaired, ms, for drain/recovery
-    /// metrics; `None` for periodic disturbances.
-    pub fn window_ms(&self) -> Option<(f64, f64)> {
-        match self {
-            Fault::Slow { from_ms, to_ms, .. }
-            | Fault::Crash { from_ms, to_ms, .. }
-            | Fault::Zombie { from_ms, to_ms, .. }
-            | Fault::Lie { from_ms, to_ms, .. }
-            | Fault::Burst { from_ms, to_ms, .. } => Some((*from_ms, *to_ms)),
-            Fault::Compaction { .. } | Fault::Memtable { .. } => None,
         }
     }
 }
@@ -270,7 +149,7 @@ impl Default for Scenario {
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 10] = [
+pub const SCENARIOS: [&str; 11] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -281,6 +160,7 @@ pub const SCENARIOS: [&str; 10] = [
     "stale-burst",
     "many-routers",
     "hidden-signal",
+    "drain",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -441,6 +321,20 @@ impl Scenario {
                     worker: 0,
                     from_ms: at(40_000.0),
                     to_ms: at(80_000.0),
+                });
+                s
+            }
+            "drain" => {
+                let mut s = Self::base(
+                    name,
+                    "The operator drains worker 0 for 30 s (maintenance), then returns it; the worker itself stays healthy.",
+                    n,
+                    d,
+                );
+                s.faults.push(Fault::Drain {
+                    worker: 0,
+                    from_ms: at(40_000.0),
+                    to_ms: at(70_000.0),
                 });
                 s
             }

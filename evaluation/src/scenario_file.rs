@@ -294,7 +294,23 @@ fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
             }
             Ok(())
         }
-        Fault::Crash { .. } | Fault::Zombie { .. } | Fault::Lie { .. } => Ok(()),
+        Fault::Misreport {
+            error_rate,
+            cpu_usage,
+            ..
+        } => {
+            for (name, v) in [("error_rate", error_rate), ("cpu_usage", cpu_usage)] {
+                if let Some(v) = v
+                    && !(0.0..=1.0).contains(v)
+                {
+                    return Err(format!("`{key}.{name}` must be in 0..=1, got {v}"));
+                }
+            }
+            Ok(())
+        }
+        Fault::Crash { .. } | Fault::Zombie { .. } | Fault::Lie { .. } | Fault::Drain { .. } => {
+            Ok(())
+        }
     }
 }
 

@@ -42,6 +42,11 @@ pub const BEST_BASELINE: &str =
 /// Largest drain time of the zombie (`service` arm), ms.
 pub const ZOMBIE_DRAIN_MAX_MS: f64 = 2_000.0;
 
+/// Largest time for an operator's drain to take the worker below 1% of the
+/// picks (`service` arm), ms: one report interval of the simulator's
+/// presets.
+pub const OPERATOR_DRAIN_MAX_MS: f64 = 2_000.0;
+
 /// Largest peak share on return in crash-recovery, × fair share.
 pub const RETURN_PEAK_MAX_SHARE: f64 = 2.0;
 
@@ -175,6 +180,27 @@ pub fn zombie_drain_target(r: &ScenarioResults) -> TargetCheck {
             |d| format!("drain {d:.0} ms"),
         ),
         met: drain.is_some_and(|d| d <= ZOMBIE_DRAIN_MAX_MS),
+        target,
+    }
+}
+
+/// `drain` (simulator or testbed, named by `label`): the `service` arm
+/// takes the drained worker below 1% of the picks within `max_ms`.
+pub fn operator_drain_target(r: &ScenarioResults, label: &str, max_ms: f64) -> TargetCheck {
+    let target = format!(
+        "{label}: `{SHIPPED_ARM}` takes a drained worker below 1% of the picks within one report interval ({:.0} ms)",
+        max_ms
+    );
+    let Some(svc) = get(r, SHIPPED_ARM) else {
+        return TargetCheck::not_measured(target, "the service arm did not run");
+    };
+    let drain = svc.time_to_drain_ms;
+    TargetCheck {
+        measured: drain.map_or_else(
+            || "drain never (the worker kept ≥ 1% of the picks)".to_owned(),
+            |d| format!("drain {d:.0} ms"),
+        ),
+        met: drain.is_some_and(|d| d <= max_ms),
         target,
     }
 }
@@ -321,6 +347,13 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     }
     if let Some(r) = find("crash-recovery") {
         out.push(crash_return_target(r));
+    }
+    if let Some(r) = find("drain") {
+        out.push(operator_drain_target(
+            r,
+            "drain (sim)",
+            OPERATOR_DRAIN_MAX_MS,
+        ));
     }
     if let Some(r) = find("homogeneous") {
         out.push(homogeneous_oscillation_target(r));

@@ -198,6 +198,38 @@ fn crash_is_drained_by_the_service_and_round_robin_keeps_sending() {
 }
 
 #[test]
+fn an_operators_drain_takes_the_worker_out_of_every_arm_within_a_report_interval() {
+    // 30 s: the drain is 10 s to 17.5 s, 1 s windows, 2 s reports.
+    let arms = [
+        "round-robin",
+        "random",
+        "p2c-least-request",
+        "p2c-peak-ewma",
+        "least-request-all",
+        "envoy",
+        "oracle",
+        "service",
+        "service-embedded",
+    ];
+    let mut o = short("drain", &arms);
+    o.duration_s = 30.0;
+    let r = run_sim(&o).expect("run");
+    for p in &r.policies {
+        assert!(
+            p.time_to_drain_ms.is_some_and(|t| t <= 2_000.0),
+            "{}: {:?}",
+            p.name,
+            p.time_to_drain_ms
+        );
+        assert!(
+            p.recovery_ms.is_some(),
+            "{}: the worker gets traffic again after the drain",
+            p.name
+        );
+    }
+}
+
+#[test]
 fn unknown_names_are_refused() {
     assert!(run_sim(&short("nope", &["random"])).is_err());
     assert!(run_sim(&short("homogeneous", &["nope"])).is_err());

@@ -97,6 +97,7 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// `LeastRequest.choice_count` default: hosts drawn per pick.
@@ -197,6 +198,7 @@ struct Host {
 #[derive(Debug, Clone)]
 pub struct Envoy {
     hosts: Vec<Host>,
+    endpoints: Endpoints,
     cfg: EnvoyConfig,
     next_sweep_ms: f64,
     ejections_active: usize,
@@ -221,6 +223,7 @@ impl Envoy {
         );
         Self {
             hosts: vec![Host::default(); n.max(1)],
+            endpoints: Endpoints::new(n),
             next_sweep_ms: cfg.interval_ms,
             cfg,
             ejections_active: 0,
@@ -254,8 +257,8 @@ impl Envoy {
 
     /// Whether the load balancer ignores health (too few healthy hosts).
     pub fn in_panic(&self) -> bool {
-        let n = self.hosts.len();
-        let healthy = n - self.ejections_active;
+        let n = self.endpoints.live().len();
+        let healthy = n.saturating_sub(self.ejections_active);
         let health = (OVERPROVISIONING_FACTOR_PERCENT * healthy as u64 / n as u64).min(100);
         let healthy_percent = 100.0 * healthy as f64 / n as f64;
         health < 100 && healthy_percent < self.cfg.healthy_panic_threshold_percent
@@ -303,8 +306,9 @@ impl Envoy {
             .hosts
             .iter()
             .enumerate()
-            .filter(|(_, h)| {
-                !h.ejected
+            .filter(|&(i, h)| {
+                self.endpoints.is_live(i)
+                    && !h.ejected
                     && h.last.total > 0
                     && h.last.total >= self.cfg.success_rate_request_volume
             })
@@ -331,7 +335,7 @@ impl Envoy {
 
     /// Envoy's `DetectorImpl::ejectHost` (enforcement 100 %).
     fn eject(&mut self, i: usize, now_ms: f64) {
-        let n = self.hosts.len() as f64;
+        let n = self.endpoints.live().len() as f64;
         let ejected_percent = 100.0 * (self.ejections_active + 1) as f64 / n;
         let max_percent = f64::from(self.cfg.max_ejection_percent.min(100));
         let should_eject = ejected_percent <= max_percent
@@ -366,16 +370,23 @@ impl Envoy {
 impl Router for Envoy {
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
         self.sweep_to(req.now_ms);
-        let n = self.hosts.len();
+        let live = self.endpoints.live();
+        let n = live.len();
         // The healthy hosts, unless every host is (no ejection, panic, or
         // all ejected): then no list is built.
-        let healthy: Option<Vec<usize>> =
-            (self.ejections_active > 0 && self.ejections_active < n && !self.in_panic())
-                .then(|| (0..n).filter(|&i| !self.hosts[i].ejected).collect());
+        let healthy: Option<Vec<usize>> = (self.ejections_active > 0
+            && self.ejections_active < n
+            && !self.in_panic())
+        .then(|| {
+            live.iter()
+                .copied()
+                .filter(|&i| !self.hosts[i].ejected)
+                .collect()
+        });
         let len = healthy.as_ref().map_or(n, Vec::len);
         let draw = |rng: &mut ChaCha8Rng| {
             let j = rng.random_range(0..len);
-            healthy.as_ref().map_or(j, |h| h[j])
+            healthy.as_ref().map_or(live[j], |h| h[j])
         };
         let mut worker = draw(rng);
         for _ in 1..self.cfg.choice_count.max(1) {
@@ -403,10 +414,33 @@ impl Router for Envoy {
             return;
         }
         h.consecutive_5xx += 1;
-        if h.consecutive_5xx == threshold && !h.ejected {
+        if h.consecutive_5xx == threshold && !h.ejected && self.endpoints.is_live(o.worker) {
             self.eject(o.worker, o.now_ms);
             self.hosts[o.worker].consecutive_5xx = 0;
         }
+    }
+
+    /// A host leaving the endpoint set takes its outlier state with it (an
+    /// ejected one no longer counts against `max_ejection_percent`); one
+    /// coming back is a new host, not ejected, with fresh counters.
+    /// Requests sent before the drain still count down its in-flight.
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64) {
+        self.sweep_to(now_ms);
+        if worker >= self.hosts.len() || drained != self.endpoints.is_live(worker) {
+            return;
+        }
+        self.endpoints.set_drained(worker, drained);
+        if self.endpoints.is_live(worker) == drained {
+            return;
+        }
+        if self.hosts[worker].ejected {
+            self.ejections_active -= 1;
+        }
+        let in_flight = self.hosts[worker].in_flight;
+        self.hosts[worker] = Host {
+            in_flight,
+            ..Host::default()
+        };
     }
 }
 

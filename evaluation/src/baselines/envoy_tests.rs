@@ -228,3 +228,22 @@ fn p2c_draws_with_replacement_as_envoy() {
     let seen = picks(&mut p, &mut rng, 0.0, 400_000.0);
     assert!((2_200..2_800).contains(&seen[0]), "{seen:?}");
 }
+
+#[test]
+fn a_drained_host_leaves_the_set_with_its_ejection_and_returns_fresh() {
+    let mut p = Envoy::new(12);
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    fail(&mut p, 3, 5, 1_000.0);
+    assert_eq!(p.ejected_count(), 1);
+    p.drain(3, true, 1_100.0);
+    assert_eq!(p.ejected_count(), 0, "a removed host is no longer ejected");
+    p.drain(5, true, 1_100.0);
+    let seen = picks(&mut p, &mut rng, 1_200.0, 5_000.0);
+    assert_eq!((seen[3], seen[5]), (0, 0), "{seen:?}");
+    p.drain(3, false, 5_000.0);
+    p.drain(5, false, 5_000.0);
+    assert!(!p.is_ejected(3));
+    assert_eq!(p.num_ejections(3), 0, "a returning host is a new host");
+    let seen = picks(&mut p, &mut rng, 5_000.0, 10_000.0);
+    assert!(seen[3] > 0 && seen[5] > 0, "{seen:?}");
+}

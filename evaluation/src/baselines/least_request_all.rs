@@ -31,12 +31,14 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// Least-request over all `n` workers, ties at random.
 #[derive(Debug, Clone)]
 pub struct LeastRequestAll {
     in_flight: Vec<u32>,
+    endpoints: Endpoints,
 }
 
 impl LeastRequestAll {
@@ -44,6 +46,7 @@ impl LeastRequestAll {
     pub fn new(n: usize) -> Self {
         Self {
             in_flight: vec![0; n.max(1)],
+            endpoints: Endpoints::new(n),
         }
     }
 
@@ -55,16 +58,17 @@ impl LeastRequestAll {
 
 impl Router for LeastRequestAll {
     fn pick(&mut self, _req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
-        let least = self.in_flight.iter().copied().min().unwrap_or(0);
-        let tied = self.in_flight.iter().filter(|&&c| c == least).count();
+        let live = self.endpoints.live();
+        let count = |i: &usize| self.in_flight[*i];
+        let least = live.iter().map(count).min().unwrap_or(0);
+        let tied = live.iter().filter(|i| count(i) == least).count();
         let nth = rng.random_range(0..tied);
-        let worker = self
-            .in_flight
+        let worker = live
             .iter()
-            .enumerate()
-            .filter(|&(_, &c)| c == least)
+            .copied()
+            .filter(|i| count(i) == least)
             .nth(nth)
-            .map_or(0, |(i, _)| i);
+            .unwrap_or(0);
         self.in_flight[worker] += 1;
         Pick {
             worker,
@@ -75,6 +79,10 @@ impl Router for LeastRequestAll {
     fn outcome(&mut self, o: &Outcome<'_>) {
         let c = &mut self.in_flight[o.worker];
         *c = c.saturating_sub(1);
+    }
+
+    fn drain(&mut self, worker: usize, drained: bool, _now_ms: f64) {
+        self.endpoints.set_drained(worker, drained);
     }
 }
 

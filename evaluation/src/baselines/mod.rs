@@ -28,6 +28,8 @@
 //! defaults, never tuned for these scenarios. Each module's docs cite the
 //! source functions it follows.
 
+mod endpoints;
+pub(crate) use endpoints::Endpoints;
 pub mod envoy;
 pub mod least_request_all;
 pub mod p2c_least_request;

@@ -12,13 +12,14 @@
 
 use rand_chacha::ChaCha8Rng;
 
-use super::two_distinct;
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// P2C least-request over `n` workers.
 #[derive(Debug, Clone)]
 pub struct P2cLeastRequest {
     in_flight: Vec<u32>,
+    endpoints: Endpoints,
 }
 
 impl P2cLeastRequest {
@@ -26,6 +27,7 @@ impl P2cLeastRequest {
     pub fn new(n: usize) -> Self {
         Self {
             in_flight: vec![0; n.max(1)],
+            endpoints: Endpoints::new(n),
         }
     }
 
@@ -37,7 +39,7 @@ impl P2cLeastRequest {
 
 impl Router for P2cLeastRequest {
     fn pick(&mut self, _req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
-        let (a, b) = two_distinct(self.in_flight.len(), rng);
+        let (a, b) = self.endpoints.two_distinct(rng);
         let worker = if self.in_flight[b] < self.in_flight[a] {
             b
         } else {
@@ -53,6 +55,10 @@ impl Router for P2cLeastRequest {
     fn outcome(&mut self, o: &Outcome<'_>) {
         let c = &mut self.in_flight[o.worker];
         *c = c.saturating_sub(1);
+    }
+
+    fn drain(&mut self, worker: usize, drained: bool, _now_ms: f64) {
+        self.endpoints.set_drained(worker, drained);
     }
 }
 

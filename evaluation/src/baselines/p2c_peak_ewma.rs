@@ -54,7 +54,7 @@
 
 use rand_chacha::ChaCha8Rng;
 
-use super::two_distinct;
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// Linkerd's decay time constant of the RTT estimate, ms (10 s).
@@ -101,6 +101,8 @@ struct Endpoint {
 pub struct P2cPeakEwma {
     workers: Vec<Endpoint>,
     decay_ms: f64,
+    default_rtt_ms: f64,
+    endpoints: Endpoints,
 }
 
 impl P2cPeakEwma {
@@ -122,6 +124,8 @@ impl P2cPeakEwma {
         Self {
             workers: vec![e; n.max(1)],
             decay_ms,
+            default_rtt_ms,
+            endpoints: Endpoints::new(n),
         }
     }
 
@@ -148,7 +152,7 @@ impl P2cPeakEwma {
 
 impl Router for P2cPeakEwma {
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
-        let (a, b) = two_distinct(self.workers.len(), rng);
+        let (a, b) = self.endpoints.two_distinct(rng);
         let load_a = self.load(a, req.now_ms);
         let load_b = self.load(b, req.now_ms);
         let worker = if load_a <= load_b { a } else { b };
@@ -164,6 +168,20 @@ impl Router for P2cPeakEwma {
         let w = &mut self.workers[o.worker];
         w.pending = w.pending.saturating_sub(1);
         w.estimate.update(o.latency_ms, o.now_ms, decay_ms);
+    }
+
+    /// A returning endpoint is a new service to tower's balancer
+    /// (`Change::Insert`): its estimate starts again from the default RTT.
+    /// Requests sent before the drain still count down its `pending`.
+    fn drain(&mut self, worker: usize, drained: bool, now_ms: f64) {
+        let returning = !drained && !self.endpoints.is_live(worker);
+        self.endpoints.set_drained(worker, drained);
+        if returning && let Some(w) = self.workers.get_mut(worker) {
+            w.estimate = RttEstimate {
+                rtt_ms: self.default_rtt_ms,
+                update_at_ms: now_ms,
+            };
+        }
     }
 }
 

@@ -1,32 +1,38 @@
 //! Uniform random choice, blind to load (Envoy's `RANDOM` policy).
 
-use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// Uniform choice over `n` workers.
 #[derive(Debug, Clone)]
 pub struct Random {
-    n: usize,
+    endpoints: Endpoints,
 }
 
 impl Random {
     /// Uniform over `n ≥ 1` workers.
     pub fn new(n: usize) -> Self {
-        Self { n: n.max(1) }
+        Self {
+            endpoints: Endpoints::new(n),
+        }
     }
 }
 
 impl Router for Random {
     fn pick(&mut self, _req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
         Pick {
-            worker: rng.random_range(0..self.n),
+            worker: self.endpoints.uniform(rng),
             decision_id: None,
         }
     }
 
     fn outcome(&mut self, _o: &Outcome<'_>) {}
+
+    fn drain(&mut self, worker: usize, drained: bool, _now_ms: f64) {
+        self.endpoints.set_drained(worker, drained);
+    }
 }
 
 #[cfg(test)]

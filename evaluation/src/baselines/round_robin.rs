@@ -1,13 +1,15 @@
-//! Round robin: worker `i mod n` for the `i`-th pick, blind to load.
+//! Round robin: worker `i mod n` for the `i`-th pick, blind to load; over
+//! the live endpoints when the operator has drained some.
 
 use rand_chacha::ChaCha8Rng;
 
+use super::Endpoints;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
 /// Rotation over `n` workers, starting at worker 0.
 #[derive(Debug, Clone)]
 pub struct RoundRobin {
-    n: usize,
+    endpoints: Endpoints,
     next: usize,
 }
 
@@ -15,7 +17,7 @@ impl RoundRobin {
     /// A rotation over `n ≥ 1` workers.
     pub fn new(n: usize) -> Self {
         Self {
-            n: n.max(1),
+            endpoints: Endpoints::new(n),
             next: 0,
         }
     }
@@ -23,8 +25,10 @@ impl RoundRobin {
 
 impl Router for RoundRobin {
     fn pick(&mut self, _req: &PickRequest<'_>, _rng: &mut ChaCha8Rng) -> Pick {
-        let worker = self.next;
-        self.next = (self.next + 1) % self.n;
+        let live = self.endpoints.live();
+        let at = self.next % live.len();
+        let worker = live[at];
+        self.next = (at + 1) % live.len();
         Pick {
             worker,
             decision_id: None,
@@ -32,6 +36,10 @@ impl Router for RoundRobin {
     }
 
     fn outcome(&mut self, _o: &Outcome<'_>) {}
+
+    fn drain(&mut self, worker: usize, drained: bool, _now_ms: f64) {
+        self.endpoints.set_drained(worker, drained);
+    }
 }
 
 #[cfg(test)]

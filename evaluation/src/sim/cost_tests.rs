@@ -41,6 +41,7 @@ impl Router for Probe {
     fn outcome(&mut self, o: &Outcome<'_>) {
         self.outcomes_ms.push(o.now_ms);
     }
+    fn drain(&mut self, _worker: usize, _drained: bool, _now_ms: f64) {}
     fn telemetry(&mut self, _batch: &[Snapshot], now_ms: f64) {
         self.telemetry_ms.push(now_ms);
     }

@@ -2,7 +2,7 @@
 //! start (a memtable is a property of its worker from the start).
 
 use super::event::{Event, EventQueue};
-use super::worker::{Memtable, SimWorker};
+use super::worker::{BACKGROUND_BASE, Memtable, SimWorker};
 use crate::scenario::{Fault, Scenario};
 use scorer_core::telemetry::Snapshot;
 
@@ -86,11 +86,28 @@ pub(super) fn workers(sc: &Scenario) -> Vec<SimWorker> {
 
 /// `batch` as the workers report it at `t`: a worker with a [`Fault::Lie`]
 /// in force carries its `as_worker`'s numbers (when that one reported)
-/// under its own id and time.
+/// under its own id and time; one with a [`Fault::Misreport`] in force
+/// carries the fields it names instead of its own.
 pub(super) fn lie(sc: &Scenario, mut batch: Vec<Snapshot>, t: f64) -> Vec<Snapshot> {
     let truth = batch.clone();
     let id = |w: usize| crate::policies::worker_id(w);
     for f in &sc.faults {
+        if let Fault::Misreport {
+            worker,
+            from_ms,
+            to_ms,
+            error_rate,
+            queue_depth,
+            cpu_usage,
+        } = f
+            && (*from_ms..*to_ms).contains(&t)
+            && let Some(s) = batch.iter_mut().find(|s| s.worker_id == id(*worker))
+        {
+            s.error_rate = error_rate.unwrap_or(s.error_rate);
+            s.queue_depth = queue_depth.unwrap_or(s.queue_depth);
+            s.cpu_usage = cpu_usage.unwrap_or(s.cpu_usage);
+            continue;
+        }
         let Fault::Lie {
             worker,
             as_worker,
@@ -115,6 +132,39 @@ pub(super) fn lie(sc: &Scenario, mut batch: Vec<Snapshot>, t: f64) -> Vec<Snapsh
         }
     }
     batch
+}
+
+impl super::Sim<'_> {
+    /// Fault `fault` starts (`start`) or ends at `t`.
+    pub(super) fn fault(&mut self, fault: usize, start: bool, t: f64) {
+        match self.sc.faults[fault] {
+            Fault::Slow { worker, factor, .. } => {
+                self.workers[worker].slow_factor = if start { factor } else { 1.0 };
+            }
+            Fault::Crash { worker, .. } => {
+                if start {
+                    for id in self.workers[worker].crash(t) {
+                        if id < BACKGROUND_BASE {
+                            self.q.push(t, Event::Refused { attempt: id });
+                        }
+                    }
+                } else {
+                    self.workers[worker].down = false;
+                }
+            }
+            Fault::Zombie { worker, .. } => self.workers[worker].zombie = start,
+            Fault::Burst { .. } => {
+                if start {
+                    self.q.push(t, Event::Background { fault });
+                }
+            }
+            Fault::Drain { worker, .. } => self.router.drain(worker, start, t),
+            Fault::Compaction { .. }
+            | Fault::Memtable { .. }
+            | Fault::Lie { .. }
+            | Fault::Misreport { .. } => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -152,5 +202,35 @@ mod tests {
             batch,
             "the window is half-open"
         );
+    }
+
+    #[test]
+    fn a_misreport_replaces_only_the_fields_it_names_inside_the_window() {
+        let sc = Scenario {
+            faults: vec![Fault::Misreport {
+                worker: 1,
+                from_ms: 1_000.0,
+                to_ms: 2_000.0,
+                error_rate: Some(0.25),
+                queue_depth: None,
+                cpu_usage: Some(0.95),
+            }],
+            ..Scenario::default()
+        };
+        let batch: Vec<Snapshot> = (0..2)
+            .map(|i| {
+                let mut s = Snapshot::new(format!("w{i}"), 100);
+                s.cpu_usage = 0.2;
+                s.queue_depth = 3;
+                s
+            })
+            .collect();
+        let told = lie(&sc, batch.clone(), 1_000.0);
+        assert_eq!(
+            (told[1].error_rate, told[1].cpu_usage, told[1].queue_depth),
+            (0.25, 0.95, 3)
+        );
+        assert_eq!(told[0], batch[0], "the others tell the truth");
+        assert_eq!(lie(&sc, batch.clone(), 2_000.0), batch);
     }
 }

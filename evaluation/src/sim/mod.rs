@@ -390,32 +390,6 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn fault(&mut self, fault: usize, start: bool, t: f64) {
-        match self.sc.faults[fault] {
-            Fault::Slow { worker, factor, .. } => {
-                self.workers[worker].slow_factor = if start { factor } else { 1.0 };
-            }
-            Fault::Crash { worker, .. } => {
-                if start {
-                    for id in self.workers[worker].crash(t) {
-                        if id < BACKGROUND_BASE {
-                            self.q.push(t, Event::Refused { attempt: id });
-                        }
-                    }
-                } else {
-                    self.workers[worker].down = false;
-                }
-            }
-            Fault::Zombie { worker, .. } => self.workers[worker].zombie = start,
-            Fault::Burst { .. } => {
-                if start {
-                    self.q.push(t, Event::Background { fault });
-                }
-            }
-            Fault::Compaction { .. } | Fault::Memtable { .. } | Fault::Lie { .. } => {}
-        }
-    }
-
     fn dispatch(&mut self, req: usize, t: f64) {
         let r = &mut self.reqs[req];
         r.attempts += 1;

@@ -20,6 +20,8 @@ pub struct RunCredentials {
     pub agent: Credentials,
     /// What the testbed's router sends with its score and feedback calls.
     pub router: Credentials,
+    /// What the testbed's operator sends (the `drain` scenario's override).
+    pub admin: Credentials,
 }
 
 impl RunCredentials {
@@ -37,11 +39,12 @@ impl RunCredentials {
             .auth
             .router
             .insert("testbed-router".into(), router.clone());
-        config.auth.admin.insert("testbed".into(), admin);
+        config.auth.admin.insert("testbed".into(), admin.clone());
         let with = |t: &str| Credentials::none().with_token(t).map_err(|e| e.to_string());
         Ok(Self {
             agent: with(&agent)?,
             router: with(&router)?,
+            admin: with(&admin)?,
         })
     }
 }

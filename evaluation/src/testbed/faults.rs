@@ -9,6 +9,8 @@
 //!   `rdb_bgsave_in_progress` (compacting) flag is reported;
 //! - `kill-restart`: SIGKILL of the worker's pid, restarted on the same port
 //!   after the fault length;
+//! - `drain`: not a fault but the operator's drain of worker 0 for the
+//!   fault's length ([`super::drain`]);
 //! - `scorer-down`: not a worker's fault but the scoring service's: it
 //!   stops at once (listener and connections dropped) and comes back empty
 //!   on the same port after the fault length (run by `policy_run`).
@@ -18,11 +20,12 @@ use std::time::Duration;
 use super::procs::RedisProc;
 
 /// Testbed fault kinds.
-pub const FAULTS: [&str; 5] = [
+pub const FAULTS: [&str; 6] = [
     "pause",
     "debug-sleep",
     "bgsave",
     "kill-restart",
+    super::drain::DRAIN,
     SCORER_DOWN,
 ];
 
@@ -37,6 +40,9 @@ pub fn describe(kind: &str) -> &'static str {
         "bgsave" => "BGSAVE of 1 M keys: fork and copy-on-write",
         "kill-restart" => {
             "SIGKILL of the redis-server, restarted empty on the same port after the fault length: connections refused meanwhile"
+        }
+        super::drain::DRAIN => {
+            "the operator drains worker 0 for the fault length (a drain override on the service with that TTL; a baseline's endpoint leaves its set); the worker is untouched"
         }
         SCORER_DOWN => {
             "the scoring service stops at once (listener and connections dropped) and restarts empty on the same port after the fault length; the workers are untouched"

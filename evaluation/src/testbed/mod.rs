@@ -19,6 +19,7 @@
 
 pub mod conns;
 pub mod credentials;
+pub mod drain;
 mod embedded;
 pub mod faults;
 pub mod loaded;
@@ -44,7 +45,9 @@ use procs::{RedisProc, Scratch};
 #[derive(clap::Args, Debug, Clone)]
 pub struct TestbedArgs {
     /// Fault: `pause` (CLIENT PAUSE), `debug-sleep`, `bgsave`, `kill-restart`,
-    /// `scorer-down` (the service stopped and restarted empty);
+    /// `drain` (the operator drains worker 0: an override on the service,
+    /// the endpoint out of a baseline's set), `scorer-down` (the service
+    /// stopped and restarted empty);
     /// or `loaded`: real service times, one slow worker, 70% of capacity
     /// offered (`--rate` and the fault flags unused).
     #[arg(long, default_value = "pause")]

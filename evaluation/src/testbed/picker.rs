@@ -7,7 +7,7 @@
 //! whichever comes first, as the API docs tell a router to (0 sends one
 //! call per outcome); a baseline learns its outcome in-process.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
@@ -23,6 +23,10 @@ pub const SCORER_TIMEOUT_MS: u64 = 50;
 
 /// Most outcomes in one feedback batch (the API docs' "every 64 outcomes").
 pub const FEEDBACK_BATCH_MAX: usize = 64;
+
+/// A baseline and its random source, shared by the load generator's picks
+/// and the operator's drain.
+pub type SharedBaseline = Arc<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>;
 
 /// How a pick is made.
 pub enum Picker {
@@ -42,7 +46,7 @@ pub enum Picker {
     /// A baseline in-process.
     Baseline {
         /// The baseline and its random source.
-        router: Box<Mutex<(Box<dyn Router + Send>, ChaCha8Rng)>>,
+        router: SharedBaseline,
         /// Diagnostic (`--baselines-call-service`): the service's client,
         /// base URL and scorer timeout. Each request also asks the service
         /// for a score and sends it the outcome, as a service arm does, and
@@ -132,6 +136,16 @@ async fn score(
     let v = tokio::time::timeout(limit, call).await.ok()??;
     let w: usize = v["pick"].as_str()?.strip_prefix('w')?.parse().ok()?;
     (w < n).then(|| (w, v["decision_id"].as_str().map(str::to_owned)))
+}
+
+impl Picker {
+    /// The baseline, for the operator's drain (`None` for a service arm).
+    pub fn baseline(&self) -> Option<SharedBaseline> {
+        match self {
+            Self::Baseline { router, .. } => Some(router.clone()),
+            Self::Service { .. } | Self::Embedded(_) => None,
+        }
+    }
 }
 
 impl Route for Picker {

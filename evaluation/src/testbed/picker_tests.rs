@@ -53,7 +53,7 @@ fn baseline(name: &str, n: usize, score_call: Option<(String, Duration)>) -> Pic
     use rand::SeedableRng;
     let router = crate::policies::build(name, n, None, &Config::default(), None).expect(name);
     Picker::Baseline {
-        router: Box::new(Mutex::new((router, ChaCha8Rng::seed_from_u64(1)))),
+        router: std::sync::Arc::new(Mutex::new((router, ChaCha8Rng::seed_from_u64(1)))),
         score_call: score_call.map(|(base, t)| (reqwest::Client::new(), base, t)),
     }
 }

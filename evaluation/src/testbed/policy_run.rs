@@ -17,6 +17,7 @@ use scorer_model::ModelHub;
 use service::AppState;
 
 use super::conns::Conns;
+use super::drain::{DRAIN, Drainer};
 use super::embedded::EmbeddedPicker;
 use super::loadgen::{self, Load};
 use super::picker::Picker;
@@ -131,7 +132,7 @@ fn picker(
     let router = policies::build(name, n, None, &Config::default(), None)
         .ok_or_else(|| format!("policy {name}"))?;
     Ok(Picker::Baseline {
-        router: Box::new(Mutex::new((
+        router: Arc::new(Mutex::new((
             router,
             ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
         ))),
@@ -234,6 +235,12 @@ pub(super) async fn run_policy(
         _ => None,
     };
     let arm_hub = embedded_hub.clone().or_else(|| hub.clone());
+    let admin_http = credentials
+        .admin
+        .apply(reqwest::Client::builder())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|e| e.to_string())?;
     let picker = if name == "service-embedded" {
         embedded_picker(&config, n, &http, &base, setup.seed, embedded_hub)?
     } else {
@@ -307,12 +314,23 @@ pub(super) async fn run_policy(
             is_loaded.then(|| loaded::service_ms(n)),
         ));
         let load = load(args, setup, n);
+        let drainer = match picker.baseline() {
+            Some(b) => Drainer::Baseline(b),
+            None => Drainer::Service {
+                http: admin_http,
+                base: base.clone(),
+            },
+        };
         let load_fut = loadgen::run(picker, conns.clone(), n, &load);
         let fault_fut = async {
             if is_loaded {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_secs_f64(args.fault_at_s)).await;
+            if args.scenario == DRAIN {
+                let len = Duration::from_millis(args.fault_ms);
+                return drainer.run(0, len, args.fault_at_s * 1000.0).await;
+            }
             if args.scenario == faults::SCORER_DOWN {
                 // Down at once, as a crash: every task and socket goes.
                 if let Some((rt, _)) = lock(&server).take() {
@@ -333,7 +351,10 @@ pub(super) async fn run_policy(
         fault?;
         if is_loaded {
             conns.drain(DRAIN_LIMIT).await;
-        } else if !matches!(args.scenario.as_str(), "kill-restart" | faults::SCORER_DOWN) {
+        } else if !matches!(
+            args.scenario.as_str(),
+            "kill-restart" | faults::SCORER_DOWN | DRAIN
+        ) {
             // Let a pause / sleep end before the next policy (a killed
             // worker is back already: its injection returns once it
             // answers again).
