@@ -93,6 +93,19 @@ impl EmbeddedRouter {
     }
 }
 
+/// An empty view delta `seq` for balancer `b`, in its configuration.
+fn delta(b: &Balancer, seq: u64) -> View {
+    View {
+        kind: ViewKind::Delta,
+        seq,
+        config_hash: b.engine().config_hash().to_string(),
+        model_version: None,
+        workers: Vec::new(),
+        load: None,
+        overrides: None,
+    }
+}
+
 impl Router for EmbeddedRouter {
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
         req.key.clone_into(&mut self.req.key);
@@ -150,15 +163,8 @@ impl Router for EmbeddedRouter {
             })
             .collect();
         for b in &self.balancers {
-            let view = View {
-                kind: ViewKind::Delta,
-                seq: self.seq,
-                config_hash: b.engine().config_hash().to_string(),
-                model_version: None,
-                workers: Vec::new(),
-                load: None,
-                overrides: Some(table.clone()),
-            };
+            let mut view = delta(b, self.seq);
+            view.overrides = Some(table.clone());
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
         }
         self.seq += 1;
@@ -167,21 +173,14 @@ impl Router for EmbeddedRouter {
     fn view(&mut self, batch: &[Snapshot], now_ms: f64, age_ms: f64) {
         let age_ms = age_ms.max(0.0).round() as u64;
         for b in &self.balancers {
-            let view = View {
-                kind: ViewKind::Delta,
-                seq: self.seq,
-                config_hash: b.engine().config_hash().to_string(),
-                model_version: None,
-                workers: batch
-                    .iter()
-                    .map(|s| ViewWorker {
-                        snapshot: s.clone(),
-                        age_ms,
-                    })
-                    .collect(),
-                load: None,
-                overrides: None,
-            };
+            let mut view = delta(b, self.seq);
+            view.workers = batch
+                .iter()
+                .map(|s| ViewWorker {
+                    snapshot: s.clone(),
+                    age_ms,
+                })
+                .collect();
             // The simulator's snapshots are valid; a refusal is counted.
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
             b.tick(mono(now_ms));
@@ -221,15 +220,8 @@ impl Router for EmbeddedRouter {
                     outstanding,
                 })
                 .collect();
-            let view = View {
-                kind: ViewKind::Delta,
-                seq: self.seq,
-                config_hash: b.engine().config_hash().to_string(),
-                model_version: None,
-                workers: Vec::new(),
-                load: Some(load),
-                overrides: None,
-            };
+            let mut view = delta(b, self.seq);
+            view.load = Some(load);
             let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
         }
         self.seq += 1;

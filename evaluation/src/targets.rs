@@ -170,16 +170,32 @@ pub fn zombie_drain_target(r: &ScenarioResults) -> TargetCheck {
         "zombie (sim): `{SHIPPED_ARM}` drains the zombie within {:.0} s",
         ZOMBIE_DRAIN_MAX_MS / 1000.0
     );
+    shipped_drains_within(
+        r,
+        target,
+        ZOMBIE_DRAIN_MAX_MS,
+        "the zombie kept ≥ 10% of its fair share",
+    )
+}
+
+/// The `service` arm's drain time of `r` against `max_ms`; `never` says
+/// what not draining means.
+fn shipped_drains_within(
+    r: &ScenarioResults,
+    target: String,
+    max_ms: f64,
+    never: &str,
+) -> TargetCheck {
     let Some(svc) = get(r, SHIPPED_ARM) else {
         return TargetCheck::not_measured(target, "the service arm did not run");
     };
     let drain = svc.time_to_drain_ms;
     TargetCheck {
         measured: drain.map_or_else(
-            || "drain never (the zombie kept ≥ 10% of its fair share)".to_owned(),
+            || format!("drain never ({never})"),
             |d| format!("drain {d:.0} ms"),
         ),
-        met: drain.is_some_and(|d| d <= ZOMBIE_DRAIN_MAX_MS),
+        met: drain.is_some_and(|d| d <= max_ms),
         target,
     }
 }
@@ -191,18 +207,7 @@ pub fn operator_drain_target(r: &ScenarioResults, label: &str, max_ms: f64) -> T
         "{label}: `{SHIPPED_ARM}` takes a drained worker below 1% of the picks within one report interval ({:.0} ms)",
         max_ms
     );
-    let Some(svc) = get(r, SHIPPED_ARM) else {
-        return TargetCheck::not_measured(target, "the service arm did not run");
-    };
-    let drain = svc.time_to_drain_ms;
-    TargetCheck {
-        measured: drain.map_or_else(
-            || "drain never (the worker kept ≥ 1% of the picks)".to_owned(),
-            |d| format!("drain {d:.0} ms"),
-        ),
-        met: drain.is_some_and(|d| d <= max_ms),
-        target,
-    }
+    shipped_drains_within(r, target, max_ms, "the worker kept ≥ 1% of the picks")
 }
 
 /// `crash-recovery`: the `service` arm's peak share on return ≤
@@ -460,6 +465,13 @@ pub(crate) mod tests {
         assert!(zombie_drain_target(&z).met);
         z.policies[2].time_to_drain_ms = Some(3_000.0);
         assert!(!zombie_drain_target(&z).met);
+        let mut d = three("drain", 5.0, 0.0);
+        let op = |d: &ScenarioResults| operator_drain_target(d, "drain (sim)", 2_000.0);
+        assert!(op(&d).measured.contains("kept ≥ 1% of the picks"));
+        d.policies[2].time_to_drain_ms = Some(0.0);
+        assert!(op(&d).met && op(&d).measured == "drain 0 ms");
+        d.policies[2].time_to_drain_ms = Some(2_500.0);
+        assert!(!op(&d).met);
         let mut c = three("crash-recovery", 5.0, 0.0);
         c.policies[2].recovery_peak_share = Some(2.1);
         assert!(!crash_return_target(&c).met);
