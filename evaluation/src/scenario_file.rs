@@ -238,6 +238,46 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             ));
         }
     }
+    check_drains(sc)
+}
+
+/// A worker is drained by one fault at a time, and one worker at least is
+/// never drained: an operator cannot drain the whole pool (a proxy would
+/// fail every request; the service would have no worker to pick).
+fn check_drains(sc: &Scenario) -> Result<(), String> {
+    let drains: Vec<(usize, usize, f64, f64)> = sc
+        .faults
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| match *f {
+            Fault::Drain {
+                worker,
+                from_ms,
+                to_ms,
+            } => Some((i, worker, from_ms, to_ms)),
+            _ => None,
+        })
+        .collect();
+    for (k, &(i, w, from, to)) in drains.iter().enumerate() {
+        if let Some(&(j, ..)) = drains[..k]
+            .iter()
+            .find(|&&(_, v, a, b)| v == w && a < to && from < b)
+        {
+            return Err(format!(
+                "`faults[{i}]`: worker {w} is already drained at that time by `faults[{j}]` (one drain per worker at a time)"
+            ));
+        }
+        let drained: std::collections::BTreeSet<usize> = drains
+            .iter()
+            .filter(|&&(_, _, a, b)| a <= from && from < b)
+            .map(|&(_, v, ..)| v)
+            .collect();
+        if drained.len() >= sc.workers.len() {
+            return Err(format!(
+                "`faults[{i}]`: every worker would be drained at {from} ms; leave one at least in service"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -297,8 +337,14 @@ fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
         Fault::Misreport {
             error_rate,
             cpu_usage,
+            queue_depth,
             ..
         } => {
+            if error_rate.is_none() && cpu_usage.is_none() && queue_depth.is_none() {
+                return Err(format!(
+                    "`{key}`: a misreport needs at least one of `error_rate`, `queue_depth`, `cpu_usage`"
+                ));
+            }
             for (name, v) in [("error_rate", error_rate), ("cpu_usage", cpu_usage)] {
                 if let Some(v) = v
                     && !(0.0..=1.0).contains(v)
@@ -327,6 +373,45 @@ mod tests {
             let back = parse(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
             assert_eq!(back, s, "{name}");
         }
+    }
+
+    #[test]
+    fn drains_overlapping_on_a_worker_or_of_the_whole_pool_and_empty_misreports_are_refused() {
+        let drain = |w: usize, from: f64, to: f64| {
+            format!(
+                "[[faults]]\nkind = \"drain\"\nworker = {w}\nfrom_ms = {from:.1}\nto_ms = {to:.1}\n"
+            )
+        };
+        let two = "[[workers]]\n[[workers]]\n";
+        let ok = parse(&format!(
+            "{two}{}{}",
+            drain(0, 1e3, 2e3),
+            drain(0, 2e3, 3e3)
+        ));
+        assert!(ok.is_ok(), "{ok:?}");
+        let e = parse(&format!(
+            "{two}{}{}",
+            drain(0, 1e3, 3e3),
+            drain(0, 2e3, 4e3)
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("faults[1]") && e.contains("already drained"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{two}{}{}",
+            drain(0, 1e3, 3e3),
+            drain(1, 2e3, 4e3)
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("every worker would be drained at 2000 ms"),
+            "{e}"
+        );
+        let e = parse("[[faults]]\nkind = \"misreport\"\nworker = 0\nfrom_ms = 1.0\nto_ms = 2.0\n")
+            .unwrap_err();
+        assert!(e.contains("at least one of"), "{e}");
     }
 
     #[test]
