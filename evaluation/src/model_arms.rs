@@ -259,6 +259,8 @@ pub fn train_on_logs(
         params: TrainParams::default(),
         target: TargetRule::default(),
         valid_fraction: 0.2,
+        memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
+        sample: None,
     };
     let cleanup = (!keep).then(|| work.to_path_buf());
     let summary = match run_train(&opts, Progress::hidden()) {

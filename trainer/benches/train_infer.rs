@@ -60,6 +60,8 @@ fn pipeline(rows: usize) {
         params: TrainParams::default(),
         target: TargetRule::default(),
         valid_fraction: 0.2,
+        memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
+        sample: None,
     };
     let t = Instant::now();
     let s = run_train(&opts, Progress::hidden()).expect("train");

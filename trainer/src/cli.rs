@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::budget::Bytes;
 use crate::compare::{DEFAULT_BOOTSTRAP, DEFAULT_BOOTSTRAP_SEED, DEFAULT_CLIP};
+use crate::sample::SampleSpec;
 use crate::target::TargetRule;
 use crate::train::TrainParams;
 
@@ -110,6 +112,16 @@ pub struct TrainArgs {
     /// count (model.txt then differs only in its `[num_threads: N]` line).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
+    /// What the log reader may hold at once, in bytes or with a binary unit
+    /// (KiB, MiB, GiB): the outcome map, the labelled rows and one row group
+    /// being read. Data that would not fit is refused with what to do.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub memory_budget: Bytes,
+    /// Train on a time-stratified sample of the training decisions: a
+    /// fraction in (0, 1] (e.g. 0.25) or a row cap (e.g. 2000000).
+    /// Validation always uses the whole validation window.
+    #[arg(long, value_name = "FRACTION|ROWS")]
+    pub sample: Option<SampleSpec>,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,

@@ -118,11 +118,19 @@ impl LogTable {
     }
 }
 
-fn load_kind(
-    dirs: &[PathBuf],
-    kind: LogKind,
-    on_file: &mut dyn FnMut(&Path, usize, usize),
-) -> Result<LoadedLog> {
+/// The final files of `kind` under `dirs`, recursively, in chronological
+/// order within each directory; a file reached twice (a directory given
+/// twice, or nested in another) is listed once.
+///
+/// # Errors
+/// [`TrainerError::MissingDir`] for a missing directory,
+/// [`TrainerError::Read`] for one that cannot be listed.
+pub fn list_log_files(dirs: &[PathBuf], kind: LogKind) -> Result<Vec<PathBuf>> {
+    if dirs.is_empty() {
+        return Err(TrainerError::InvalidArgument(
+            "at least one --logs directory is needed".into(),
+        ));
+    }
     let mut files = Vec::new();
     for d in dirs {
         if !d.is_dir() {
@@ -130,10 +138,17 @@ fn load_kind(
         }
         files.extend(list_files(d, kind)?);
     }
-    // A directory given twice (or nested in another) must not count its
-    // files twice: keep each file once, by canonical path.
     let mut seen = std::collections::HashSet::new();
     files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
+    Ok(files)
+}
+
+fn load_kind(
+    dirs: &[PathBuf],
+    kind: LogKind,
+    on_file: &mut dyn FnMut(&Path, usize, usize),
+) -> Result<LoadedLog> {
+    let files = list_log_files(dirs, kind)?;
     let mut all = LoadedLog::default();
     let total = files.len();
     for (i, f) in files.into_iter().enumerate() {

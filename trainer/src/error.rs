@@ -91,6 +91,10 @@ pub enum TrainerError {
         /// The service's reason.
         source: scorer_model::LoadError,
     },
+    /// The data would not fit `--memory-budget`: what would pass it, and
+    /// what to do.
+    #[error("memory budget: {0}")]
+    MemoryBudget(String),
     /// A command-line value is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

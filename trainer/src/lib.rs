@@ -6,6 +6,9 @@
 //! | [`synth`] | synthetic logs from a documented generative model |
 //! | [`dataset`] | logs → candidate table → rows with targets, time split |
 //! | [`target`] | the target `ln(latency / E)`, censoring, propensity weights |
+//! | [`stream`] | logs → labelled rows a row group at a time, within `--memory-budget` |
+//! | [`budget`] | what the streaming reader counts against `--memory-budget` |
+//! | [`sample`] | `--sample`: systematic, time-stratified sample of training decisions |
 //! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
 //! | [`text_model`] | LightGBM's text model → [`scorer_model::export::LgbModel`], f64 evaluation |
@@ -24,6 +27,7 @@
 //! never links LightGBM.
 
 pub mod admissible;
+pub mod budget;
 pub mod card;
 pub mod cli;
 pub mod compare;
@@ -35,6 +39,8 @@ pub mod parity;
 pub mod pipeline;
 pub mod progress;
 pub mod regression_metrics;
+pub mod sample;
+pub mod stream;
 pub mod synth;
 mod synth_worker;
 pub mod target;

@@ -51,6 +51,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 params: args.params(),
                 target: args.target.into(),
                 valid_fraction: args.valid_fraction,
+                memory_budget_bytes: args.memory_budget.0,
+                sample: args.sample,
             };
             let s = pipeline::run_train(&opts, progress)?;
             let c = &s.counts;

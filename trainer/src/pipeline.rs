@@ -18,6 +18,8 @@ use crate::golden::build_golden;
 use crate::parity::{ParityReport, check, served_probabilities};
 use crate::progress::Progress;
 use crate::regression_metrics::Metrics;
+use crate::sample::SampleSpec;
+use crate::stream::{StreamOptions, Streamed, stream_labelled};
 use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train};
 
 /// Everything `trainer train` needs.
@@ -33,6 +35,10 @@ pub struct TrainOptions {
     pub target: TargetRule,
     /// Share of the (latest) labelled rows used for validation, in (0, 1).
     pub valid_fraction: f64,
+    /// What the streaming reader may hold, bytes ([`crate::budget`]).
+    pub memory_budget_bytes: u64,
+    /// A time-stratified sample of the training decisions ([`crate::sample`]).
+    pub sample: Option<SampleSpec>,
 }
 
 /// Wall time of each step, seconds.
@@ -206,6 +212,16 @@ pub const MIN_VALID_ROWS: usize = 10;
 /// Fewest rows with a target `trainer train` accepts.
 pub const MIN_ROWS: usize = 50;
 
+/// [`Labelled::check_trainable`] over the training and validation rows.
+fn check_trainable(train: &Labelled, valid: &Labelled, counts: TargetCounts) -> Result<()> {
+    let both = Labelled {
+        targets: [train.targets.as_slice(), valid.targets.as_slice()].concat(),
+        counts,
+        ..Labelled::default()
+    };
+    both.check_trainable(MIN_ROWS)
+}
+
 /// Runs `trainer train` (see the module docs).
 ///
 /// # Errors
@@ -223,10 +239,27 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     let mut timings = Timings::default();
 
     let t0 = Instant::now();
-    let table = load_with_progress(&opts.logs, progress)?;
-    let labelled = table.labelled(&opts.target);
-    labelled.check_trainable(MIN_ROWS)?;
-    let (train_set, valid) = labelled.split_by_time(opts.valid_fraction)?;
+    let streamed = stream_labelled(
+        &opts.logs,
+        &opts.target,
+        &StreamOptions {
+            memory_budget_bytes: opts.memory_budget_bytes,
+            valid_fraction: opts.valid_fraction,
+            sample: opts.sample,
+        },
+        progress,
+    )?;
+    let Streamed {
+        train: train_set,
+        valid,
+        report,
+    } = streamed;
+    if report.decisions_dropped.total() > 0 {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "warning: {}", report.decisions_dropped);
+    }
+    let counts = train_set.counts;
+    check_trainable(&train_set, &valid, counts)?;
     if valid.len() < MIN_VALID_ROWS {
         return Err(TrainerError::NoData(format!(
             "the validation split has {} rows, at least {MIN_VALID_ROWS} are needed for its metrics and parity check: raise --valid-fraction or give more logs",
@@ -285,22 +318,36 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         ])
     };
     let parity = vec![valid_parity, golden_report];
+    let paths = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
     let details = json!({
         "training_data": {
-            "log_dirs": opts.logs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "decision_files": table.decision_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "outcome_files": table.outcome_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "decision_rows": table.decision_rows,
-            "outcome_rows": table.outcome_rows,
-            "shadow_rows_dropped": table.shadow_rows,
-            "decisions_dropped": table.dropped,
-            "target_counts": labelled.counts,
+            "log_dirs": paths(&opts.logs),
+            "decision_files": paths(&report.decision_files),
+            "outcome_files": paths(&report.outcome_files),
+            "decision_rows": report.decision_rows,
+            "outcome_rows": report.outcome_rows,
+            "outcome_keys": report.outcome_keys,
+            "shadow_rows_dropped": report.shadow_rows_dropped,
+            "decisions_dropped": report.decisions_dropped,
+            "target_counts": counts,
             "train_rows": train_set.len(),
             "validation_rows": valid.len(),
             "split": "by decision time: the latest rows validate",
             "valid_fraction": opts.valid_fraction,
             "train_ts_ms": ts_range(&train_set),
             "validation_ts_ms": ts_range(&valid),
+            "sample": report.sample,
+            "reader": {
+                "method": "streamed a row group at a time: outcomes into a (decision, worker) map, then the decisions, keeping each decision's picked row",
+                "decision_passes": report.decision_passes,
+                "memory_budget_bytes": report.memory_budget_bytes,
+                "peak_counted_bytes": report.peak_counted_bytes,
+                "largest_row_group_bytes": report.largest_row_group_bytes,
+            },
         },
         "target": {
             "rule": opts.target,
@@ -308,7 +355,9 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "weights": format!("min(1 / logged propensity, {}); 1 without a propensity", opts.target.max_weight),
             "objective": "LightGBM regression (L2), weighted",
             "dropped": "picked rows without an outcome",
-            "distribution": crate::target::Distribution::of(&labelled.targets),
+            "distribution": crate::target::Distribution::of(
+                &[train_set.targets.as_slice(), valid.targets.as_slice()].concat()
+            ),
         },
         "seed": opts.params.seed,
         "train_params": opts.params,
@@ -348,7 +397,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
 
     Ok(TrainSummary {
         card,
-        counts: labelled.counts,
+        counts,
         train_rows: train_set.len(),
         valid_rows: valid.len(),
         metrics,

@@ -411,7 +411,13 @@ pub struct SynthReport {
 /// Decisions per record batch within a file.
 const BATCH_DECISIONS: usize = 8_192;
 
-pub(crate) fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()> {
+/// Writes `batches` as one final log file at `path`, with the service's
+/// writer properties and version metadata (for tests and tools that
+/// build logs by hand).
+///
+/// # Errors
+/// I/O and Parquet failures.
+pub fn write_file(path: &Path, batches: Vec<arrow::array::RecordBatch>) -> Result<()> {
     let Some(first) = batches.first() else {
         return Ok(());
     };

@@ -241,3 +241,34 @@ fn every_candidates_features_on_the_sample_and_the_picks_always() {
         "about a quarter of 400: {sampled}"
     );
 }
+
+#[test]
+fn a_stream_yields_what_read_file_loads_and_a_corrupt_file_is_an_error() {
+    use stream::{FileStream, Opened};
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<_> = (0..10).map(|i| decision(i, 3)).collect();
+    let path = file(dir.path(), 1);
+    write(&path, &decisions_batch(&records).unwrap());
+
+    let Opened::Stream(s) = FileStream::open(&path, LogKind::Decisions).unwrap() else {
+        panic!("layout 4 should be read")
+    };
+    assert_eq!(s.rows(), 10, "one nested row per decision");
+    assert!(s.row_groups()[0].uncompressed_bytes > 0);
+    let streamed: Vec<RecordBatch> = s.map(Result::unwrap).collect();
+    let loaded = read_file(&path, LogKind::Decisions).unwrap();
+    assert_eq!(streamed, loaded.batches);
+    assert_eq!(
+        streamed.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        30
+    );
+
+    let Opened::Mismatch(reason) = FileStream::open(&path, LogKind::Outcomes).unwrap() else {
+        panic!("a decisions file is not an outcomes file")
+    };
+    assert!(reason.contains("columns differ"), "{reason}");
+    let bad = dir.path().join("decisions-bad.parquet");
+    std::fs::write(&bad, b"PAR1 not really parquet PAR1").unwrap();
+    let e = FileStream::open(&bad, LogKind::Decisions).unwrap_err();
+    assert!(e.to_string().contains("decisions-bad.parquet"), "{e}");
+}

@@ -92,6 +92,8 @@ pub mod schema;
 #[cfg(feature = "parquet")]
 pub mod stats;
 #[cfg(feature = "parquet")]
+pub mod stream;
+#[cfg(feature = "parquet")]
 pub mod wal;
 #[cfg(feature = "parquet")]
 mod worker;

@@ -292,7 +292,7 @@ fn relabel(data: ArrayData, to: &DataType) -> Result<ArrayData, ArrowError> {
 
 /// `batch` under `schema`, whose columns it matches up to nested item names
 /// ([`same_shape`]): such columns are relabelled (same buffers).
-fn restamp(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn restamp(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     let columns = batch
         .columns()
         .iter()

@@ -1,0 +1,233 @@
+//! The streaming reader: the join across files, the memory budget, and the
+//! sample's card fields.
+
+mod common;
+
+use common::{TempDir, synth};
+use scorer_log::naming::final_path;
+use scorer_log::stream::{FileStream, Opened};
+use scorer_log::{LogKind, decisions_batch, outcomes_batch};
+use scorer_model::read_card;
+use trainer::TrainerError;
+use trainer::budget::{DEFAULT_MEMORY_BUDGET_BYTES, window_bytes};
+use trainer::dataset::{Labelled, TargetRule, list_log_files, load_logs};
+use trainer::pipeline::{TrainOptions, run_train};
+use trainer::progress::Progress;
+use trainer::sample::SampleSpec;
+use trainer::stream::{StreamOptions, stream_labelled};
+use trainer::synth::{Synth, SynthConfig, write_file};
+use trainer::train::TrainParams;
+
+const T0: u64 = 1_764_000_000_000;
+
+fn opts(budget: u64, sample: Option<SampleSpec>) -> StreamOptions {
+    StreamOptions {
+        memory_budget_bytes: budget,
+        valid_fraction: 0.2,
+        sample,
+    }
+}
+
+fn same_rows(a: &Labelled, b: &Labelled) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.features, b.features);
+    assert_eq!(a.targets, b.targets);
+    assert_eq!(a.weights, b.weights);
+    assert_eq!(a.slow, b.slow);
+    assert_eq!(a.latency_ms, b.latency_ms);
+    assert_eq!(a.ts_ms, b.ts_ms);
+    assert_eq!(a.rule_score, b.rule_score);
+}
+
+#[test]
+fn outcomes_in_a_later_file_than_their_decision_still_join_and_the_rows_are_the_in_memory_paths() {
+    let mut synth = Synth::new(SynthConfig::default()).unwrap();
+    let (mut ds, mut os) = (Vec::new(), Vec::new());
+    for _ in 0..1_200 {
+        let (d, o) = synth.next_decision().unwrap();
+        ds.push(d);
+        os.extend(o);
+    }
+    let tmp = TempDir::new("stream-join");
+    let dir = tmp.path();
+    // Two decisions files; the outcomes of the first file's last 300
+    // decisions arrive in the second outcomes file, after the second
+    // decisions file opened. One outcome is reported twice: the later wins.
+    let (d1, d2) = ds.split_at(600);
+    let late_from = d1[300].decision_id.clone();
+    let split = os.iter().position(|o| o.decision_id == late_from).unwrap();
+    let (o1, o2) = os.split_at(split);
+    let mut o2 = o2.to_vec();
+    let mut retry = o1[0].clone();
+    retry.latency_ms *= 3.0;
+    o2.push(retry.clone());
+    let write =
+        |kind, at: u64, batch| write_file(&final_path(dir, kind, at, 1), vec![batch]).unwrap();
+    write(LogKind::Decisions, T0, decisions_batch(d1).unwrap());
+    write(LogKind::Outcomes, T0, outcomes_batch(o1).unwrap());
+    write(
+        LogKind::Decisions,
+        T0 + 60_000,
+        decisions_batch(d2).unwrap(),
+    );
+    write(LogKind::Outcomes, T0 + 60_000, outcomes_batch(&o2).unwrap());
+
+    let rule = TargetRule::default();
+    let dirs = [dir.to_path_buf()];
+    let s = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(DEFAULT_MEMORY_BUDGET_BYTES, None),
+        Progress::hidden(),
+    )
+    .unwrap();
+    let labelled = s.train.len() + s.valid.len();
+    assert_eq!(labelled, os.len(), "every outcome joins, the late ones too");
+    assert_eq!(s.report.outcome_rows, os.len() + 1);
+    assert_eq!(s.report.outcome_keys, os.len());
+    assert_eq!(s.report.decision_rows, 1_200 * 4);
+    assert_eq!(s.report.decision_passes, 1);
+    let retried = s
+        .train
+        .latency_ms
+        .iter()
+        .zip(&s.train.ts_ms)
+        .find(|(_, ts)| **ts == ds[0].ts_ms)
+        .map(|(l, _)| *l);
+    let censored = rule.censored_latency_ms(
+        &ds[0].candidates.iter().find(|c| c.picked).unwrap().features,
+        retry.latency_ms,
+        retry.success,
+    );
+    assert_eq!(
+        retried,
+        Some(censored),
+        "the later report of an outcome wins"
+    );
+
+    // The in-memory path (the whole joined table) gives the same rows.
+    let table = load_logs(&dirs, |_, _, _| {}).unwrap();
+    let (train, valid) = table.labelled(&rule).split_by_time(0.2).unwrap();
+    same_rows(&s.train, &train);
+    same_rows(&s.valid, &valid);
+    assert_eq!(s.train.counts, train.counts);
+}
+
+#[test]
+fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_sizes() {
+    let tmp = TempDir::new("stream-budget");
+    synth(tmp.path(), 3_000, 4);
+    let dirs = [tmp.path().to_path_buf()];
+    let largest = list_log_files(&dirs, LogKind::Decisions)
+        .unwrap()
+        .iter()
+        .flat_map(|f| match FileStream::open(f, LogKind::Decisions).unwrap() {
+            Opened::Stream(s) => s.row_groups().to_vec(),
+            Opened::Mismatch(r) => panic!("{r}"),
+        })
+        .map(|g| g.uncompressed_bytes)
+        .max()
+        .unwrap();
+    let rule = TargetRule::default();
+
+    let e = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(window_bytes(largest) - 1, None),
+        Progress::hidden(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, TrainerError::MemoryBudget(_)), "{msg}");
+    assert!(
+        msg.contains("too small to read even one row group"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("{} bytes", window_bytes(largest) - 1)),
+        "the budget: {msg}"
+    );
+    assert!(
+        msg.contains(&format!("{largest} bytes")),
+        "the row group: {msg}"
+    );
+    assert!(msg.contains("decisions-"), "the file: {msg}");
+
+    // Room for a row group, not for the outcome map and rows of 3 000 decisions.
+    let e = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(window_bytes(largest) + 50_000, None),
+        Progress::hidden(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, TrainerError::MemoryBudget(_)), "{msg}");
+    assert!(msg.contains("--sample"), "says what to do: {msg}");
+
+    let ok = stream_labelled(&dirs, &rule, &opts(64 << 20, None), Progress::hidden()).unwrap();
+    assert!(ok.report.peak_counted_bytes <= 64 << 20);
+    assert!(ok.report.peak_counted_bytes > ok.train.len() as u64 * 201);
+}
+
+#[test]
+fn a_sample_keeps_the_share_of_training_rows_validates_on_the_whole_window_and_says_so_in_the_card()
+{
+    let tmp = TempDir::new("stream-sample");
+    let logs = tmp.join("logs");
+    synth(&logs, 5_000, 9);
+    let train_opts = |out: &str, sample| TrainOptions {
+        logs: vec![logs.clone()],
+        out: tmp.join(out),
+        params: TrainParams {
+            num_trees: 10,
+            ..TrainParams::default()
+        },
+        target: TargetRule::default(),
+        valid_fraction: 0.2,
+        memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
+        sample,
+    };
+    let full = run_train(&train_opts("full", None), Progress::hidden()).unwrap();
+    let half = run_train(
+        &train_opts("half", Some(SampleSpec::Fraction(0.5))),
+        Progress::hidden(),
+    )
+    .unwrap();
+    assert_eq!(
+        half.valid_rows, full.valid_rows,
+        "validation is never sampled"
+    );
+    assert_eq!(half.train_rows, full.train_rows / 2);
+    assert_eq!(
+        half.counts, full.counts,
+        "the counts are of everything read"
+    );
+
+    let card = read_card(&tmp.join("half")).unwrap();
+    let s = &card.details["training_data"]["sample"];
+    assert_eq!(s["requested"]["kind"], "fraction");
+    assert_eq!(s["requested"]["value"], 0.5);
+    assert_eq!(s["fraction"], 0.5);
+    assert_eq!(s["train_rows_before"], full.train_rows);
+    assert_eq!(s["train_rows_kept"], half.train_rows);
+    assert!(s["method"].as_str().unwrap().contains("systematic"));
+    assert_eq!(
+        card.details["training_data"]["reader"]["decision_passes"],
+        2
+    );
+    assert_eq!(
+        card.details["training_data"]["validation_rows"],
+        full.valid_rows
+    );
+    let full_card = read_card(&tmp.join("full")).unwrap();
+    assert!(full_card.details["training_data"]["sample"].is_null());
+
+    let capped = run_train(
+        &train_opts("capped", Some(SampleSpec::Rows(1_000))),
+        Progress::hidden(),
+    )
+    .unwrap();
+    assert_eq!(capped.train_rows, 1_000);
+    assert_eq!(capped.valid_rows, full.valid_rows);
+}
