@@ -261,6 +261,7 @@ pub fn train_on_logs(
         valid_fraction: 0.2,
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
+        network: None,
     };
     let cleanup = (!keep).then(|| work.to_path_buf());
     let summary = match run_train(&opts, Progress::hidden()) {

@@ -62,6 +62,7 @@ fn pipeline(rows: usize) {
         valid_fraction: 0.2,
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
+        network: None,
     };
     let t = Instant::now();
     let s = run_train(&opts, Progress::hidden()).expect("train");

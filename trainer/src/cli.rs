@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use lightgbm_network::MachineList;
 
 use crate::budget::Bytes;
 use crate::compare::{DEFAULT_BOOTSTRAP, DEFAULT_BOOTSTRAP_SEED, DEFAULT_CLIP};
@@ -122,6 +123,18 @@ pub struct TrainArgs {
     /// Validation always uses the whole validation window.
     #[arg(long, value_name = "FRACTION|ROWS")]
     pub sample: Option<SampleSpec>,
+    /// Train data-parallel with LightGBM's own network: every machine of
+    /// the list (host:port, the port its trainer listens on) runs `trainer
+    /// train` with the same flags on its own shard of the log files, and
+    /// each writes the same model.
+    #[arg(long, value_name = "HOST:PORT,...", requires = "rank")]
+    pub machines: Option<MachineList>,
+    /// This process's place in --machines, from 0.
+    #[arg(long, value_name = "N", requires = "machines")]
+    pub rank: Option<usize>,
+    /// How long to wait for the other machines to connect, in minutes.
+    #[arg(long, value_name = "MINUTES", default_value_t = 10)]
+    pub network_timeout_minutes: u32,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -138,6 +151,7 @@ impl TrainArgs {
             min_data_in_leaf: self.min_data_in_leaf,
             seed: self.seed,
             threads: self.threads,
+            machines: self.machines.as_ref().map_or(1, |m| m.0.len()),
         }
     }
 }

@@ -95,6 +95,9 @@ pub enum TrainerError {
     /// what to do.
     #[error("memory budget: {0}")]
     MemoryBudget(String),
+    /// LightGBM's network for data-parallel training could not be joined.
+    #[error("{0}")]
+    Network(#[from] lightgbm_network::NetworkError),
     /// A command-line value is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

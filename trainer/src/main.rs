@@ -53,6 +53,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 valid_fraction: args.valid_fraction,
                 memory_budget_bytes: args.memory_budget.0,
                 sample: args.sample,
+                network: match (&args.machines, args.rank) {
+                    (Some(machines), Some(rank)) => Some(pipeline::NetworkOptions {
+                        machines: machines.0.clone(),
+                        rank,
+                        timeout_minutes: args.network_timeout_minutes,
+                    }),
+                    _ => None,
+                },
             };
             let s = pipeline::run_train(&opts, progress)?;
             let c = &s.counts;

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use lightgbm_network::{Machine, Network};
 use scorer_model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
 use scorer_model::{GoldenFile, ModelCard, export_onnx, load_model};
 use serde::Serialize;
@@ -39,6 +40,19 @@ pub struct TrainOptions {
     pub memory_budget_bytes: u64,
     /// A time-stratified sample of the training decisions ([`crate::sample`]).
     pub sample: Option<SampleSpec>,
+    /// Data-parallel training with other processes, each on its own shard.
+    pub network: Option<NetworkOptions>,
+}
+
+/// This process's place in a data-parallel training.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkOptions {
+    /// Every machine, as `host:port` (the port its trainer listens on).
+    pub machines: Vec<Machine>,
+    /// This process's index in `machines`.
+    pub rank: usize,
+    /// How long to wait for the others to connect, minutes.
+    pub timeout_minutes: u32,
 }
 
 /// Wall time of each step, seconds.
@@ -281,12 +295,24 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         opts.params.num_trees,
         train_set.len()
     ));
-    let trained = train(
-        &train_set.features,
-        &train_set.targets,
-        &train_set.weights,
-        &opts.params,
-    );
+    let mut params = opts.params.clone();
+    let trained = {
+        // Joined after loading, so a slow reader does not hold the others'
+        // sockets open; left as soon as the trees are grown.
+        let _network = match &opts.network {
+            Some(n) => {
+                params.machines = n.machines.len();
+                Some(Network::join(&n.machines, n.rank, n.timeout_minutes)?)
+            }
+            None => None,
+        };
+        train(
+            &train_set.features,
+            &train_set.targets,
+            &train_set.weights,
+            &params,
+        )
+    };
     sp.finish_and_clear();
     let Trained {
         booster,
@@ -360,8 +386,14 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             ),
         },
         "seed": opts.params.seed,
-        "train_params": opts.params,
-        "lightgbm_params": opts.params.lightgbm_params(),
+        "train_params": params,
+        "lightgbm_params": params.lightgbm_params(),
+        "distributed": opts.network.as_ref().map(|n| json!({
+            "machines": n.machines.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "rank": n.rank,
+            "tree_learner": "data",
+            "note": "each machine trained on its own shard of the logs; the trees are grown on the all-reduced histograms of every shard, the metrics here are on this rank's validation rows",
+        })),
         "lightgbm": "LightGBM 4.7 via lightgbm3 1.0 (regression objective)",
         "dataset_params_note": DATASET_PARAMS_NOTE,
         "metrics": metrics,

@@ -44,6 +44,15 @@ pub struct TrainParams {
     /// `deterministic = true`; `model.txt` echoes the value in its
     /// parameters; 1 is the reference).
     pub threads: usize,
+    /// Processes training together, each on its own shard of the logs
+    /// (LightGBM's data-parallel learner over its own network); 1 trains
+    /// alone.
+    #[serde(default = "one")]
+    pub machines: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for TrainParams {
@@ -56,6 +65,7 @@ impl Default for TrainParams {
             min_data_in_leaf: 20,
             seed: 42,
             threads: 1,
+            machines: 1,
         }
     }
 }
@@ -95,6 +105,9 @@ impl TrainParams {
         {
             return bad("--num-leaves must be in 2..=131072 (LightGBM's limit)");
         }
+        if self.machines == 0 {
+            return bad("the number of machines must be >= 1");
+        }
         if self.min_data_in_leaf == 0 {
             return bad("--min-data-in-leaf must be >= 1");
         }
@@ -104,7 +117,7 @@ impl TrainParams {
     /// The LightGBM parameter object passed to `Booster::train`.
     pub fn lightgbm_params(&self) -> serde_json::Value {
         let s = self.seed;
-        serde_json::json!({
+        let mut p = serde_json::json!({
             "objective": "regression",
             "boosting": "gbdt",
             "num_iterations": self.num_trees,
@@ -123,7 +136,12 @@ impl TrainParams {
             "force_row_wise": true,
             "num_threads": self.threads,
             "verbosity": -1,
-        })
+        });
+        if self.machines > 1 {
+            p["tree_learner"] = "data".into();
+            p["num_machines"] = self.machines.into();
+        }
+        p
     }
 }
 

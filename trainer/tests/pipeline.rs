@@ -37,6 +37,7 @@ fn opts(logs: &std::path::Path, out: std::path::PathBuf, seed: u64) -> TrainOpti
         valid_fraction: 0.2,
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
+        network: None,
     }
 }
 

@@ -187,6 +187,7 @@ fn a_sample_keeps_the_share_of_training_rows_validates_on_the_whole_window_and_s
         valid_fraction: 0.2,
         memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
         sample,
+        network: None,
     };
     let full = run_train(&train_opts("full", None), Progress::hidden()).unwrap();
     let half = run_train(
