@@ -262,6 +262,7 @@ pub fn train_on_logs(
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
         network: None,
+        spill_dir: None,
     };
     let cleanup = (!keep).then(|| work.to_path_buf());
     let summary = match run_train(&opts, Progress::hidden()) {

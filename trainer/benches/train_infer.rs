@@ -63,6 +63,7 @@ fn pipeline(rows: usize) {
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
         network: None,
+        spill_dir: None,
     };
     let t = Instant::now();
     let s = run_train(&opts, Progress::hidden()).expect("train");

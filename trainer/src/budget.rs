@@ -5,10 +5,14 @@
 //! * the window: the row group being decoded, at [`WINDOW_FACTOR`] times
 //!   its uncompressed size from the Parquet footer (the decoded nested
 //!   batch, its flattened candidate rows and the decoder's page buffers);
-//! * the outcome map: [`OUTCOME_ENTRY_BYTES`] per (decision, worker) key;
-//! * the decision ids seen: [`SEEN_ID_BYTES`] per decision;
-//! * the labelled rows: [`LABELLED_ROW_BYTES`] each, plus
-//!   [`LIGHTGBM_ROW_BYTES`] for LightGBM's binned copy of the training rows.
+//! * the outcome map and the set of decision ids seen, as allocated
+//!   ([`hash_table_bytes`]: 33 bytes per bucket for the map, 17 for the
+//!   set, at most 8/7 buckets per entry rounded up to a power of two);
+//! * the labelled rows as allocated ([`LABELLED_ROW_BYTES`] each when the
+//!   count is known up front), plus [`LIGHTGBM_ROW_BYTES`] per training
+//!   row for LightGBM's binned copy.
+//!
+//! * [`RUNTIME_RESERVE_BYTES`] for what it does not track.
 //!
 //! It refuses, naming the budget and what would pass it, a row group
 //! bigger than the budget, and data whose map and rows would not fit (then
@@ -19,18 +23,19 @@ use std::str::FromStr;
 
 use scorer_core::features::FEATURE_COUNT;
 
+use crate::error::{Result, TrainerError};
+
+/// Counted for what the reader does not track: the code, the allocator,
+/// LightGBM's and tract's working memory, and the validation step's
+/// predictions (64 MiB; measured: 10 M decisions sampled to fit 1 GiB
+/// peaked 18 MiB above the counted bytes without it).
+pub const RUNTIME_RESERVE_BYTES: u64 = 64 << 20;
+
 /// Default `--memory-budget`: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 1 << 30;
 
 /// The window counts a row group at this many times its uncompressed size.
 pub const WINDOW_FACTOR: u64 = 3;
-
-/// Bytes per outcome-map entry: a 128-bit key hash, the latency (f64) and
-/// the success flag, at hashbrown's 7/8 load with one control byte.
-pub const OUTCOME_ENTRY_BYTES: u64 = 40;
-
-/// Bytes per decision id seen (a 128-bit hash in a set, as above).
-pub const SEEN_ID_BYTES: u64 = 20;
 
 /// Bytes per labelled row: the features (f32), target and weight (f32),
 /// slow flag, censored latency (f64), decision time (i64), rule score (f64).
@@ -39,6 +44,21 @@ pub const LABELLED_ROW_BYTES: u64 = (FEATURE_COUNT * 4 + 4 + 4 + 1 + 8 + 8 + 8) 
 /// Bytes per training row in LightGBM's dataset (one-byte bins, row-wise
 /// and column-wise copies while it is built).
 pub const LIGHTGBM_ROW_BYTES: u64 = (2 * FEATURE_COUNT) as u64;
+
+/// Bytes a hash table (hashbrown, as std's) of `capacity` entries of
+/// `slot_bytes` takes: its buckets, a power of two holding `capacity` at a
+/// load of 7/8, each with the slot and one control byte.
+pub fn hash_table_bytes(capacity: usize, slot_bytes: usize) -> u64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 {
+        (capacity + 1).next_power_of_two()
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
+    (buckets * (slot_bytes + 1)) as u64
+}
 
 /// A byte count given as `1073741824`, `1GiB`, `512MiB`, `64KiB` or
 /// `1.5GiB` (binary units; `B` optional).
@@ -90,15 +110,21 @@ impl fmt::Display for Bytes {
     }
 }
 
-/// What the reader holds, counted as the module docs say.
+/// What the reader holds, as the module docs count it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
     /// Outcome-map entries.
     pub outcome_keys: u64,
+    /// Bytes of the outcome map.
+    pub outcome_map_bytes: u64,
     /// Decision ids seen.
     pub seen_ids: u64,
+    /// Bytes of the set of ids seen.
+    pub seen_ids_bytes: u64,
     /// Labelled rows held (training and validation).
     pub labelled_rows: u64,
+    /// Bytes of the labelled rows (as allocated).
+    pub labelled_bytes: u64,
     /// Training rows LightGBM will bin.
     pub training_rows: u64,
 }
@@ -106,9 +132,9 @@ pub struct Held {
 impl Held {
     /// Bytes counted.
     pub fn bytes(&self) -> u64 {
-        self.outcome_keys * OUTCOME_ENTRY_BYTES
-            + self.seen_ids * SEEN_ID_BYTES
-            + self.labelled_rows * LABELLED_ROW_BYTES
+        self.outcome_map_bytes
+            + self.seen_ids_bytes
+            + self.labelled_bytes
             + self.training_rows * LIGHTGBM_ROW_BYTES
     }
 }
@@ -116,6 +142,123 @@ impl Held {
 /// Bytes a row group of `uncompressed_bytes` takes while it is read.
 pub fn window_bytes(uncompressed_bytes: u64) -> u64 {
     uncompressed_bytes.saturating_mul(WINDOW_FACTOR)
+}
+
+/// The budget as the reader spends it: the limit, the peak counted, and
+/// the largest row-group window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub(crate) limit: u64,
+    pub(crate) peak: u64,
+    pub(crate) window: u64,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes.
+    pub(crate) fn new(limit: u64) -> Self {
+        Self {
+            limit,
+            peak: 0,
+            window: 0,
+        }
+    }
+
+    /// Refuses when `held` and a `window` pass the limit.
+    pub(crate) fn check(&mut self, held: &Held, window: u64, what: &str) -> Result<()> {
+        let counted = held.bytes() + window + RUNTIME_RESERVE_BYTES;
+        self.peak = self.peak.max(counted);
+        if counted > self.limit {
+            return Err(TrainerError::MemoryBudget(format!(
+                "{what} would hold {} (outcome map of {} keys {}, {} decision ids {}, {} labelled rows {}, a {} row-group window), more than --memory-budget {}: train on a time-stratified sample (--sample 0.5, or --sample ROWS), raise --memory-budget, or split the log files across machines (--machines)",
+                Bytes(counted),
+                held.outcome_keys,
+                Bytes(held.outcome_map_bytes),
+                held.seen_ids,
+                Bytes(held.seen_ids_bytes),
+                held.labelled_rows,
+                Bytes(held.labelled_bytes),
+                Bytes(window),
+                Bytes(self.limit)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses, before the decisions are read, rows that cannot fit: with
+    /// the map held and the ids to come, `rows` labelled rows of which
+    /// `train_rows` train. Suggests the sample that would fit.
+    /// `split_copy`: the validation rows are copied out of one table of
+    /// every row once it is read (so they count twice).
+    pub(crate) fn project(
+        &mut self,
+        held: &Held,
+        ids: u64,
+        (rows, train_rows): (usize, usize),
+        split_copy: bool,
+    ) -> Result<()> {
+        let valid_rows = (rows - train_rows) as u64;
+        let copy = if split_copy {
+            valid_rows * LABELLED_ROW_BYTES
+        } else {
+            0
+        };
+        let fixed = held.outcome_map_bytes + ids + self.window + RUNTIME_RESERVE_BYTES + copy;
+        let per_train = LABELLED_ROW_BYTES + LIGHTGBM_ROW_BYTES;
+        let projected = fixed + valid_rows * LABELLED_ROW_BYTES + train_rows as u64 * per_train;
+        self.peak = self.peak.max(projected);
+        if projected <= self.limit {
+            return Ok(());
+        }
+        // A sample reads the cut first, so it needs no split copy.
+        let room = self
+            .limit
+            .saturating_sub(fixed - copy + valid_rows * LABELLED_ROW_BYTES);
+        let fits = room / per_train;
+        let hint = if fits == 0 {
+            format!(
+                "not even the validation window ({valid_rows} rows) fits beside the outcome map: raise --memory-budget, lower --valid-fraction, or split the log files across machines (--machines)"
+            )
+        } else {
+            format!(
+                "--sample {fits} (a fraction {:.3} of the {train_rows} training rows, chosen evenly over time) would fit; or raise --memory-budget, or split the log files across machines (--machines)",
+                fits as f64 / train_rows.max(1) as f64
+            )
+        };
+        Err(TrainerError::MemoryBudget(format!(
+            "{rows} labelled rows ({train_rows} to train) need about {} with the outcome map ({}) and the decision ids ({}), more than --memory-budget {}: {hint}",
+            Bytes(projected),
+            Bytes(held.outcome_map_bytes),
+            Bytes(ids),
+            Bytes(self.limit)
+        )))
+    }
+
+    /// Refuses, before the decisions are read, a spill that cannot fit:
+    /// while reading, the map, the ids, the `valid_rows` and the
+    /// `metrics_rows` kept in memory; while LightGBM bins the
+    /// `train_rows` from disk, the rows kept and its dataset.
+    pub(crate) fn project_spill(
+        &mut self,
+        held: &Held,
+        ids: u64,
+        (valid_rows, metrics_rows, train_rows): (usize, usize, usize),
+    ) -> Result<()> {
+        let kept = (valid_rows + metrics_rows) as u64 * LABELLED_ROW_BYTES;
+        let reading = held.outcome_map_bytes + ids + self.window + kept;
+        let binning = kept + train_rows as u64 * LIGHTGBM_ROW_BYTES;
+        let projected = reading.max(binning) + RUNTIME_RESERVE_BYTES;
+        self.peak = self.peak.max(projected);
+        if projected <= self.limit {
+            return Ok(());
+        }
+        Err(TrainerError::MemoryBudget(format!(
+            "even with the {train_rows} training rows on disk, the {valid_rows} validation rows need about {} beside the outcome map ({}) and the decision ids ({}), more than --memory-budget {}: raise --memory-budget, lower --valid-fraction, or split the log files across machines (--machines)",
+            Bytes(projected),
+            Bytes(held.outcome_map_bytes),
+            Bytes(ids),
+            Bytes(self.limit)
+        )))
+    }
 }
 
 #[cfg(test)]
@@ -136,17 +279,11 @@ mod tests {
     }
 
     #[test]
-    fn held_bytes_count_each_part() {
-        let h = Held {
-            outcome_keys: 10,
-            seen_ids: 10,
-            labelled_rows: 10,
-            training_rows: 8,
-        };
-        assert_eq!(
-            h.bytes(),
-            10 * 40 + 10 * 20 + 10 * LABELLED_ROW_BYTES + 8 * LIGHTGBM_ROW_BYTES
-        );
+    fn hash_tables_count_their_power_of_two_buckets() {
+        assert_eq!(hash_table_bytes(0, 32), 0);
+        assert_eq!(hash_table_bytes(3, 32), 4 * 33);
+        assert_eq!(hash_table_bytes(14, 32), 16 * 33);
+        assert_eq!(hash_table_bytes(1_000_000, 32), (1 << 21) * 33);
         assert_eq!(LABELLED_ROW_BYTES, 201);
     }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use lightgbm_network::MachineList;
+use lightgbm_ext::MachineList;
 
 use crate::budget::Bytes;
 use crate::compare::{DEFAULT_BOOTSTRAP, DEFAULT_BOOTSTRAP_SEED, DEFAULT_CLIP};
@@ -123,6 +123,11 @@ pub struct TrainArgs {
     /// Validation always uses the whole validation window.
     #[arg(long, value_name = "FRACTION|ROWS")]
     pub sample: Option<SampleSpec>,
+    /// Directory for the training rows when they do not fit
+    /// --memory-budget (a LightGBM data file, deleted after training,
+    /// about 0.5 KB per row) [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
     /// Train data-parallel with LightGBM's own network: every machine of
     /// the list (host:port, the port its trainer listens on) runs `trainer
     /// train` with the same flags on its own shard of the log files, and

@@ -95,9 +95,10 @@ pub enum TrainerError {
     /// what to do.
     #[error("memory budget: {0}")]
     MemoryBudget(String),
-    /// LightGBM's network for data-parallel training could not be joined.
+    /// LightGBM refused a call made outside lightgbm3 (its network, a
+    /// file dataset).
     #[error("{0}")]
-    Network(#[from] lightgbm_network::NetworkError),
+    LightGbmExt(#[from] lightgbm_ext::Error),
     /// A command-line value is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -8,6 +8,7 @@
 //! | [`target`] | the target `ln(latency / E)`, censoring, propensity weights |
 //! | [`stream`] | logs → labelled rows a row group at a time, within `--memory-budget` |
 //! | [`budget`] | what the streaming reader counts against `--memory-budget` |
+//! | [`spill`] | training rows on disk, a LightGBM data file loaded in two rounds |
 //! | [`sample`] | `--sample`: systematic, time-stratified sample of training decisions |
 //! | [`admissible`] | which logged decisions are admitted (the rest dropped and counted) |
 //! | [`train`] | LightGBM parameters and training (deterministic) |
@@ -40,6 +41,8 @@ pub mod pipeline;
 pub mod progress;
 pub mod regression_metrics;
 pub mod sample;
+mod scan;
+pub mod spill;
 pub mod stream;
 pub mod synth;
 mod synth_worker;

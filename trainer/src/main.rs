@@ -61,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }),
                     _ => None,
                 },
+                spill_dir: args.spill_dir.clone(),
             };
             let s = pipeline::run_train(&opts, progress)?;
             let c = &s.counts;

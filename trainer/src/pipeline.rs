@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lightgbm_network::{Machine, Network};
+use lightgbm_ext::{Machine, Network};
 use scorer_model::card::{CARD_FILE, GOLDEN_FILE, ONNX_FILE, TEXT_FILE};
 use scorer_model::{GoldenFile, ModelCard, export_onnx, load_model};
 use serde::Serialize;
@@ -20,8 +20,9 @@ use crate::parity::{ParityReport, check, served_probabilities};
 use crate::progress::Progress;
 use crate::regression_metrics::Metrics;
 use crate::sample::SampleSpec;
+use crate::spill;
 use crate::stream::{StreamOptions, Streamed, stream_labelled};
-use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train};
+use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train, train_file};
 
 /// Everything `trainer train` needs.
 #[derive(Debug, Clone)]
@@ -42,6 +43,9 @@ pub struct TrainOptions {
     pub sample: Option<SampleSpec>,
     /// Data-parallel training with other processes, each on its own shard.
     pub network: Option<NetworkOptions>,
+    /// Where training rows go when they do not fit the budget
+    /// ([`crate::spill`]); the system's temporary directory by default.
+    pub spill_dir: Option<PathBuf>,
 }
 
 /// This process's place in a data-parallel training.
@@ -260,14 +264,18 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             memory_budget_bytes: opts.memory_budget_bytes,
             valid_fraction: opts.valid_fraction,
             sample: opts.sample,
+            spill_dir: opts.spill_dir.clone(),
         },
         progress,
     )?;
     let Streamed {
         train: train_set,
+        spilled,
         valid,
         report,
     } = streamed;
+    // With a spill, `train_set` is only the rows kept for the training metrics.
+    let train_rows = spilled.as_ref().map_or(train_set.len(), |s| s.rows);
     if report.decisions_dropped.total() > 0 {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "warning: {}", report.decisions_dropped);
@@ -280,11 +288,10 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             valid.len()
         )));
     }
-    if train_set.len() < 2 * opts.params.min_data_in_leaf {
+    if train_rows < 2 * opts.params.min_data_in_leaf {
         return Err(TrainerError::InvalidArgument(format!(
             "--min-data-in-leaf {} allows no split of {} training rows (every tree would be one leaf)",
-            opts.params.min_data_in_leaf,
-            train_set.len()
+            opts.params.min_data_in_leaf, train_rows
         )));
     }
     timings.load_s = t0.elapsed().as_secs_f64();
@@ -292,8 +299,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     let t1 = Instant::now();
     let sp = progress.spinner(&format!(
         "training {} trees on {} rows",
-        opts.params.num_trees,
-        train_set.len()
+        opts.params.num_trees, train_rows
     ));
     let mut params = opts.params.clone();
     let trained = {
@@ -306,13 +312,20 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             }
             None => None,
         };
-        train(
-            &train_set.features,
-            &train_set.targets,
-            &train_set.weights,
-            &params,
-        )
+        match &spilled {
+            Some(s) => train_file(&s.path, &params),
+            None => train(
+                &train_set.features,
+                &train_set.targets,
+                &train_set.weights,
+                &params,
+            ),
+        }
     };
+    let spill_dataset = spilled
+        .as_ref()
+        .map(|_| spill::dataset_params(params.machines));
+    drop(spilled);
     sp.finish_and_clear();
     let Trained {
         booster,
@@ -360,7 +373,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "shadow_rows_dropped": report.shadow_rows_dropped,
             "decisions_dropped": report.decisions_dropped,
             "target_counts": counts,
-            "train_rows": train_set.len(),
+            "train_rows": train_rows,
             "validation_rows": valid.len(),
             "split": "by decision time: the latest rows validate",
             "valid_fraction": opts.valid_fraction,
@@ -373,6 +386,12 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
                 "memory_budget_bytes": report.memory_budget_bytes,
                 "peak_counted_bytes": report.peak_counted_bytes,
                 "largest_row_group_bytes": report.largest_row_group_bytes,
+                "spilled_rows": report.spilled_rows,
+                "spilled_bytes": report.spilled_bytes,
+                "lightgbm_dataset": match &spill_dataset {
+                    Some(p) => json!({"from": "a spill file of the training rows, loaded in two rounds", "params": p}),
+                    None => json!({"from": "the training rows in memory (Dataset::from_slice)"}),
+                },
             },
         },
         "target": {
@@ -399,6 +418,11 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         "metrics": metrics,
         "metrics_rows": "validation split (the latest rows by decision time)",
         "train_metrics": train_metrics,
+        "train_metrics_rows": if spill_dataset.is_some() {
+            format!("{} training rows chosen evenly over time (the rest were on disk)", train_set.len())
+        } else {
+            "every training row".to_string()
+        },
         "parity": parity,
         "onnx_sha256": sha256_hex(&onnx),
         "onnx_bytes": onnx.len(),
@@ -430,7 +454,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     Ok(TrainSummary {
         card,
         counts,
-        train_rows: train_set.len(),
+        train_rows,
         valid_rows: valid.len(),
         metrics,
         parity,

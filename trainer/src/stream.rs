@@ -21,26 +21,25 @@
 //! the ids and the labelled rows, not the candidate table. The rows and
 //! the time split are the in-memory path's, row for row.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Float32Type, Float64Type, TimestampMillisecondType};
-use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
+use scorer_core::features::FEATURE_COUNT;
 use scorer_log::LogKind;
-use scorer_log::stream::{FileStream, Opened};
 use serde::Serialize;
 
-use crate::budget::{Bytes, Held, window_bytes};
-use crate::dataset::{DroppedDecisions, Labelled, MAX_LATENCY_MS, SHADOW_ARM, list_log_files};
+use crate::budget::{Budget, Held, hash_table_bytes, window_bytes};
+use crate::dataset::{DroppedDecisions, Labelled, list_log_files};
 use crate::error::{Result, TrainerError};
 use crate::progress::Progress;
 use crate::sample::{SAMPLE_METHOD, SampleReport, SampleSpec, Systematic};
+use crate::scan::{
+    Key, count_row, labelled_bytes, open_all, push_row, read_outcomes, reserved, scan_decisions,
+};
+use crate::spill::{SpillWriter, Spilled};
 use crate::target::{TargetCounts, TargetRule};
 
 /// How to stream.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StreamOptions {
     /// `--memory-budget`, bytes.
     pub memory_budget_bytes: u64,
@@ -48,6 +47,9 @@ pub struct StreamOptions {
     pub valid_fraction: f64,
     /// `--sample`, if given.
     pub sample: Option<SampleSpec>,
+    /// Where training rows go when they do not fit the budget
+    /// ([`crate::spill`]); the system's temporary directory by default.
+    pub spill_dir: Option<PathBuf>,
 }
 
 /// What the reader read, joined, sampled and used (recorded in the card).
@@ -78,379 +80,38 @@ pub struct StreamReport {
     pub memory_budget_bytes: u64,
     /// The sample, if any.
     pub sample: Option<SampleReport>,
+    /// Training rows written to a spill file (0 when they fit in memory).
+    pub spilled_rows: usize,
+    /// Bytes of that file.
+    pub spilled_bytes: u64,
 }
 
 /// Labelled rows split by time, and the report.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Streamed {
-    /// Training rows (sampled with `--sample`).
+    /// Training rows (sampled with `--sample`); with a spill, only a
+    /// time-stratified sample of at most [`TRAIN_METRICS_ROWS`] of them,
+    /// for the training metrics.
     pub train: Labelled,
+    /// The training rows on disk, when they did not fit the budget.
+    pub spilled: Option<Spilled>,
     /// Validation rows: the latest `valid_fraction` of the labelled rows.
     pub valid: Labelled,
     /// What was read.
     pub report: StreamReport,
 }
 
-fn key_hash(parts: &[&str]) -> u128 {
-    let half = |salt: u8| {
-        let mut h = DefaultHasher::new();
-        salt.hash(&mut h);
-        for p in parts {
-            p.hash(&mut h);
-        }
-        h.finish()
-    };
-    (u128::from(half(0)) << 64) | u128::from(half(1))
-}
+/// Training rows kept in memory beside a spill, for the training metrics.
+pub const TRAIN_METRICS_ROWS: usize = 100_000;
 
-fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
-    b.column_by_name(name)
-        .map(|c| c.as_ref())
-        .ok_or_else(|| TrainerError::NoData(format!("log batch has no column {name}")))
-}
-
-fn type_err(name: &str) -> TrainerError {
-    TrainerError::NoData(format!("column {name} has an unexpected type"))
-}
-
-macro_rules! typed {
-    ($b:expr, $name:literal, $as:ident $(::<$t:ty>)?) => {
-        col($b, $name)?.$as$(::<$t>)?().ok_or_else(|| type_err($name))?
-    };
-}
-
-struct Budget {
-    limit: u64,
-    peak: u64,
-}
-
-impl Budget {
-    fn check(&mut self, held: &Held, window: u64, what: &str) -> Result<()> {
-        let counted = held.bytes() + window;
-        self.peak = self.peak.max(counted);
-        if counted > self.limit {
-            return Err(TrainerError::MemoryBudget(format!(
-                "{what} would hold {} (outcome map {} keys, {} decision ids, {} labelled rows, plus a {} row-group window), more than --memory-budget {}: train on a time-stratified sample (--sample 0.5, or --sample ROWS), raise --memory-budget, or split the log files across machines (--machines)",
-                Bytes(counted),
-                held.outcome_keys,
-                held.seen_ids,
-                held.labelled_rows,
-                Bytes(window),
-                Bytes(self.limit)
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Opens every file of `kind`, refusing a row group the budget cannot
-/// window; returns the streams and their total rows.
-fn open_all(
-    files: &[PathBuf],
-    kind: LogKind,
-    budget: u64,
-    largest: &mut u64,
-) -> Result<(Vec<FileStream>, usize)> {
-    let mut out = Vec::with_capacity(files.len());
-    let mut rows = 0;
-    for f in files {
-        let s = match FileStream::open(f, kind)? {
-            Opened::Stream(s) => s,
-            Opened::Mismatch(reason) => {
-                return Err(TrainerError::SchemaMismatch {
-                    path: f.clone(),
-                    reason,
-                    expected: FEATURE_SCHEMA_VERSION,
-                });
-            }
-        };
-        for (i, g) in s.row_groups().iter().enumerate() {
-            *largest = (*largest).max(g.uncompressed_bytes);
-            if window_bytes(g.uncompressed_bytes) > budget {
-                return Err(TrainerError::MemoryBudget(format!(
-                    "--memory-budget {} is too small to read even one row group: row group {i} of {} is {} uncompressed ({} rows), which takes {} while it is decoded",
-                    Bytes(budget),
-                    f.display(),
-                    Bytes(g.uncompressed_bytes),
-                    g.rows,
-                    Bytes(window_bytes(g.uncompressed_bytes))
-                )));
-            }
-        }
-        rows += s.rows();
-        out.push(s);
-    }
-    Ok((out, rows))
-}
-
-/// Latency (ms) and success of an outcome; either may be null.
-type Outcome = (Option<f64>, Option<bool>);
-
-fn read_outcomes(
-    streams: Vec<FileStream>,
-    total: usize,
-    budget: &mut Budget,
-    held: &mut Held,
-    progress: Progress,
-) -> Result<(HashMap<u128, Outcome>, usize)> {
-    let pb = progress.bar(total as u64, "outcomes", "rows");
-    let mut map: HashMap<u128, Outcome> = HashMap::new();
-    let mut rows = 0;
-    for s in streams {
-        let largest = s.row_groups().iter().map(|g| g.uncompressed_bytes).max();
-        let window = window_bytes(largest.unwrap_or(0));
-        for batch in s {
-            let b = batch?;
-            let dec = typed!(&b, "decision_id", as_string_opt::<i32>);
-            let wrk = typed!(&b, "worker_id", as_string_opt::<i32>);
-            let lat = typed!(&b, "latency_ms", as_primitive_opt::<Float64Type>);
-            let ok = typed!(&b, "success", as_boolean_opt);
-            for i in 0..b.num_rows() {
-                map.insert(
-                    key_hash(&[dec.value(i), wrk.value(i)]),
-                    (
-                        lat.is_valid(i).then(|| lat.value(i)),
-                        ok.is_valid(i).then(|| ok.value(i)),
-                    ),
-                );
-            }
-            rows += b.num_rows();
-            held.outcome_keys = map.len() as u64;
-            budget.check(held, window, "the outcome map")?;
-            pb.set_position(rows as u64);
-        }
-    }
-    pb.finish_and_clear();
-    Ok((map, rows))
-}
-
-/// The decision being read: its rows are consecutive.
-#[derive(Default)]
-struct Current {
-    id: String,
-    ts_ms: i64,
-    rows: usize,
-    all_ok: bool,
-    picks: usize,
-    picked: Option<Picked>,
-}
-
-struct Picked {
-    features: [f32; FEATURE_COUNT],
-    rule_score: f64,
-    probability: Option<f64>,
-    outcome: Option<Outcome>,
-}
-
-/// A labelled row as the scan hands it over.
-struct Row<'a> {
-    features: &'a [f32],
-    latency_ms: f64,
-    success: bool,
-    probability: Option<f64>,
-    rule_score: f64,
-    ts_ms: i64,
-}
-
-/// What a decision scan counted.
-#[derive(Debug, Clone, Copy, Default)]
-struct ScanCounts {
-    dropped: DroppedDecisions,
-    shadow_rows: usize,
-    rows_read: usize,
-    /// Every count but the row-level ones, which the caller keeps.
-    targets: TargetCounts,
-}
-
-/// The decision scan shared by both passes: `on_row` gets each labelled
-/// row in load order.
-struct Scan<'m> {
-    outcomes: &'m HashMap<u128, Outcome>,
-    seen: HashSet<u128>,
-    cur: Option<Current>,
-    counts: ScanCounts,
-}
-
-impl Scan<'_> {
-    fn finish(&mut self, on_row: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
-        let Some(c) = self.cur.take() else {
-            return Ok(());
-        };
-        let counts = &mut self.counts;
-        let dropped = if !self.seen.insert(key_hash(&[&c.id])) {
-            &mut counts.dropped.duplicate_ids
-        } else if !c.all_ok {
-            &mut counts.dropped.impossible_values
-        } else if c.picks > 1 {
-            &mut counts.dropped.several_picks
-        } else {
-            let t = &mut counts.targets;
-            t.decisions += 1;
-            t.candidate_rows += c.rows;
-            if let Some(p) = c.picked {
-                t.picked_rows += 1;
-                match p.outcome {
-                    Some((Some(latency_ms), Some(success))) => on_row(Row {
-                        features: &p.features,
-                        latency_ms,
-                        success,
-                        probability: p.probability,
-                        rule_score: p.rule_score,
-                        ts_ms: c.ts_ms,
-                    })?,
-                    _ => t.missing_outcome += 1,
-                }
-            }
-            return Ok(());
-        };
-        *dropped += 1;
-        Ok(())
-    }
-
-    fn batch(
-        &mut self,
-        b: &RecordBatch,
-        on_row: &mut dyn FnMut(Row<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let ids = typed!(b, "decision_id", as_string_opt::<i32>);
-        let workers = typed!(b, "worker_id", as_string_opt::<i32>);
-        let ts = typed!(b, "ts_ms", as_primitive_opt::<TimestampMillisecondType>);
-        let rule = typed!(b, "rule_score", as_primitive_opt::<Float64Type>);
-        let prob = typed!(b, "probability", as_primitive_opt::<Float64Type>);
-        let picked = typed!(b, "picked", as_boolean_opt);
-        let arm = typed!(b, "arm", as_string_opt::<i32>);
-        let feats = typed!(b, "features", as_fixed_size_list_opt);
-        if feats.value_length() as usize != FEATURE_COUNT {
-            return Err(type_err("features"));
-        }
-        let values = feats
-            .values()
-            .as_primitive_opt::<Float32Type>()
-            .ok_or_else(|| type_err("features"))?
-            .values();
-        self.counts.rows_read += b.num_rows();
-        for i in 0..b.num_rows() {
-            if arm.is_valid(i) && arm.value(i) == SHADOW_ARM {
-                self.counts.shadow_rows += 1;
-                continue;
-            }
-            let id = ids.value(i);
-            if self.cur.as_ref().is_none_or(|c| c.id != id) {
-                self.finish(on_row)?;
-                self.cur = Some(Current {
-                    id: id.to_owned(),
-                    ts_ms: ts.value(i),
-                    all_ok: true,
-                    ..Current::default()
-                });
-            }
-            let outcome = self
-                .outcomes
-                .get(&key_hash(&[id, workers.value(i)]))
-                .copied();
-            let start = feats.value_offset_at(i);
-            let row = &values[start..start + FEATURE_COUNT];
-            let is_picked = picked.value(i);
-            let lat = outcome.and_then(|o| o.0);
-            let row_ok = (feats.is_null(i) && !is_picked || row.iter().all(|x| x.is_finite()))
-                && (0.0..=100.0).contains(&rule.value(i))
-                && (!prob.is_valid(i) || (0.0..=1.0).contains(&prob.value(i)))
-                && lat.is_none_or(|l| (0.0..=MAX_LATENCY_MS).contains(&l));
-            let Some(c) = self.cur.as_mut() else {
-                unreachable!("a decision was just started")
-            };
-            c.rows += 1;
-            c.all_ok &= row_ok;
-            if is_picked {
-                c.picks += 1;
-                let mut features = [0.0; FEATURE_COUNT];
-                if feats.is_valid(i) {
-                    features.copy_from_slice(row);
-                }
-                c.picked = Some(Picked {
-                    features,
-                    rule_score: rule.value(i),
-                    probability: prob.is_valid(i).then(|| prob.value(i)),
-                    outcome,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Counts row `r` in `c` (rows, failures, slow, clipped weights).
-fn count_row(c: &mut TargetCounts, rule: &TargetRule, r: &Row<'_>) {
-    c.rows += 1;
-    c.failures += usize::from(!r.success);
-    c.slow += usize::from(rule.is_slow(r.features, r.latency_ms, r.success));
-    let w = rule.weight(r.probability);
-    c.clipped_weights += usize::from(f64::from(w) >= rule.max_weight && rule.max_weight > 1.0);
-}
-
-/// Appends row `r` with its target and weight.
-fn push_row(out: &mut Labelled, rule: &TargetRule, r: &Row<'_>) {
-    out.features.extend_from_slice(r.features);
-    out.targets
-        .push(rule.target(r.features, r.latency_ms, r.success));
-    out.weights.push(rule.weight(r.probability));
-    out.slow
-        .push(rule.is_slow(r.features, r.latency_ms, r.success));
-    out.latency_ms
-        .push(rule.censored_latency_ms(r.features, r.latency_ms, r.success));
-    out.ts_ms.push(r.ts_ms);
-    out.rule_score.push(r.rule_score);
-}
-
-/// Reads the decisions once; `on_row` gets each labelled row with its
-/// index in load order, and updates what is held.
-#[allow(clippy::too_many_arguments)]
-fn scan_decisions(
-    files: &[PathBuf],
-    outcomes: &HashMap<u128, Outcome>,
-    budget: &mut Budget,
-    held: &mut Held,
-    msg: &str,
-    progress: Progress,
-    on_row: &mut dyn FnMut(usize, Row<'_>, &mut Held) -> Result<()>,
-) -> Result<ScanCounts> {
-    let mut largest = 0;
-    let (streams, total) = open_all(files, LogKind::Decisions, budget.limit, &mut largest)?;
-    let pb = progress.bar(total as u64, msg, "decisions");
-    let mut scan = Scan {
-        outcomes,
-        seen: HashSet::new(),
-        cur: None,
-        counts: ScanCounts::default(),
-    };
-    let mut n = 0;
-    let mut done = 0;
-    let mut sink = |r: Row<'_>, held: &mut Held| {
-        on_row(n, r, held)?;
-        n += 1;
-        Ok(())
-    };
-    for s in streams {
-        let window = window_bytes(
-            s.row_groups()
-                .iter()
-                .map(|g| g.uncompressed_bytes)
-                .max()
-                .unwrap_or(0),
-        );
-        let rows = s.rows();
-        for batch in s {
-            let b = batch?;
-            scan.batch(&b, &mut |r| sink(r, held))?;
-            held.seen_ids = scan.seen.len() as u64;
-            budget.check(held, window, "the labelled rows")?;
-        }
-        done += rows;
-        pb.set_position(done as u64);
-    }
-    scan.finish(&mut |r| sink(r, held))?;
-    pb.finish_and_clear();
-    Ok(scan.counts)
+/// How the decisions pass keeps rows.
+enum Plan {
+    /// Every labelled row in memory, split by time afterwards.
+    All,
+    /// Validation rows and a sample of the training rows in memory.
+    Sample(SampleSpec, Cut, Systematic),
+    /// Validation rows and a metrics sample in memory, training rows on disk.
+    Spill(Cut, Systematic, SpillWriter),
 }
 
 /// Streams `dirs` into labelled training and validation rows (see the
@@ -476,10 +137,7 @@ pub fn stream_labelled(
     }
     let decision_files = list_log_files(dirs, LogKind::Decisions)?;
     let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
-    let mut budget = Budget {
-        limit: opts.memory_budget_bytes,
-        peak: 0,
-    };
+    let mut budget = Budget::new(opts.memory_budget_bytes);
     let mut held = Held::default();
     let mut largest = 0;
     // Every file's layout and row groups are checked before any is read.
@@ -500,39 +158,84 @@ pub fn stream_labelled(
     )?;
     let (outcomes, outcome_rows) =
         read_outcomes(o_streams, o_total, &mut budget, &mut held, progress)?;
+    budget.window = window_bytes(largest);
+    let ids = hash_table_bytes(decision_rows, std::mem::size_of::<Key>());
 
-    // With a sample, a first pass finds the time cut (the labelled rows'
-    // positions in a stable sort by time), so only training rows are sampled.
+    // At most one labelled row per decision, and per outcome key.
+    let max_rows = decision_rows.min(held.outcome_keys as usize);
+    let n_valid = ((max_rows as f64) * opts.valid_fraction).ceil() as usize;
+    let fits = opts.sample.is_some()
+        || budget
+            .clone()
+            .project(
+                &held,
+                ids,
+                (max_rows, max_rows.saturating_sub(n_valid)),
+                true,
+            )
+            .is_ok();
+
+    // A sample, or rows that must go to disk, need the time cut first (the
+    // labelled rows' positions in a stable sort by time), from a first pass.
     let mut passes = 0;
-    let sampler = match opts.sample {
-        None => None,
-        Some(spec) => {
-            let mut ts: Vec<i64> = Vec::new();
-            let mut first = held;
-            scan_decisions(
-                &decision_files,
-                &outcomes,
-                &mut budget,
-                &mut first,
-                "time cut",
-                progress,
-                &mut |_, r, h| {
-                    ts.push(r.ts_ms);
-                    // 8 bytes a time: a twenty-fifth of a labelled row.
-                    h.labelled_rows = ts.len() as u64 / 25;
-                    Ok(())
-                },
-            )?;
-            passes += 1;
-            let cut = time_cut(&ts, opts.valid_fraction)?;
-            let ratio = spec.ratio_of(cut.train_rows as u64);
-            Some((spec, ratio, cut))
-        }
+    let cut = if opts.sample.is_some() || !fits {
+        let mut ts: Vec<i64> = Vec::new();
+        let mut first = held;
+        scan_decisions(
+            &decision_files,
+            &outcomes,
+            &mut budget,
+            &mut first,
+            "time cut",
+            progress,
+            &mut |_, r, h| {
+                ts.push(r.ts_ms);
+                h.labelled_bytes = (ts.capacity() * 8) as u64;
+                Ok(())
+            },
+        )?;
+        passes += 1;
+        Some(time_cut(&ts, opts.valid_fraction)?)
+    } else {
+        None
     };
 
+    // Room for every row up front: no reallocation (which would hold the
+    // old and the new copy at once), and a refusal before the long read.
+    let (mut plan, mut train, mut valid) = match (opts.sample, cut) {
+        (Some(spec), Some(cut)) => {
+            let (keep, of) = spec.ratio_of(cut.train_rows as u64);
+            let kept = (cut.train_rows as u128 * u128::from(keep) / u128::from(of)) as usize;
+            budget.project(&held, ids, (kept + cut.valid_rows, kept), false)?;
+            let sys = Systematic::new((keep, of));
+            (
+                Plan::Sample(spec, cut, sys),
+                reserved(kept),
+                reserved(cut.valid_rows),
+            )
+        }
+        (None, Some(cut)) => {
+            let metrics = cut.train_rows.min(TRAIN_METRICS_ROWS);
+            budget.project_spill(&held, ids, (cut.valid_rows, metrics, cut.train_rows))?;
+            let dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let sys = Systematic::new((metrics as u64, cut.train_rows.max(1) as u64));
+            (
+                Plan::Spill(cut, sys, SpillWriter::create(&dir)?),
+                reserved(metrics),
+                reserved(cut.valid_rows),
+            )
+        }
+        _ => {
+            budget.project(
+                &held,
+                ids,
+                (max_rows, max_rows.saturating_sub(n_valid)),
+                true,
+            )?;
+            (Plan::All, reserved(max_rows), Labelled::default())
+        }
+    };
     let mut row_counts = TargetCounts::default();
-    let (mut train, mut valid) = (Labelled::default(), Labelled::default());
-    let mut systematic = sampler.map(|(_, ratio, _)| Systematic::new(ratio));
     let scan = scan_decisions(
         &decision_files,
         &outcomes,
@@ -542,18 +245,37 @@ pub fn stream_labelled(
         progress,
         &mut |j, r, h| {
             count_row(&mut row_counts, rule, &r);
-            match (&sampler, &mut systematic) {
-                (Some((_, _, cut)), Some(s)) => {
+            match &mut plan {
+                Plan::All => push_row(&mut train, rule, &r),
+                Plan::Sample(_, cut, sys) => {
                     if cut.is_valid(j, r.ts_ms) {
                         push_row(&mut valid, rule, &r);
-                    } else if s.keep_next() {
+                    } else if sys.keep_next() {
                         push_row(&mut train, rule, &r);
                     }
                 }
-                _ => push_row(&mut train, rule, &r),
+                Plan::Spill(cut, sys, w) => {
+                    if cut.is_valid(j, r.ts_ms) {
+                        push_row(&mut valid, rule, &r);
+                    } else {
+                        let target = rule.target(r.features, r.latency_ms, r.success);
+                        w.push(target, rule.weight(r.probability), r.features)?;
+                        if sys.keep_next() {
+                            push_row(&mut train, rule, &r);
+                        }
+                    }
+                }
             }
             h.labelled_rows = (train.len() + valid.len()) as u64;
-            h.training_rows = train.len() as u64;
+            h.labelled_bytes = labelled_bytes(&train) + labelled_bytes(&valid);
+            h.training_rows = match plan {
+                Plan::All => {
+                    train.len() - ((train.len() as f64) * opts.valid_fraction).ceil() as usize
+                }
+                Plan::Sample(..) => train.len(),
+                // Binned after the read, when the map and ids are gone.
+                Plan::Spill(..) => 0,
+            } as u64;
             Ok(())
         },
     )?;
@@ -569,12 +291,12 @@ pub fn stream_labelled(
     };
     train.counts = counts;
     valid.counts = counts;
-    let (train, valid, sample) = match sampler {
-        None => {
+    let (train, valid, sample, spilled) = match plan {
+        Plan::All => {
             let (t, v) = split_in_place(train, opts.valid_fraction)?;
-            (t, v, None)
+            (t, v, None, None)
         }
-        Some((requested, _, cut)) => {
+        Plan::Sample(requested, cut, _) => {
             let report = SampleReport {
                 requested,
                 fraction: requested.fraction_of(cut.train_rows as u64),
@@ -582,8 +304,9 @@ pub fn stream_labelled(
                 train_rows_before: cut.train_rows as u64,
                 train_rows_kept: train.len() as u64,
             };
-            (train, valid, Some(report))
+            (train, valid, Some(report), None)
         }
+        Plan::Spill(_, _, w) => (train, valid, None, Some(w.finish()?)),
     };
     let report = StreamReport {
         decision_files,
@@ -598,9 +321,12 @@ pub fn stream_labelled(
         peak_counted_bytes: budget.peak,
         memory_budget_bytes: opts.memory_budget_bytes,
         sample,
+        spilled_rows: spilled.as_ref().map_or(0, |s| s.rows),
+        spilled_bytes: spilled.as_ref().map_or(0, |s| s.bytes),
     };
     Ok(Streamed {
         train,
+        spilled,
         valid,
         report,
     })
@@ -623,6 +349,7 @@ struct Cut {
     ts_ms: i64,
     index: usize,
     train_rows: usize,
+    valid_rows: usize,
 }
 
 impl Cut {
@@ -650,6 +377,7 @@ fn time_cut(ts: &[i64], valid_fraction: f64) -> Result<Cut> {
         ts_ms: ts[first_valid],
         index: first_valid,
         train_rows: ts.len() - n_valid,
+        valid_rows: n_valid,
     })
 }
 

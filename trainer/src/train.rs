@@ -205,6 +205,28 @@ pub fn train(
     })
 }
 
+/// Trains as [`train`] on the rows of a spill file ([`crate::spill`]),
+/// which LightGBM loads in two rounds.
+///
+/// # Errors
+/// As [`train`]; [`TrainerError::LightGbmExt`] if LightGBM refuses the
+/// file.
+pub fn train_file(path: &std::path::Path, params: &TrainParams) -> Result<Trained> {
+    params.validate()?;
+    let text = lightgbm_ext::train_from_file(
+        path,
+        &crate::spill::dataset_params(params.machines),
+        &params.lightgbm_params(),
+    )?;
+    let booster = Booster::from_string(&text)?;
+    let model = parse_model_text(&text)?;
+    Ok(Trained {
+        booster,
+        text,
+        model,
+    })
+}
+
 /// LightGBM's prediction on f32 rows (`Booster::predict` on the f32
 /// values, which LightGBM widens to f64 exactly).
 ///

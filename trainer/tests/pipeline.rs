@@ -38,6 +38,7 @@ fn opts(logs: &std::path::Path, out: std::path::PathBuf, seed: u64) -> TrainOpti
         memory_budget_bytes: trainer::budget::DEFAULT_MEMORY_BUDGET_BYTES,
         sample: None,
         network: None,
+        spill_dir: None,
     }
 }
 

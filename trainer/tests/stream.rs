@@ -9,7 +9,7 @@ use scorer_log::stream::{FileStream, Opened};
 use scorer_log::{LogKind, decisions_batch, outcomes_batch};
 use scorer_model::read_card;
 use trainer::TrainerError;
-use trainer::budget::{DEFAULT_MEMORY_BUDGET_BYTES, window_bytes};
+use trainer::budget::{DEFAULT_MEMORY_BUDGET_BYTES, RUNTIME_RESERVE_BYTES, window_bytes};
 use trainer::dataset::{Labelled, TargetRule, list_log_files, load_logs};
 use trainer::pipeline::{TrainOptions, run_train};
 use trainer::progress::Progress;
@@ -25,6 +25,7 @@ fn opts(budget: u64, sample: Option<SampleSpec>) -> StreamOptions {
         memory_budget_bytes: budget,
         valid_fraction: 0.2,
         sample,
+        spill_dir: None,
     }
 }
 
@@ -113,12 +114,8 @@ fn outcomes_in_a_later_file_than_their_decision_still_join_and_the_rows_are_the_
     assert_eq!(s.train.counts, train.counts);
 }
 
-#[test]
-fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_sizes() {
-    let tmp = TempDir::new("stream-budget");
-    synth(tmp.path(), 3_000, 4);
-    let dirs = [tmp.path().to_path_buf()];
-    let largest = list_log_files(&dirs, LogKind::Decisions)
+fn largest_row_group(dirs: &[std::path::PathBuf]) -> u64 {
+    list_log_files(dirs, LogKind::Decisions)
         .unwrap()
         .iter()
         .flat_map(|f| match FileStream::open(f, LogKind::Decisions).unwrap() {
@@ -127,16 +124,20 @@ fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_siz
         })
         .map(|g| g.uncompressed_bytes)
         .max()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_sizes() {
+    let tmp = TempDir::new("stream-budget");
+    synth(tmp.path(), 3_000, 4);
+    let dirs = [tmp.path().to_path_buf()];
+    let largest = largest_row_group(&dirs);
     let rule = TargetRule::default();
 
-    let e = stream_labelled(
-        &dirs,
-        &rule,
-        &opts(window_bytes(largest) - 1, None),
-        Progress::hidden(),
-    )
-    .unwrap_err();
+    let reserve = window_bytes(largest) + RUNTIME_RESERVE_BYTES;
+    let e =
+        stream_labelled(&dirs, &rule, &opts(reserve - 1, None), Progress::hidden()).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, TrainerError::MemoryBudget(_)), "{msg}");
     assert!(
@@ -144,7 +145,7 @@ fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_siz
         "{msg}"
     );
     assert!(
-        msg.contains(&format!("{} bytes", window_bytes(largest) - 1)),
+        msg.contains(&format!("{} bytes", reserve - 1)),
         "the budget: {msg}"
     );
     assert!(
@@ -153,20 +154,96 @@ fn a_budget_too_small_for_a_row_group_or_for_the_rows_is_refused_naming_both_siz
     );
     assert!(msg.contains("decisions-"), "the file: {msg}");
 
-    // Room for a row group, not for the outcome map and rows of 3 000 decisions.
+    // Room for the validation rows and the map, not for every row: the
+    // training rows go to disk, and the rows are the in-memory path's.
+    let table = load_logs(&dirs, |_, _, _| {}).unwrap();
+    let (train, valid) = table.labelled(&rule).split_by_time(0.2).unwrap();
+    let spilled = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(reserve + 850_000, None),
+        Progress::hidden(),
+    )
+    .unwrap();
+    let file = spilled
+        .spilled
+        .as_ref()
+        .expect("the training rows went to disk");
+    assert_eq!(file.rows, train.len());
+    assert_eq!(spilled.report.spilled_rows, train.len());
+    assert_eq!(
+        spilled.report.decision_passes, 2,
+        "a first pass finds the time cut"
+    );
+    let text = std::fs::read_to_string(&file.path).unwrap();
+    let first: Vec<f64> = text
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(first.len(), 1 + 42);
+    assert_eq!(first[0], f64::from(train.targets[0]));
+    assert_eq!(
+        &first[1..],
+        train
+            .row(0)
+            .iter()
+            .map(|x| f64::from(*x))
+            .collect::<Vec<_>>()
+    );
+    let weights = std::fs::read_to_string(&file.weights).unwrap();
+    let w0: f64 = weights.lines().next().unwrap().parse().unwrap();
+    assert_eq!(w0, f64::from(train.weights[0]));
+    same_rows(&spilled.valid, &valid);
+    same_rows(&spilled.train, &train);
+    assert!(spilled.report.peak_counted_bytes <= reserve + 850_000);
+
+    // Not even the validation rows beside the map: refused, saying what to do.
     let e = stream_labelled(
         &dirs,
         &rule,
-        &opts(window_bytes(largest) + 50_000, None),
+        &opts(reserve + 300_000, None),
         Progress::hidden(),
     )
     .unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, TrainerError::MemoryBudget(_)), "{msg}");
-    assert!(msg.contains("--sample"), "says what to do: {msg}");
+    assert!(
+        msg.contains("even with the") && msg.contains("--valid-fraction"),
+        "{msg}"
+    );
 
-    let ok = stream_labelled(&dirs, &rule, &opts(64 << 20, None), Progress::hidden()).unwrap();
-    assert!(ok.report.peak_counted_bytes <= 64 << 20);
+    // A sample too big for the budget: refused before the long read,
+    // naming a sample that fits, which then does.
+    let budget = reserve + 500_000;
+    let e = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(budget, Some(SampleSpec::Fraction(1.0))),
+        Progress::hidden(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    let fits: u64 = msg
+        .split("--sample ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("names a sample that fits: {msg}"));
+    let sampled = stream_labelled(
+        &dirs,
+        &rule,
+        &opts(budget, Some(SampleSpec::Rows(fits))),
+        Progress::hidden(),
+    )
+    .unwrap();
+    assert_eq!(sampled.train.len() as u64, fits);
+    assert!(sampled.report.peak_counted_bytes <= budget);
+
+    let ok = stream_labelled(&dirs, &rule, &opts(128 << 20, None), Progress::hidden()).unwrap();
+    assert!(ok.spilled.is_none());
     assert!(ok.report.peak_counted_bytes > ok.train.len() as u64 * 201);
 }
 
@@ -188,6 +265,7 @@ fn a_sample_keeps_the_share_of_training_rows_validates_on_the_whole_window_and_s
         memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
         sample,
         network: None,
+        spill_dir: None,
     };
     let full = run_train(&train_opts("full", None), Progress::hidden()).unwrap();
     let half = run_train(
@@ -231,4 +309,60 @@ fn a_sample_keeps_the_share_of_training_rows_validates_on_the_whole_window_and_s
     .unwrap();
     assert_eq!(capped.train_rows, 1_000);
     assert_eq!(capped.valid_rows, full.valid_rows);
+}
+
+#[test]
+fn a_model_trains_from_the_spill_file_about_as_well_as_from_memory() {
+    let tmp = TempDir::new("stream-spill-train");
+    let logs = tmp.join("logs");
+    synth(&logs, 3_000, 4);
+    let budget = window_bytes(largest_row_group(std::slice::from_ref(&logs)))
+        + RUNTIME_RESERVE_BYTES
+        + 850_000;
+    let train_opts = |out: &str, memory_budget_bytes| TrainOptions {
+        logs: vec![logs.clone()],
+        out: tmp.join(out),
+        params: TrainParams {
+            num_trees: 20,
+            ..TrainParams::default()
+        },
+        target: TargetRule::default(),
+        valid_fraction: 0.2,
+        memory_budget_bytes,
+        sample: None,
+        network: None,
+        spill_dir: Some(tmp.path().to_path_buf()),
+    };
+    let memory = run_train(
+        &train_opts("memory", DEFAULT_MEMORY_BUDGET_BYTES),
+        Progress::hidden(),
+    )
+    .unwrap();
+    let disk = run_train(&train_opts("disk", budget), Progress::hidden()).unwrap();
+    assert_eq!(disk.train_rows, memory.train_rows);
+    assert_eq!(disk.valid_rows, memory.valid_rows);
+    let card = read_card(&tmp.join("disk")).unwrap();
+    let reader = &card.details["training_data"]["reader"];
+    assert_eq!(reader["spilled_rows"], memory.train_rows);
+    assert!(
+        reader["lightgbm_dataset"]["from"]
+            .as_str()
+            .unwrap()
+            .contains("two rounds")
+    );
+    assert_eq!(reader["lightgbm_dataset"]["params"]["two_round"], true);
+    let r2 = |s: &trainer::pipeline::TrainSummary| s.metrics.model.r2.unwrap();
+    assert!(r2(&memory) > 0.2, "{}", r2(&memory));
+    assert!(
+        (r2(&disk) - r2(&memory)).abs() < 0.02,
+        "disk {} memory {}",
+        r2(&disk),
+        r2(&memory)
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("trainer-rows-"))
+        .collect();
+    assert!(left.is_empty(), "the spill file is deleted after training");
 }

@@ -3,8 +3,8 @@
 //!
 //! [`FileStream::open`] checks the file's layout as [`super::reader`] does
 //! and reports each row group's size from the footer before anything is
-//! decoded; iterating then yields the file's batches (at most one row group,
-//! [`super::reader::READ_BATCH_ROWS`] rows, per batch) as candidate rows or
+//! decoded; iterating then yields the file's batches (at most one row
+//! group, and at most [`super::reader::READ_BATCH_ROWS`] rows, per batch) as candidate rows or
 //! outcomes, exactly as [`super::read_file`] would have returned them in one
 //! piece. Each decode runs under `catch_unwind`, so corrupt bytes are an
 //! error naming the file, never a panic.
@@ -94,7 +94,7 @@ impl FileStream {
                 Ok(schema) => schema,
                 Err(reason) => return Ok(Opened::Mismatch(reason)),
             };
-            let row_groups = builder
+            let row_groups: Vec<RowGroupShape> = builder
                 .metadata()
                 .row_groups()
                 .iter()
@@ -103,8 +103,11 @@ impl FileStream {
                     uncompressed_bytes: u64::try_from(rg.total_byte_size()).unwrap_or(0),
                 })
                 .collect();
+            // A batch holds no more rows than the largest row group, so
+            // the window is about one group.
+            let largest = row_groups.iter().map(|g| g.rows).max();
             let reader = builder
-                .with_batch_size(READ_BATCH_ROWS)
+                .with_batch_size(largest.unwrap_or(1).clamp(1, READ_BATCH_ROWS))
                 .build()
                 .map_err(|e| e.to_string())?;
             Ok(Opened::Stream(FileStream {

@@ -11,9 +11,9 @@
 //!   split), finds the best split on the global histograms and
 //!   all-gathers it, so every machine grows the same tree.
 //!
-//! The safe `lightgbm3` API has no call to join that network; this crate
+//! The safe `lightgbm3` API has no call to join that network; this module
 //! makes the two C calls it needs (`LGBM_NetworkInit`, `LGBM_NetworkFree`)
-//! and reads LightGBM's error text (`LGBM_GetLastError`). LightGBM keeps
+//! through [`crate::ffi`]. LightGBM keeps
 //! the network in thread-local state, so a [`Network`] is neither `Send`
 //! nor `Sync`: the dataset must be built, and the booster trained, on the
 //! thread that joined.
@@ -21,7 +21,9 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-mod ffi;
+use crate::Error;
+
+use crate::ffi;
 
 /// One machine of the network: `host:port`, the port it listens on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,24 +40,12 @@ impl std::fmt::Display for Machine {
     }
 }
 
-/// Errors joining the network.
-#[derive(Debug, thiserror::Error)]
-pub enum NetworkError {
-    /// The machine list or rank is not usable.
-    #[error("{0}")]
-    Invalid(String),
-    /// LightGBM could not join (a machine unreachable within the time
-    /// out, a port in use, …): its own message.
-    #[error("LightGBM network: {0}")]
-    LightGbm(String),
-}
-
 /// Parses `host:port,host:port,…`.
 ///
 /// # Errors
-/// [`NetworkError::Invalid`] naming the entry at fault.
-pub fn parse_machines(list: &str) -> Result<Vec<Machine>, NetworkError> {
-    let bad = |m: String| Err(NetworkError::Invalid(m));
+/// [`Error::Invalid`] naming the entry at fault.
+pub fn parse_machines(list: &str) -> Result<Vec<Machine>, Error> {
+    let bad = |m: String| Err(Error::Invalid(m));
     let mut out: Vec<Machine> = Vec::new();
     for entry in list.split(',').map(str::trim) {
         let Some((host, port)) = entry.rsplit_once(':') else {
@@ -87,9 +77,9 @@ pub fn parse_machines(list: &str) -> Result<Vec<Machine>, NetworkError> {
 pub struct MachineList(pub Vec<Machine>);
 
 impl std::str::FromStr for MachineList {
-    type Err = NetworkError;
+    type Err = Error;
 
-    fn from_str(s: &str) -> Result<Self, NetworkError> {
+    fn from_str(s: &str) -> Result<Self, Error> {
         parse_machines(s).map(MachineList)
     }
 }
@@ -113,32 +103,28 @@ impl Network {
     /// `timeout_minutes` for them (LightGBM's `time_out`).
     ///
     /// # Errors
-    /// [`NetworkError::Invalid`] for a rank outside the list, fewer than two
+    /// [`Error::Invalid`] for a rank outside the list, fewer than two
     /// machines, a zero time out, or a thread already in a network;
-    /// [`NetworkError::LightGbm`] when LightGBM cannot join.
-    pub fn join(
-        machines: &[Machine],
-        rank: usize,
-        timeout_minutes: u32,
-    ) -> Result<Self, NetworkError> {
+    /// [`Error::LightGbm`] when LightGBM cannot join.
+    pub fn join(machines: &[Machine], rank: usize, timeout_minutes: u32) -> Result<Self, Error> {
         if machines.len() < 2 {
-            return Err(NetworkError::Invalid(
+            return Err(Error::Invalid(
                 "data-parallel training needs at least two machines".into(),
             ));
         }
         let Some(me) = machines.get(rank) else {
-            return Err(NetworkError::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "rank {rank} is not in 0..{} (one rank per machine listed)",
                 machines.len()
             )));
         };
         if timeout_minutes == 0 {
-            return Err(NetworkError::Invalid(
+            return Err(Error::Invalid(
                 "the network time out must be at least 1 minute".into(),
             ));
         }
         if JOINED.with(Cell::get) {
-            return Err(NetworkError::Invalid(
+            return Err(Error::Invalid(
                 "this thread is already in a LightGBM network".into(),
             ));
         }
@@ -148,7 +134,7 @@ impl Network {
             .collect::<Vec<_>>()
             .join(",");
         let count = i32::try_from(machines.len())
-            .map_err(|_| NetworkError::Invalid("too many machines".into()))?;
+            .map_err(|_| Error::Invalid("too many machines".into()))?;
         let timeout = i32::try_from(timeout_minutes).unwrap_or(i32::MAX);
         ffi::network_init(&list, i32::from(me.port), timeout, count)?;
         JOINED.with(|j| j.set(true));

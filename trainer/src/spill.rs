@@ -1,0 +1,174 @@
+//! Training rows on disk, as a LightGBM data file, when they do not fit
+//! the memory budget.
+//!
+//! One row per line, tab-separated: the target, then the `FEATURE_COUNT`
+//! features, each the exact value of its f32 (written as the shortest
+//! decimal of the widened f64, in scientific notation, so LightGBM parses
+//! back the very same number). The weights go one per line to
+//! `<file>.weight`, which LightGBM reads beside a data file by itself (a
+//! `weight_column` would stay in the model as an unused 43rd feature).
+//! LightGBM loads the file in two rounds ([`dataset_params`]): a sample for
+//! the bin boundaries, then the rows into bins, never the whole text or a
+//! float matrix. Both are temporary files, deleted when the [`Spilled`] is
+//! dropped.
+
+use std::fmt::Write as _;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use tempfile::{NamedTempFile, TempPath};
+
+use crate::error::{Result, TrainerError};
+
+/// The dataset parameters LightGBM loads a spill file with; `pre_partition`
+/// when several machines each load their own shard.
+pub fn dataset_params(machines: usize) -> Value {
+    let mut p = json!({
+        "two_round": true,
+        "header": false,
+        "label_column": 0,
+        "verbosity": -1,
+    });
+    if machines > 1 {
+        p["pre_partition"] = true.into();
+    }
+    p
+}
+
+/// `<data>.weight`, where LightGBM looks for a data file's weights.
+fn weight_path(data: &Path) -> PathBuf {
+    let mut p = data.as_os_str().to_owned();
+    p.push(".weight");
+    PathBuf::from(p)
+}
+
+/// Training rows written to disk.
+#[derive(Debug)]
+pub struct Spilled {
+    /// The data file (deleted on drop).
+    pub path: TempPath,
+    /// Its weights, `<path>.weight` (deleted on drop).
+    pub weights: TempPath,
+    /// Rows written.
+    pub rows: usize,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Writes training rows to a spill file.
+pub(crate) struct SpillWriter {
+    w: BufWriter<NamedTempFile>,
+    weights: BufWriter<std::fs::File>,
+    weights_path: TempPath,
+    dir: PathBuf,
+    line: String,
+    rows: usize,
+    bytes: u64,
+}
+
+fn io(dir: &Path) -> impl Fn(std::io::Error) -> TrainerError + '_ {
+    move |source| TrainerError::Io {
+        path: dir.to_path_buf(),
+        source,
+    }
+}
+
+impl SpillWriter {
+    /// A new spill file in `dir`.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`] if the file cannot be created.
+    pub(crate) fn create(dir: &Path) -> Result<Self> {
+        let file = tempfile::Builder::new()
+            .prefix("trainer-rows-")
+            .suffix(".tsv")
+            .tempfile_in(dir)
+            .map_err(io(dir))?;
+        let weights_file = weight_path(file.path());
+        let weights = std::fs::File::create(&weights_file).map_err(io(dir))?;
+        let weights_path = TempPath::try_from_path(weights_file).map_err(io(dir))?;
+        Ok(Self {
+            w: BufWriter::with_capacity(1 << 20, file),
+            weights: BufWriter::with_capacity(1 << 16, weights),
+            weights_path,
+            dir: dir.to_path_buf(),
+            line: String::with_capacity(1024),
+            rows: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Appends one row.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`] (a full disk, typically).
+    pub(crate) fn push(&mut self, target: f32, weight: f32, features: &[f32]) -> Result<()> {
+        self.line.clear();
+        let _ = write!(self.line, "{:e}", f64::from(target));
+        for x in features {
+            let _ = write!(self.line, "\t{:e}", f64::from(*x));
+        }
+        self.line.push('\n');
+        self.w
+            .write_all(self.line.as_bytes())
+            .map_err(io(&self.dir))?;
+        writeln!(self.weights, "{:e}", f64::from(weight)).map_err(io(&self.dir))?;
+        self.rows += 1;
+        self.bytes += self.line.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes and closes the file.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`].
+    pub(crate) fn finish(mut self) -> Result<Spilled> {
+        let dir = self.dir;
+        let file = self.w.into_inner().map_err(|e| io(&dir)(e.into_error()))?;
+        file.as_file().sync_all().map_err(io(&dir))?;
+        self.weights.flush().map_err(io(&dir))?;
+        Ok(Spilled {
+            path: file.into_temp_path(),
+            weights: self.weights_path,
+            rows: self.rows,
+            bytes: self.bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spill_line_reads_back_as_the_same_f32s_and_the_file_goes_with_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SpillWriter::create(dir.path()).unwrap();
+        let features = [0.1f32, -0.0, 1e-30, 3.4e38, 7.0];
+        w.push(-1.25, 10.0, &features).unwrap();
+        w.push(0.5, 1.0, &features).unwrap();
+        let s = w.finish().unwrap();
+        assert_eq!(s.rows, 2);
+        let text = std::fs::read_to_string(&s.path).unwrap();
+        assert_eq!(text.len() as u64, s.bytes);
+        let first: Vec<f64> = text
+            .lines()
+            .next()
+            .unwrap()
+            .split('\t')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(first[0], -1.25);
+        let weights = std::fs::read_to_string(&s.weights).unwrap();
+        assert_eq!(weights, "1e1\n1e0\n");
+        for (x, y) in features.iter().zip(&first[1..]) {
+            assert_eq!(f64::from(*x), *y, "exact");
+            assert_eq!(x.to_bits(), (*y as f32).to_bits());
+        }
+        let (path, weights) = (s.path.to_path_buf(), s.weights.to_path_buf());
+        assert_eq!(weights, weight_path(&path));
+        drop(s);
+        assert!(!path.exists() && !weights.exists());
+    }
+}
