@@ -174,6 +174,11 @@ pub struct ValidateArgs {
     /// Also write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// What the log reader may hold at once (bytes, or KiB/MiB/GiB): the
+    /// outcome map and one chunk of rows; the predictions of every row
+    /// take 13 bytes each beside it.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub memory_budget: Bytes,
 }
 
 /// `trainer compare`.

@@ -95,7 +95,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Validate(args) => {
-            let s = validate::run_validate(&args.model, &args.logs, progress)?;
+            let s = validate::run_validate_within(
+                &args.model,
+                &args.logs,
+                args.memory_budget.0,
+                progress,
+            )?;
             say!("model_version {}", s.model_version);
             for p in &s.parity {
                 say!(

@@ -20,7 +20,7 @@ use crate::parity::{ParityReport, check, served_probabilities};
 use crate::progress::Progress;
 use crate::regression_metrics::Metrics;
 use crate::sample::SampleSpec;
-use crate::spill;
+use crate::spill::{self, Parked};
 use crate::stream::{StreamOptions, Streamed, stream_labelled};
 use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train, train_file};
 
@@ -272,20 +272,22 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         train: train_set,
         spilled,
         valid,
+        parked,
         report,
     } = streamed;
-    // With a spill, `train_set` is only the rows kept for the training metrics.
+    // With a spill, `train_set` is only the rows kept for the training
+    // metrics, and the validation rows wait on disk until LightGBM is done.
     let train_rows = spilled.as_ref().map_or(train_set.len(), |s| s.rows);
+    let valid_rows = parked.as_ref().map_or(valid.len(), Parked::rows);
     if report.decisions_dropped.total() > 0 {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "warning: {}", report.decisions_dropped);
     }
     let counts = train_set.counts;
     check_trainable(&train_set, &valid, counts)?;
-    if valid.len() < MIN_VALID_ROWS {
+    if valid_rows < MIN_VALID_ROWS {
         return Err(TrainerError::NoData(format!(
-            "the validation split has {} rows, at least {MIN_VALID_ROWS} are needed for its metrics and parity check: raise --valid-fraction or give more logs",
-            valid.len()
+            "the validation split has {valid_rows} rows, at least {MIN_VALID_ROWS} are needed for its metrics and parity check: raise --valid-fraction or give more logs"
         )));
     }
     if train_rows < 2 * opts.params.min_data_in_leaf {
@@ -340,6 +342,10 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     timings.export_s = t2.elapsed().as_secs_f64();
 
     let t3 = Instant::now();
+    let valid = match parked {
+        Some(p) => p.read(counts)?,
+        None => valid,
+    };
     let (p_valid, valid_parity) =
         parity_on("validation", &booster, &plan, &valid.features, progress)?;
     let golden = build_golden(&booster, &model, &valid.features)?;

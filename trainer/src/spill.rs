@@ -19,7 +19,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use tempfile::{NamedTempFile, TempPath};
 
+use scorer_core::features::FEATURE_COUNT;
+
+use crate::budget::LABELLED_ROW_BYTES;
+use crate::dataset::Labelled;
 use crate::error::{Result, TrainerError};
+use crate::target::TargetCounts;
 
 /// The dataset parameters LightGBM loads a spill file with; `pre_partition`
 /// when several machines each load their own shard.
@@ -137,6 +142,126 @@ impl SpillWriter {
     }
 }
 
+/// Validation rows parked on disk while LightGBM trains, in their
+/// in-memory layout (little-endian, [`LABELLED_ROW_BYTES`] a row), read
+/// back for the validation step.
+pub(crate) struct ParkWriter {
+    w: BufWriter<NamedTempFile>,
+    dir: PathBuf,
+    rows: usize,
+}
+
+/// Parked validation rows (the file is deleted on drop).
+#[derive(Debug)]
+pub struct Parked {
+    file: NamedTempFile,
+    rows: usize,
+}
+
+impl ParkWriter {
+    /// A new file in `dir`.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`].
+    pub(crate) fn create(dir: &Path) -> Result<Self> {
+        let file = tempfile::Builder::new()
+            .prefix("trainer-validation-")
+            .tempfile_in(dir)
+            .map_err(io(dir))?;
+        Ok(Self {
+            w: BufWriter::with_capacity(1 << 20, file),
+            dir: dir.to_path_buf(),
+            rows: 0,
+        })
+    }
+
+    /// Appends row `i` of `l`.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`].
+    pub(crate) fn push(&mut self, l: &Labelled, i: usize) -> Result<()> {
+        let mut rec = Vec::with_capacity(LABELLED_ROW_BYTES as usize);
+        for x in l.row(i) {
+            rec.extend_from_slice(&x.to_le_bytes());
+        }
+        rec.extend_from_slice(&l.targets[i].to_le_bytes());
+        rec.extend_from_slice(&l.weights[i].to_le_bytes());
+        rec.push(u8::from(l.slow[i]));
+        rec.extend_from_slice(&l.latency_ms[i].to_le_bytes());
+        rec.extend_from_slice(&l.ts_ms[i].to_le_bytes());
+        rec.extend_from_slice(&l.rule_score[i].to_le_bytes());
+        self.w.write_all(&rec).map_err(io(&self.dir))?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Flushes the file.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`].
+    pub(crate) fn finish(self) -> Result<Parked> {
+        let dir = self.dir;
+        let file = self.w.into_inner().map_err(|e| io(&dir)(e.into_error()))?;
+        Ok(Parked {
+            file,
+            rows: self.rows,
+        })
+    }
+}
+
+impl Parked {
+    /// Rows parked.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Reads the rows back (with `counts`), and deletes the file.
+    ///
+    /// # Errors
+    /// [`TrainerError::Io`], or a file shorter than its rows.
+    pub fn read(self, counts: TargetCounts) -> Result<Labelled> {
+        use std::io::{Read as _, Seek as _};
+        let path = self.file.path().to_path_buf();
+        let mut f = self.file.reopen().map_err(io(&path))?;
+        f.rewind().map_err(io(&path))?;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+        let mut l = Labelled {
+            features: Vec::with_capacity(self.rows * FEATURE_COUNT),
+            targets: Vec::with_capacity(self.rows),
+            weights: Vec::with_capacity(self.rows),
+            slow: Vec::with_capacity(self.rows),
+            latency_ms: Vec::with_capacity(self.rows),
+            ts_ms: Vec::with_capacity(self.rows),
+            rule_score: Vec::with_capacity(self.rows),
+            counts,
+        };
+        let mut rec = vec![0u8; LABELLED_ROW_BYTES as usize];
+        for _ in 0..self.rows {
+            r.read_exact(&mut rec).map_err(io(&path))?;
+            let (feats, rest) = rec.split_at(FEATURE_COUNT * 4);
+            l.features.extend(
+                feats
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            let f32_at =
+                |o: usize| f32::from_le_bytes([rest[o], rest[o + 1], rest[o + 2], rest[o + 3]]);
+            let b8 = |o: usize| -> [u8; 8] {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&rest[o..o + 8]);
+                a
+            };
+            l.targets.push(f32_at(0));
+            l.weights.push(f32_at(4));
+            l.slow.push(rest[8] != 0);
+            l.latency_ms.push(f64::from_le_bytes(b8(9)));
+            l.ts_ms.push(i64::from_le_bytes(b8(17)));
+            l.rule_score.push(f64::from_le_bytes(b8(25)));
+        }
+        Ok(l)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +295,36 @@ mod tests {
         assert_eq!(weights, weight_path(&path));
         drop(s);
         assert!(!path.exists() && !weights.exists());
+    }
+
+    #[test]
+    fn parked_rows_read_back_bit_for_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Labelled::default();
+        for i in 0..3 {
+            l.features
+                .extend((0..FEATURE_COUNT).map(|j| (i * 100 + j) as f32 * 0.1));
+            l.targets.push(i as f32 - 0.5);
+            l.weights.push(1.5);
+            l.slow.push(i == 1);
+            l.latency_ms.push(0.1 + i as f64);
+            l.ts_ms.push(1_700_000_000_000 + i as i64);
+            l.rule_score.push(99.5);
+        }
+        let mut w = ParkWriter::create(dir.path()).unwrap();
+        for i in 0..3 {
+            w.push(&l, i).unwrap();
+        }
+        let parked = w.finish().unwrap();
+        assert_eq!(parked.rows(), 3);
+        let back = parked.read(TargetCounts::default()).unwrap();
+        assert_eq!(back.features, l.features);
+        assert_eq!(back.targets, l.targets);
+        assert_eq!(back.weights, l.weights);
+        assert_eq!(back.slow, l.slow);
+        assert_eq!(back.latency_ms, l.latency_ms);
+        assert_eq!(back.ts_ms, l.ts_ms);
+        assert_eq!(back.rule_score, l.rule_score);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "deleted");
     }
 }

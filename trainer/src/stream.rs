@@ -35,7 +35,7 @@ use crate::sample::{SAMPLE_METHOD, SampleReport, SampleSpec, Systematic};
 use crate::scan::{
     Key, count_row, labelled_bytes, open_all, push_row, read_outcomes, reserved, scan_decisions,
 };
-use crate::spill::{SpillWriter, Spilled};
+use crate::spill::{ParkWriter, Parked, SpillWriter, Spilled};
 use crate::target::{TargetCounts, TargetRule};
 
 /// How to stream.
@@ -95,8 +95,12 @@ pub struct Streamed {
     pub train: Labelled,
     /// The training rows on disk, when they did not fit the budget.
     pub spilled: Option<Spilled>,
-    /// Validation rows: the latest `valid_fraction` of the labelled rows.
+    /// Validation rows: the latest `valid_fraction` of the labelled rows
+    /// (empty while they are parked).
     pub valid: Labelled,
+    /// With a spill, the validation rows parked on disk until LightGBM has
+    /// trained ([`Parked::read`]).
+    pub parked: Option<Parked>,
     /// What was read.
     pub report: StreamReport,
 }
@@ -110,8 +114,9 @@ enum Plan {
     All,
     /// Validation rows and a sample of the training rows in memory.
     Sample(SampleSpec, Cut, Systematic),
-    /// Validation rows and a metrics sample in memory, training rows on disk.
-    Spill(Cut, Systematic, SpillWriter),
+    /// A metrics sample in memory; training rows on disk for LightGBM,
+    /// validation rows parked on disk until LightGBM is done.
+    Spill(Cut, Systematic, SpillWriter, ParkWriter),
 }
 
 /// Streams `dirs` into labelled training and validation rows (see the
@@ -220,9 +225,14 @@ pub fn stream_labelled(
             let dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
             let sys = Systematic::new((metrics as u64, cut.train_rows.max(1) as u64));
             (
-                Plan::Spill(cut, sys, SpillWriter::create(&dir)?),
+                Plan::Spill(
+                    cut,
+                    sys,
+                    SpillWriter::create(&dir)?,
+                    ParkWriter::create(&dir)?,
+                ),
                 reserved(metrics),
-                reserved(cut.valid_rows),
+                Labelled::default(),
             )
         }
         _ => {
@@ -236,6 +246,7 @@ pub fn stream_labelled(
         }
     };
     let mut row_counts = TargetCounts::default();
+    let mut one = reserved(1);
     let scan = scan_decisions(
         &decision_files,
         &outcomes,
@@ -254,9 +265,17 @@ pub fn stream_labelled(
                         push_row(&mut train, rule, &r);
                     }
                 }
-                Plan::Spill(cut, sys, w) => {
+                Plan::Spill(cut, sys, w, park) => {
                     if cut.is_valid(j, r.ts_ms) {
-                        push_row(&mut valid, rule, &r);
+                        one.features.clear();
+                        one.targets.clear();
+                        one.weights.clear();
+                        one.slow.clear();
+                        one.latency_ms.clear();
+                        one.ts_ms.clear();
+                        one.rule_score.clear();
+                        push_row(&mut one, rule, &r);
+                        park.push(&one, 0)?;
                     } else {
                         let target = rule.target(r.features, r.latency_ms, r.success);
                         w.push(target, rule.weight(r.probability), r.features)?;
@@ -291,6 +310,7 @@ pub fn stream_labelled(
     };
     train.counts = counts;
     valid.counts = counts;
+    let mut parked = None;
     let (train, valid, sample, spilled) = match plan {
         Plan::All => {
             let (t, v) = split_in_place(train, opts.valid_fraction)?;
@@ -306,7 +326,10 @@ pub fn stream_labelled(
             };
             (train, valid, Some(report), None)
         }
-        Plan::Spill(_, _, w) => (train, valid, None, Some(w.finish()?)),
+        Plan::Spill(_, _, w, park) => {
+            parked = Some(park.finish()?);
+            (train, valid, None, Some(w.finish()?))
+        }
     };
     let report = StreamReport {
         decision_files,
@@ -328,8 +351,101 @@ pub fn stream_labelled(
         train,
         spilled,
         valid,
+        parked,
         report,
     })
+}
+
+/// Streams every labelled row of `dirs`, in load order and without a
+/// split, to `on_chunk`, at most `chunk_rows` at a time (for `trainer
+/// validate`: only the chunk, the outcome map and the ids are held, within
+/// `memory_budget_bytes`). Returns the target counts and the report.
+///
+/// # Errors
+/// As [`stream_labelled`]; `on_chunk`'s errors.
+pub fn for_each_labelled(
+    dirs: &[PathBuf],
+    rule: &TargetRule,
+    memory_budget_bytes: u64,
+    chunk_rows: usize,
+    progress: Progress,
+    on_chunk: &mut dyn FnMut(&Labelled) -> Result<()>,
+) -> Result<(TargetCounts, StreamReport)> {
+    let decision_files = list_log_files(dirs, LogKind::Decisions)?;
+    let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
+    let mut budget = Budget::new(memory_budget_bytes);
+    let mut held = Held::default();
+    let mut largest = 0;
+    let (_, decision_rows) = open_all(
+        &decision_files,
+        LogKind::Decisions,
+        budget.limit,
+        &mut largest,
+    )?;
+    if decision_rows == 0 {
+        return Err(no_decisions(dirs, decision_files.len()));
+    }
+    let (o_streams, o_total) = open_all(
+        &outcome_files,
+        LogKind::Outcomes,
+        budget.limit,
+        &mut largest,
+    )?;
+    let (outcomes, outcome_rows) =
+        read_outcomes(o_streams, o_total, &mut budget, &mut held, progress)?;
+    let chunk_rows = chunk_rows.max(1);
+    let mut chunk = reserved(chunk_rows);
+    let mut row_counts = TargetCounts::default();
+    let mut flush = |chunk: &mut Labelled| -> Result<()> {
+        on_chunk(chunk)?;
+        *chunk = Labelled {
+            counts: chunk.counts,
+            ..reserved(chunk_rows)
+        };
+        Ok(())
+    };
+    let scan = scan_decisions(
+        &decision_files,
+        &outcomes,
+        &mut budget,
+        &mut held,
+        "decisions",
+        progress,
+        &mut |_, r, h| {
+            count_row(&mut row_counts, rule, &r);
+            push_row(&mut chunk, rule, &r);
+            if chunk.len() == chunk_rows {
+                flush(&mut chunk)?;
+            }
+            h.labelled_bytes = labelled_bytes(&chunk);
+            Ok(())
+        },
+    )?;
+    if !chunk.is_empty() {
+        flush(&mut chunk)?;
+    }
+    let counts = TargetCounts {
+        rows: row_counts.rows,
+        failures: row_counts.failures,
+        slow: row_counts.slow,
+        clipped_weights: row_counts.clipped_weights,
+        ..scan.targets
+    };
+    let report = StreamReport {
+        decision_files,
+        outcome_files,
+        decision_rows: scan.rows_read,
+        outcome_rows,
+        outcome_keys: held.outcome_keys as usize,
+        shadow_rows_dropped: scan.shadow_rows,
+        decisions_dropped: scan.dropped,
+        decision_passes: 1,
+        largest_row_group_bytes: largest,
+        peak_counted_bytes: budget.peak,
+        memory_budget_bytes,
+        ..StreamReport::default()
+    };
+    Ok((counts, report))
 }
 
 fn no_decisions(dirs: &[PathBuf], files: usize) -> TrainerError {

@@ -20,12 +20,14 @@ use scorer_model::card::{MAX_TEXT_MODEL_BYTES, ONNX_FILE, TEXT_FILE, read_capped
 use scorer_model::{ModelCard, load_model, read_card, read_golden};
 use serde::Serialize;
 
+use crate::budget::DEFAULT_MEMORY_BUDGET_BYTES;
 use crate::dataset::{TargetCounts, TargetRule};
 use crate::error::{Result, TrainerError, io_err};
 use crate::parity::{ParityReport, check};
-use crate::pipeline::{golden_parity, load_with_progress, parity_on};
+use crate::pipeline::{golden_parity, parity_on};
 use crate::progress::Progress;
 use crate::regression_metrics::Metrics;
+use crate::stream::for_each_labelled;
 use crate::train::predict;
 
 /// A loaded model directory: card, LightGBM booster and the served plan.
@@ -136,6 +138,34 @@ pub struct ValidateSummary {
 /// # Errors
 /// [`TrainerError::Parity`] naming the first offending row; load errors.
 pub fn run_validate(dir: &Path, logs: &[PathBuf], progress: Progress) -> Result<ValidateSummary> {
+    run_validate_within(dir, logs, DEFAULT_MEMORY_BUDGET_BYTES, progress)
+}
+
+/// Rows validated at a time.
+pub const VALIDATE_CHUNK_ROWS: usize = 65_536;
+
+/// A parity failure in a chunk, with its row index in the whole set.
+fn offset_failure(e: TrainerError, offset: usize) -> TrainerError {
+    match e {
+        TrainerError::Parity(mut f) => {
+            f.row += offset;
+            TrainerError::Parity(f)
+        }
+        other => other,
+    }
+}
+
+/// [`run_validate`] with the log reader held to `memory_budget_bytes`.
+///
+/// # Errors
+/// As [`run_validate`]; [`TrainerError::MemoryBudget`] when the outcome
+/// map does not fit.
+pub fn run_validate_within(
+    dir: &Path,
+    logs: &[PathBuf],
+    memory_budget_bytes: u64,
+    progress: Progress,
+) -> Result<ValidateSummary> {
     let m = load_model_dir(dir)?;
     let golden = read_golden(dir, FEATURE_COUNT)?;
     let mut parity = vec![golden_parity(&m.plan, &golden)?];
@@ -165,20 +195,52 @@ pub fn run_validate(dir: &Path, logs: &[PathBuf], progress: Progress) -> Result<
     }
     let rule = card_target(&m.card).unwrap_or_default();
     rule.validate()?;
-    let table = load_with_progress(logs, progress)?;
-    let set = table.labelled(&rule);
-    if set.is_empty() {
-        return Err(TrainerError::NoData(format!(
-            "no rows with a target in the logs ({})",
-            set.counts
-        )));
+    // Streamed a chunk at a time: only the predictions, targets and PUT
+    // flags of every row are kept (13 bytes a row).
+    let (mut p, mut targets, mut is_put) = (Vec::new(), Vec::new(), Vec::new());
+    let mut logs_parity: Option<ParityReport> = None;
+    let (counts, report) = for_each_labelled(
+        logs,
+        &rule,
+        memory_budget_bytes,
+        VALIDATE_CHUNK_ROWS,
+        progress,
+        &mut |chunk| {
+            let (pc, r) = parity_on(
+                "logs",
+                &m.booster,
+                &m.plan,
+                &chunk.features,
+                Progress::hidden(),
+            )
+            .map_err(|e| offset_failure(e, p.len()))?;
+            logs_parity = Some(match logs_parity.take() {
+                None => r,
+                Some(acc) => ParityReport {
+                    rows: acc.rows + r.rows,
+                    max_abs_diff: acc.max_abs_diff.max(r.max_abs_diff),
+                    ..acc
+                },
+            });
+            p.extend(pc);
+            targets.extend_from_slice(&chunk.targets);
+            is_put.extend((0..chunk.len()).map(|i| chunk.is_put(i)));
+            Ok(())
+        },
+    )?;
+    if report.decisions_dropped.total() > 0 {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "warning: {}", report.decisions_dropped);
     }
-    let (p, report) = parity_on("logs", &m.booster, &m.plan, &set.features, progress)?;
-    summary.parity.push(report);
-    let is_put: Vec<bool> = (0..set.len()).map(|i| set.is_put(i)).collect();
-    summary.metrics = Some(Metrics::compute(&p, &set.targets, &is_put));
+    let Some(logs_parity) = logs_parity else {
+        return Err(TrainerError::NoData(format!(
+            "no rows with a target in the logs ({counts})"
+        )));
+    };
+    summary.parity.push(logs_parity);
+    summary.metrics = Some(Metrics::compute(&p, &targets, &is_put));
     summary.target = Some(rule);
-    summary.counts = Some(set.counts);
+    summary.counts = Some(counts);
     Ok(summary)
 }
 
