@@ -116,7 +116,7 @@ enum Plan {
     Sample(SampleSpec, Cut, Systematic),
     /// A metrics sample in memory; training rows on disk for LightGBM,
     /// validation rows parked on disk until LightGBM is done.
-    Spill(Cut, Systematic, SpillWriter, ParkWriter),
+    Spill(Cut, Systematic, Box<(SpillWriter, ParkWriter)>),
 }
 
 /// Streams `dirs` into labelled training and validation rows (see the
@@ -228,8 +228,7 @@ pub fn stream_labelled(
                 Plan::Spill(
                     cut,
                     sys,
-                    SpillWriter::create(&dir)?,
-                    ParkWriter::create(&dir)?,
+                    Box::new((SpillWriter::create(&dir)?, ParkWriter::create(&dir)?)),
                 ),
                 reserved(metrics),
                 Labelled::default(),
@@ -265,7 +264,8 @@ pub fn stream_labelled(
                         push_row(&mut train, rule, &r);
                     }
                 }
-                Plan::Spill(cut, sys, w, park) => {
+                Plan::Spill(cut, sys, files) => {
+                    let (w, park) = &mut **files;
                     if cut.is_valid(j, r.ts_ms) {
                         one.features.clear();
                         one.targets.clear();
@@ -326,7 +326,8 @@ pub fn stream_labelled(
             };
             (train, valid, Some(report), None)
         }
-        Plan::Spill(_, _, w, park) => {
+        Plan::Spill(_, _, files) => {
+            let (w, park) = *files;
             parked = Some(park.finish()?);
             (train, valid, None, Some(w.finish()?))
         }
