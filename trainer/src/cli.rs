@@ -125,7 +125,8 @@ pub struct TrainArgs {
     pub sample: Option<SampleSpec>,
     /// Directory for the training rows when they do not fit
     /// --memory-budget (a LightGBM data file, deleted after training,
-    /// about 0.5 KB per row) [default: the system's temporary directory].
+    /// about 0.5 KB per row, and 201 bytes per validation row) [default: the
+    /// system's temporary directory].
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Train data-parallel with LightGBM's own network: every machine of
