@@ -119,7 +119,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub memory_budget: Bytes,
     /// Train on a time-stratified sample of the training decisions: a
-    /// fraction in (0, 1] (e.g. 0.25) or a row cap (e.g. 2000000).
+    /// fraction in (0, 1] (e.g. 0.25; 1 keeps all) or a row cap of 2 or
+    /// more (e.g. 2000000).
     /// Validation always uses the whole validation window.
     #[arg(long, value_name = "FRACTION|ROWS")]
     pub sample: Option<SampleSpec>,
@@ -138,8 +139,9 @@ pub struct TrainArgs {
     /// This process's place in --machines, from 0.
     #[arg(long, value_name = "N", requires = "machines")]
     pub rank: Option<usize>,
-    /// How long to wait for the other machines to connect, in minutes.
-    #[arg(long, value_name = "MINUTES", default_value_t = 10)]
+    /// How long to wait for the other machines to connect, in minutes
+    /// (1..=1440).
+    #[arg(long, value_name = "MINUTES", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1440))]
     pub network_timeout_minutes: u32,
     /// Targets.
     #[command(flatten)]

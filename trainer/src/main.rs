@@ -205,6 +205,12 @@ fn arms_or_exit(arms: &[String]) -> [&str; 2] {
 fn main() -> ExitCode {
     use std::io::Write as _;
     let cli = Cli::parse();
+    // A stop request (Ctrl-C, SIGTERM) runs no destructor: delete the spill
+    // files here, or gigabytes of them would stay in the spill directory.
+    let _ = ctrlc::set_handler(|| {
+        trainer::spill::delete_live_files();
+        std::process::exit(130);
+    });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -424,8 +424,8 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         "metrics": metrics,
         "metrics_rows": "validation split (the latest rows by decision time)",
         "train_metrics": train_metrics,
-        "train_metrics_rows": if spill_dataset.is_some() {
-            format!("{} training rows chosen evenly over time (the rest were on disk)", train_set.len())
+        "train_metrics_rows": if train_set.len() < train_rows {
+            format!("{} of the {train_rows} training rows, chosen evenly over time", train_set.len())
         } else {
             "every training row".to_string()
         },

@@ -33,17 +33,22 @@ impl FromStr for SampleSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim();
         if let Ok(n) = t.parse::<u64>() {
-            if n == 0 {
-                return Err(
-                    "--sample 0 keeps nothing: give a fraction in (0, 1] or a row cap >= 1".into(),
-                );
-            }
-            return Ok(SampleSpec::Rows(n));
+            return match n {
+                0 => Err(
+                    "--sample 0 keeps nothing: give a fraction in (0, 1] or a row cap >= 2".into(),
+                ),
+                // "1" reads as the whole, as the fraction 1.
+                1 => Ok(SampleSpec::Fraction(1.0)),
+                n => Ok(SampleSpec::Rows(n)),
+            };
         }
         match t.parse::<f64>() {
             Ok(f) if f > 0.0 && f <= 1.0 => Ok(SampleSpec::Fraction(f)),
+            Ok(f) if f > 1.0 && f.is_finite() && f.fract() == 0.0 => Err(format!(
+                "--sample {s:?}: write a row cap as a whole number ({f})"
+            )),
             Ok(f) => Err(format!(
-                "--sample {f} is out of range: a fraction must be in (0, 1], a row cap a whole number >= 1"
+                "--sample {f} is out of range: a fraction must be in (0, 1], a row cap a whole number >= 2"
             )),
             Err(_) => Err(format!(
                 "--sample {s:?} is neither a fraction in (0, 1] nor a row count"
@@ -79,6 +84,9 @@ impl SampleSpec {
 
     /// The fraction kept of `n` training decisions.
     pub fn fraction_of(&self, n: u64) -> f64 {
+        if let SampleSpec::Fraction(f) = *self {
+            return f;
+        }
         let (keep, of) = self.ratio_of(n);
         keep as f64 / of as f64
     }
@@ -138,6 +146,15 @@ mod tests {
         assert_eq!("0.25".parse(), Ok(SampleSpec::Fraction(0.25)));
         assert_eq!("1.0".parse(), Ok(SampleSpec::Fraction(1.0)));
         assert_eq!("200000".parse(), Ok(SampleSpec::Rows(200_000)));
+        assert_eq!(
+            "1".parse(),
+            Ok(SampleSpec::Fraction(1.0)),
+            "1 is all, not one row"
+        );
+        assert_eq!("2".parse(), Ok(SampleSpec::Rows(2)));
+        let e = "1e3".parse::<SampleSpec>().unwrap_err();
+        assert!(e.contains("whole number (1000)"), "{e}");
+        assert_eq!(SampleSpec::Fraction(0.33).fraction_of(1000), 0.33);
         for bad in ["0", "0.0", "1.5", "-0.1", "NaN", "inf", "half", ""] {
             assert!(bad.parse::<SampleSpec>().is_err(), "{bad:?}");
         }

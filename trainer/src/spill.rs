@@ -26,6 +26,50 @@ use crate::dataset::Labelled;
 use crate::error::{Result, TrainerError};
 use crate::target::TargetCounts;
 
+/// Spill files alive in this process, so that a stop request (Ctrl-C,
+/// SIGTERM) can delete them before exiting: a drop never runs then.
+static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn track(path: &Path) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(path.to_path_buf());
+    }
+}
+
+fn untrack(path: &Path) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.retain(|p| p != path);
+    }
+}
+
+/// Deletes every spill file of this process (for a stop request's
+/// handler, just before it exits).
+pub fn delete_live_files() {
+    if let Ok(mut live) = LIVE.lock() {
+        for p in live.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Keeps a spill file on the list [`delete_live_files`] empties, while
+/// the owner (whose drop deletes the file) lives.
+#[derive(Debug)]
+struct Guard(PathBuf);
+
+impl Guard {
+    fn new(path: &Path) -> Self {
+        track(path);
+        Guard(path.to_path_buf())
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        untrack(&self.0);
+    }
+}
+
 /// The dataset parameters LightGBM loads a spill file with; `pre_partition`
 /// when several machines each load their own shard.
 pub fn dataset_params(machines: usize) -> Value {
@@ -55,9 +99,10 @@ pub struct Spilled {
     pub path: TempPath,
     /// Its weights, `<path>.weight` (deleted on drop).
     pub weights: TempPath,
+    _guards: [Guard; 2],
     /// Rows written.
     pub rows: usize,
-    /// Bytes written.
+    /// Bytes written (rows and weights).
     pub bytes: u64,
 }
 
@@ -66,6 +111,7 @@ pub(crate) struct SpillWriter {
     w: BufWriter<NamedTempFile>,
     weights: BufWriter<std::fs::File>,
     weights_path: TempPath,
+    guards: [Guard; 2],
     dir: PathBuf,
     line: String,
     rows: usize,
@@ -93,10 +139,12 @@ impl SpillWriter {
         let weights_file = weight_path(file.path());
         let weights = std::fs::File::create(&weights_file).map_err(io(dir))?;
         let weights_path = TempPath::try_from_path(weights_file).map_err(io(dir))?;
+        let guards = [Guard::new(file.path()), Guard::new(&weights_path)];
         Ok(Self {
             w: BufWriter::with_capacity(1 << 20, file),
             weights: BufWriter::with_capacity(1 << 16, weights),
             weights_path,
+            guards,
             dir: dir.to_path_buf(),
             line: String::with_capacity(1024),
             rows: 0,
@@ -118,7 +166,11 @@ impl SpillWriter {
         self.w
             .write_all(self.line.as_bytes())
             .map_err(io(&self.dir))?;
-        writeln!(self.weights, "{:e}", f64::from(weight)).map_err(io(&self.dir))?;
+        let w = format!("{:e}\n", f64::from(weight));
+        self.weights
+            .write_all(w.as_bytes())
+            .map_err(io(&self.dir))?;
+        self.bytes += w.len() as u64;
         self.rows += 1;
         self.bytes += self.line.len() as u64;
         Ok(())
@@ -136,6 +188,7 @@ impl SpillWriter {
         Ok(Spilled {
             path: file.into_temp_path(),
             weights: self.weights_path,
+            _guards: self.guards,
             rows: self.rows,
             bytes: self.bytes,
         })
@@ -147,6 +200,7 @@ impl SpillWriter {
 /// back for the validation step.
 pub(crate) struct ParkWriter {
     w: BufWriter<NamedTempFile>,
+    guard: Guard,
     dir: PathBuf,
     rows: usize,
 }
@@ -155,6 +209,7 @@ pub(crate) struct ParkWriter {
 #[derive(Debug)]
 pub struct Parked {
     file: NamedTempFile,
+    _guard: Guard,
     rows: usize,
 }
 
@@ -169,6 +224,7 @@ impl ParkWriter {
             .tempfile_in(dir)
             .map_err(io(dir))?;
         Ok(Self {
+            guard: Guard::new(file.path()),
             w: BufWriter::with_capacity(1 << 20, file),
             dir: dir.to_path_buf(),
             rows: 0,
@@ -204,6 +260,7 @@ impl ParkWriter {
         let file = self.w.into_inner().map_err(|e| io(&dir)(e.into_error()))?;
         Ok(Parked {
             file,
+            _guard: self.guard,
             rows: self.rows,
         })
     }
@@ -276,7 +333,7 @@ mod tests {
         let s = w.finish().unwrap();
         assert_eq!(s.rows, 2);
         let text = std::fs::read_to_string(&s.path).unwrap();
-        assert_eq!(text.len() as u64, s.bytes);
+        assert_eq!(text.len() as u64 + 8, s.bytes, "rows and weights");
         let first: Vec<f64> = text
             .lines()
             .next()

@@ -27,7 +27,7 @@ use scorer_core::features::FEATURE_COUNT;
 use scorer_log::LogKind;
 use serde::Serialize;
 
-use crate::budget::{Budget, Held, hash_table_bytes, window_bytes};
+use crate::budget::{Budget, Command, Held, LABELLED_ROW_BYTES, hash_table_bytes, window_bytes};
 use crate::dataset::{DroppedDecisions, Labelled, list_log_files};
 use crate::error::{Result, TrainerError};
 use crate::progress::Progress;
@@ -82,7 +82,8 @@ pub struct StreamReport {
     pub sample: Option<SampleReport>,
     /// Training rows written to a spill file (0 when they fit in memory).
     pub spilled_rows: usize,
-    /// Bytes of that file.
+    /// Bytes on disk of the spill: the training rows, their weights and
+    /// the parked validation rows.
     pub spilled_bytes: u64,
 }
 
@@ -140,9 +141,17 @@ pub fn stream_labelled(
             opts.valid_fraction
         )));
     }
+    if let Some(dir) = &opts.spill_dir
+        && !dir.is_dir()
+    {
+        return Err(TrainerError::InvalidArgument(format!(
+            "--spill-dir {} is not a directory",
+            dir.display()
+        )));
+    }
     let decision_files = list_log_files(dirs, LogKind::Decisions)?;
     let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
-    let mut budget = Budget::new(opts.memory_budget_bytes);
+    let mut budget = Budget::new(opts.memory_budget_bytes, Command::Train);
     let mut held = Held::default();
     let mut largest = 0;
     // Every file's layout and row groups are checked before any is read.
@@ -175,7 +184,11 @@ pub fn stream_labelled(
             .project(
                 &held,
                 ids,
-                (max_rows, max_rows.saturating_sub(n_valid)),
+                (
+                    max_rows,
+                    max_rows.saturating_sub(n_valid),
+                    max_rows.saturating_sub(n_valid),
+                ),
                 true,
             )
             .is_ok();
@@ -211,7 +224,12 @@ pub fn stream_labelled(
         (Some(spec), Some(cut)) => {
             let (keep, of) = spec.ratio_of(cut.train_rows as u64);
             let kept = (cut.train_rows as u128 * u128::from(keep) / u128::from(of)) as usize;
-            budget.project(&held, ids, (kept + cut.valid_rows, kept), false)?;
+            budget.project(
+                &held,
+                ids,
+                (kept + cut.valid_rows, kept, cut.train_rows),
+                false,
+            )?;
             let sys = Systematic::new((keep, of));
             (
                 Plan::Sample(spec, cut, sys),
@@ -238,7 +256,11 @@ pub fn stream_labelled(
             budget.project(
                 &held,
                 ids,
-                (max_rows, max_rows.saturating_sub(n_valid)),
+                (
+                    max_rows,
+                    max_rows.saturating_sub(n_valid),
+                    max_rows.saturating_sub(n_valid),
+                ),
                 true,
             )?;
             (Plan::All, reserved(max_rows), Labelled::default())
@@ -346,7 +368,10 @@ pub fn stream_labelled(
         memory_budget_bytes: opts.memory_budget_bytes,
         sample,
         spilled_rows: spilled.as_ref().map_or(0, |s| s.rows),
-        spilled_bytes: spilled.as_ref().map_or(0, |s| s.bytes),
+        spilled_bytes: spilled.as_ref().map_or(0, |s| s.bytes)
+            + parked
+                .as_ref()
+                .map_or(0, |p| p.rows() as u64 * LABELLED_ROW_BYTES),
     };
     Ok(Streamed {
         train,
@@ -374,7 +399,7 @@ pub fn for_each_labelled(
 ) -> Result<(TargetCounts, StreamReport)> {
     let decision_files = list_log_files(dirs, LogKind::Decisions)?;
     let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
-    let mut budget = Budget::new(memory_budget_bytes);
+    let mut budget = Budget::new(memory_budget_bytes, Command::Validate);
     let mut held = Held::default();
     let mut largest = 0;
     let (_, decision_rows) = open_all(

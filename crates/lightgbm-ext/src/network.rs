@@ -84,6 +84,32 @@ impl std::str::FromStr for MachineList {
     }
 }
 
+/// Longest time out LightGBM takes: it counts in milliseconds in an
+/// `int`, so 35 792 minutes and more would overflow (one day here).
+pub const MAX_TIMEOUT_MINUTES: u32 = 24 * 60;
+
+/// Refuses a host that does not resolve, and two entries that name the
+/// same address and port (`localhost:P` and `127.0.0.1:P`): LightGBM
+/// would wait for a machine that never comes, then abort.
+fn check_distinct(machines: &[Machine]) -> Result<(), Error> {
+    use std::net::ToSocketAddrs as _;
+    let mut seen: Vec<(std::net::SocketAddr, &Machine)> = Vec::new();
+    for m in machines {
+        let addrs = (m.host.as_str(), m.port)
+            .to_socket_addrs()
+            .map_err(|e| Error::Invalid(format!("machine {m}: {e}")))?;
+        for a in addrs {
+            if let Some((_, other)) = seen.iter().find(|(b, _)| *b == a) {
+                return Err(Error::Invalid(format!(
+                    "machines {other} and {m} are the same address ({a}): list each machine once"
+                )));
+            }
+            seen.push((a, m));
+        }
+    }
+    Ok(())
+}
+
 thread_local! {
     static JOINED: Cell<bool> = const { Cell::new(false) };
 }
@@ -118,11 +144,12 @@ impl Network {
                 machines.len()
             )));
         };
-        if timeout_minutes == 0 {
-            return Err(Error::Invalid(
-                "the network time out must be at least 1 minute".into(),
-            ));
+        if !(1..=MAX_TIMEOUT_MINUTES).contains(&timeout_minutes) {
+            return Err(Error::Invalid(format!(
+                "the network time out must be 1..={MAX_TIMEOUT_MINUTES} minutes, got {timeout_minutes}"
+            )));
         }
+        check_distinct(machines)?;
         if JOINED.with(Cell::get) {
             return Err(Error::Invalid(
                 "this thread is already in a LightGBM network".into(),
@@ -185,5 +212,13 @@ mod tests {
         let e = Network::join(&m, 2, 1).unwrap_err().to_string();
         assert!(e.contains("rank 2 is not in 0..2"), "{e}");
         assert!(Network::join(&m, 0, 0).is_err());
+        let e = Network::join(&m, 0, 35_792).unwrap_err().to_string();
+        assert!(e.contains("1..=1440"), "{e}");
+        let same = parse_machines("localhost:12400,127.0.0.1:12400").unwrap();
+        let e = Network::join(&same, 0, 1).unwrap_err().to_string();
+        assert!(e.contains("are the same address"), "{e}");
+        let nowhere = parse_machines("nonexistent.invalid:12400,127.0.0.1:12401").unwrap();
+        let e = Network::join(&nowhere, 1, 1).unwrap_err().to_string();
+        assert!(e.contains("nonexistent.invalid:12400"), "{e}");
     }
 }
