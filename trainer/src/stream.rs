@@ -33,7 +33,8 @@ use crate::error::{Result, TrainerError};
 use crate::progress::Progress;
 use crate::sample::{SAMPLE_METHOD, SampleReport, SampleSpec, Systematic};
 use crate::scan::{
-    Key, count_row, labelled_bytes, open_all, push_row, read_outcomes, reserved, scan_decisions,
+    Key, OutcomeMap, ScanCounts, count_row, labelled_bytes, open_all, push_row, read_outcomes,
+    reserved, scan_decisions,
 };
 use crate::spill::{ParkWriter, Parked, SpillWriter, Spilled};
 use crate::target::{TargetCounts, TargetRule};
@@ -120,6 +121,91 @@ enum Plan {
     Spill(Cut, Systematic, Box<(SpillWriter, ParkWriter)>),
 }
 
+/// The logs listed, every file's layout and row groups checked, and the
+/// outcomes read: where both readers start.
+struct Opened {
+    decision_files: Vec<PathBuf>,
+    outcome_files: Vec<PathBuf>,
+    /// Rows in the decisions files' footers (decisions, in nested files).
+    decision_rows: usize,
+    outcome_rows: usize,
+    largest: u64,
+}
+
+fn open_logs(
+    dirs: &[PathBuf],
+    budget: &mut Budget,
+    held: &mut Held,
+    progress: Progress,
+) -> Result<(Opened, OutcomeMap)> {
+    let decision_files = list_log_files(dirs, LogKind::Decisions)?;
+    let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
+    let mut largest = 0;
+    let (_, decision_rows) = open_all(
+        &decision_files,
+        LogKind::Decisions,
+        budget.limit,
+        &mut largest,
+    )?;
+    if decision_rows == 0 {
+        return Err(no_decisions(dirs, decision_files.len()));
+    }
+    let (o_streams, o_total) = open_all(
+        &outcome_files,
+        LogKind::Outcomes,
+        budget.limit,
+        &mut largest,
+    )?;
+    let (outcomes, outcome_rows) = read_outcomes(o_streams, o_total, budget, held, progress)?;
+    budget.window = window_bytes(largest);
+    Ok((
+        Opened {
+            decision_files,
+            outcome_files,
+            decision_rows,
+            outcome_rows,
+            largest,
+        },
+        outcomes,
+    ))
+}
+
+impl Opened {
+    fn report(
+        self,
+        scan: &ScanCounts,
+        held: &Held,
+        budget: &Budget,
+        passes: usize,
+    ) -> StreamReport {
+        StreamReport {
+            decision_files: self.decision_files,
+            outcome_files: self.outcome_files,
+            decision_rows: scan.rows_read,
+            outcome_rows: self.outcome_rows,
+            outcome_keys: held.outcome_keys as usize,
+            shadow_rows_dropped: scan.shadow_rows,
+            decisions_dropped: scan.dropped,
+            decision_passes: passes,
+            largest_row_group_bytes: self.largest,
+            peak_counted_bytes: budget.peak,
+            memory_budget_bytes: budget.limit,
+            ..StreamReport::default()
+        }
+    }
+}
+
+/// Every count: the scan's, and the labelled rows' from `rows`.
+fn total_counts(rows: TargetCounts, scan: &ScanCounts) -> TargetCounts {
+    TargetCounts {
+        rows: rows.rows,
+        failures: rows.failures,
+        slow: rows.slow,
+        clipped_weights: rows.clipped_weights,
+        ..scan.targets
+    }
+}
+
 /// Streams `dirs` into labelled training and validation rows (see the
 /// module docs).
 ///
@@ -149,30 +235,10 @@ pub fn stream_labelled(
             dir.display()
         )));
     }
-    let decision_files = list_log_files(dirs, LogKind::Decisions)?;
-    let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
     let mut budget = Budget::new(opts.memory_budget_bytes, Command::Train);
     let mut held = Held::default();
-    let mut largest = 0;
-    // Every file's layout and row groups are checked before any is read.
-    let (_, decision_rows) = open_all(
-        &decision_files,
-        LogKind::Decisions,
-        budget.limit,
-        &mut largest,
-    )?;
-    if decision_rows == 0 {
-        return Err(no_decisions(dirs, decision_files.len()));
-    }
-    let (o_streams, o_total) = open_all(
-        &outcome_files,
-        LogKind::Outcomes,
-        budget.limit,
-        &mut largest,
-    )?;
-    let (outcomes, outcome_rows) =
-        read_outcomes(o_streams, o_total, &mut budget, &mut held, progress)?;
-    budget.window = window_bytes(largest);
+    let (opened, outcomes) = open_logs(dirs, &mut budget, &mut held, progress)?;
+    let (decision_rows, decision_files) = (opened.decision_rows, &opened.decision_files);
     let ids = hash_table_bytes(decision_rows, std::mem::size_of::<Key>());
 
     // At most one labelled row per decision, and per outcome key.
@@ -200,7 +266,7 @@ pub fn stream_labelled(
         let mut ts: Vec<i64> = Vec::new();
         let mut first = held;
         scan_decisions(
-            &decision_files,
+            decision_files,
             &outcomes,
             &mut budget,
             &mut first,
@@ -269,7 +335,7 @@ pub fn stream_labelled(
     let mut row_counts = TargetCounts::default();
     let mut one = reserved(1);
     let scan = scan_decisions(
-        &decision_files,
+        decision_files,
         &outcomes,
         &mut budget,
         &mut held,
@@ -323,13 +389,7 @@ pub fn stream_labelled(
     passes += 1;
     drop(outcomes);
 
-    let counts = TargetCounts {
-        rows: row_counts.rows,
-        failures: row_counts.failures,
-        slow: row_counts.slow,
-        clipped_weights: row_counts.clipped_weights,
-        ..scan.targets
-    };
+    let counts = total_counts(row_counts, &scan);
     train.counts = counts;
     valid.counts = counts;
     let mut parked = None;
@@ -355,23 +415,13 @@ pub fn stream_labelled(
         }
     };
     let report = StreamReport {
-        decision_files,
-        outcome_files,
-        decision_rows: scan.rows_read,
-        outcome_rows,
-        outcome_keys: held.outcome_keys as usize,
-        shadow_rows_dropped: scan.shadow_rows,
-        decisions_dropped: scan.dropped,
-        decision_passes: passes,
-        largest_row_group_bytes: largest,
-        peak_counted_bytes: budget.peak,
-        memory_budget_bytes: opts.memory_budget_bytes,
         sample,
         spilled_rows: spilled.as_ref().map_or(0, |s| s.rows),
         spilled_bytes: spilled.as_ref().map_or(0, |s| s.bytes)
             + parked
                 .as_ref()
                 .map_or(0, |p| p.rows() as u64 * LABELLED_ROW_BYTES),
+        ..opened.report(&scan, &held, &budget, passes)
     };
     Ok(Streamed {
         train,
@@ -397,28 +447,9 @@ pub fn for_each_labelled(
     progress: Progress,
     on_chunk: &mut dyn FnMut(&Labelled) -> Result<()>,
 ) -> Result<(TargetCounts, StreamReport)> {
-    let decision_files = list_log_files(dirs, LogKind::Decisions)?;
-    let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
     let mut budget = Budget::new(memory_budget_bytes, Command::Validate);
     let mut held = Held::default();
-    let mut largest = 0;
-    let (_, decision_rows) = open_all(
-        &decision_files,
-        LogKind::Decisions,
-        budget.limit,
-        &mut largest,
-    )?;
-    if decision_rows == 0 {
-        return Err(no_decisions(dirs, decision_files.len()));
-    }
-    let (o_streams, o_total) = open_all(
-        &outcome_files,
-        LogKind::Outcomes,
-        budget.limit,
-        &mut largest,
-    )?;
-    let (outcomes, outcome_rows) =
-        read_outcomes(o_streams, o_total, &mut budget, &mut held, progress)?;
+    let (opened, outcomes) = open_logs(dirs, &mut budget, &mut held, progress)?;
     let chunk_rows = chunk_rows.max(1);
     let mut chunk = reserved(chunk_rows);
     let mut row_counts = TargetCounts::default();
@@ -431,7 +462,7 @@ pub fn for_each_labelled(
         Ok(())
     };
     let scan = scan_decisions(
-        &decision_files,
+        &opened.decision_files,
         &outcomes,
         &mut budget,
         &mut held,
@@ -450,28 +481,8 @@ pub fn for_each_labelled(
     if !chunk.is_empty() {
         flush(&mut chunk)?;
     }
-    let counts = TargetCounts {
-        rows: row_counts.rows,
-        failures: row_counts.failures,
-        slow: row_counts.slow,
-        clipped_weights: row_counts.clipped_weights,
-        ..scan.targets
-    };
-    let report = StreamReport {
-        decision_files,
-        outcome_files,
-        decision_rows: scan.rows_read,
-        outcome_rows,
-        outcome_keys: held.outcome_keys as usize,
-        shadow_rows_dropped: scan.shadow_rows,
-        decisions_dropped: scan.dropped,
-        decision_passes: 1,
-        largest_row_group_bytes: largest,
-        peak_counted_bytes: budget.peak,
-        memory_budget_bytes,
-        ..StreamReport::default()
-    };
-    Ok((counts, report))
+    let counts = total_counts(row_counts, &scan);
+    Ok((counts, opened.report(&scan, &held, &budget, 1)))
 }
 
 fn no_decisions(dirs: &[PathBuf], files: usize) -> TrainerError {

@@ -7,11 +7,8 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{TempDir, synth};
-use scorer_log::LogKind;
-use scorer_log::stream::{FileStream, Opened};
+use common::{TempDir, largest_row_group, synth};
 use trainer::budget::{RUNTIME_RESERVE_BYTES, window_bytes};
-use trainer::dataset::list_log_files;
 
 fn spill_files(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -29,16 +26,7 @@ fn ctrl_c_during_a_spilled_training_deletes_the_spill_files() {
     synth(&logs, 3_000, 4);
     let spill = tmp.join("spill");
     std::fs::create_dir_all(&spill).unwrap();
-    let largest = list_log_files(std::slice::from_ref(&logs), LogKind::Decisions)
-        .unwrap()
-        .iter()
-        .flat_map(|f| match FileStream::open(f, LogKind::Decisions).unwrap() {
-            Opened::Stream(s) => s.row_groups().to_vec(),
-            Opened::Mismatch(r) => panic!("{r}"),
-        })
-        .map(|g| g.uncompressed_bytes)
-        .max()
-        .unwrap();
+    let largest = largest_row_group(std::slice::from_ref(&logs));
     // Room for the map and a row group, not for every row in memory (as in
     // tests/stream.rs): the training rows go to disk.
     let budget = window_bytes(largest) + RUNTIME_RESERVE_BYTES + 1_000_000;

@@ -3,14 +3,13 @@
 
 mod common;
 
-use common::{TempDir, synth};
+use common::{TempDir, largest_row_group, synth};
 use scorer_log::naming::final_path;
-use scorer_log::stream::{FileStream, Opened};
 use scorer_log::{LogKind, decisions_batch, outcomes_batch};
 use scorer_model::read_card;
 use trainer::TrainerError;
 use trainer::budget::{DEFAULT_MEMORY_BUDGET_BYTES, RUNTIME_RESERVE_BYTES, window_bytes};
-use trainer::dataset::{Labelled, TargetRule, list_log_files, load_logs};
+use trainer::dataset::{Labelled, TargetRule, load_logs};
 use trainer::pipeline::{TrainOptions, run_train};
 use trainer::progress::Progress;
 use trainer::sample::SampleSpec;
@@ -112,19 +111,6 @@ fn outcomes_in_a_later_file_than_their_decision_still_join_and_the_rows_are_the_
     same_rows(&s.train, &train);
     same_rows(&s.valid, &valid);
     assert_eq!(s.train.counts, train.counts);
-}
-
-fn largest_row_group(dirs: &[std::path::PathBuf]) -> u64 {
-    list_log_files(dirs, LogKind::Decisions)
-        .unwrap()
-        .iter()
-        .flat_map(|f| match FileStream::open(f, LogKind::Decisions).unwrap() {
-            Opened::Stream(s) => s.row_groups().to_vec(),
-            Opened::Mismatch(r) => panic!("{r}"),
-        })
-        .map(|g| g.uncompressed_bytes)
-        .max()
-        .unwrap()
 }
 
 #[test]

@@ -346,6 +346,16 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     Ok(FileContents::Loaded(batches))
 }
 
+/// "parquet decoder panicked: …" with the panic's message.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("parquet decoder panicked: {msg}")
+}
+
 /// Decodes every row group of `path`; with `Some(kind)` the schema is checked
 /// first (a mismatch is returned without decoding). The Parquet decoder is run
 /// under `catch_unwind` so that a decoder panic on corrupt bytes becomes an error.
@@ -355,14 +365,7 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
 pub(crate) fn decode_file(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     match catch_unwind(AssertUnwindSafe(|| decode(path, kind))) {
         Ok(r) => r,
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            Err(format!("parquet decoder panicked: {msg}"))
-        }
+        Err(payload) => Err(panic_message(payload.as_ref())),
     }
 }
 

@@ -19,7 +19,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use super::LogKind;
 use super::error::ReadError;
 use super::flatten::{candidate_rows, is_nested};
-use super::reader::{READ_BATCH_ROWS, complete, layout_of, restamp};
+use super::reader::{READ_BATCH_ROWS, complete, layout_of, panic_message, restamp};
 use super::schema::{candidate_rows_schema, outcomes_schema};
 
 /// One row group as the footer describes it.
@@ -55,14 +55,7 @@ fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, String>) -> Result<T, R
     let reason = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => return Ok(v),
         Ok(Err(reason)) => reason,
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            format!("parquet decoder panicked: {msg}")
-        }
+        Err(payload) => panic_message(payload.as_ref()),
     };
     Err(ReadError::File {
         path: path.to_path_buf(),

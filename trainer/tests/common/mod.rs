@@ -47,3 +47,20 @@ pub fn synth(dir: &Path, decisions: usize, seed: u64) {
     };
     write_logs(&cfg, dir, |_| {}).unwrap();
 }
+
+/// Uncompressed bytes of the largest row group of the decisions files
+/// under `dirs`, from their footers.
+pub fn largest_row_group(dirs: &[PathBuf]) -> u64 {
+    use scorer_log::LogKind;
+    use scorer_log::stream::{FileStream, Opened};
+    trainer::dataset::list_log_files(dirs, LogKind::Decisions)
+        .unwrap()
+        .iter()
+        .flat_map(|f| match FileStream::open(f, LogKind::Decisions).unwrap() {
+            Opened::Stream(s) => s.row_groups().to_vec(),
+            Opened::Mismatch(r) => panic!("{r}"),
+        })
+        .map(|g| g.uncompressed_bytes)
+        .max()
+        .unwrap()
+}
