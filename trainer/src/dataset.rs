@@ -30,6 +30,7 @@ use scorer_log::{LoadedLog, LogKind, join_outcomes, read_file};
 pub use crate::admissible::DroppedDecisions;
 use crate::admissible::admissible_rows;
 use crate::error::{Result, TrainerError};
+use crate::scan::{Row, count_row, push_row};
 pub use crate::target::{Distribution, TargetCounts, TargetRule};
 
 /// Largest outcome latency the service accepts, ms (one day).
@@ -168,13 +169,13 @@ fn load_kind(
     Ok(all)
 }
 
-fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
+pub(crate) fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     b.column_by_name(name)
         .map(|c| c.as_ref())
-        .ok_or_else(|| TrainerError::NoData(format!("joined log has no column {name}")))
+        .ok_or_else(|| TrainerError::NoData(format!("log batch has no column {name}")))
 }
 
-fn type_err(name: &str) -> TrainerError {
+pub(crate) fn type_err(name: &str) -> TrainerError {
     TrainerError::NoData(format!("column {name} has an unexpected type"))
 }
 
@@ -329,6 +330,20 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     Ok(t)
 }
 
+/// Validation rows of `n` split with `valid_fraction`: `ceil(f·n)`.
+///
+/// # Errors
+/// [`TrainerError::NoData`] if either side would be empty.
+pub(crate) fn split_sizes(n: usize, valid_fraction: f64) -> Result<usize> {
+    let n_valid = ((n as f64) * valid_fraction).ceil() as usize;
+    if n < 2 || n_valid == 0 || n_valid >= n {
+        return Err(TrainerError::NoData(format!(
+            "{n} rows with a target cannot be split into non-empty train and validation sets"
+        )));
+    }
+    Ok(n_valid)
+}
+
 /// Rows with a target: picked candidates with an outcome.
 #[derive(Debug, Clone, Default)]
 pub struct Labelled {
@@ -430,12 +445,7 @@ impl Labelled {
             )));
         }
         let n = self.len();
-        let n_valid = ((n as f64) * valid_fraction).ceil() as usize;
-        if n < 2 || n_valid == 0 || n_valid >= n {
-            return Err(TrainerError::NoData(format!(
-                "{n} rows with a target cannot be split into non-empty train and validation sets"
-            )));
-        }
+        let n_valid = split_sizes(n, valid_fraction)?;
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| self.ts_ms[i]);
         let mut train = Labelled {
@@ -459,9 +469,11 @@ impl LogTable {
     /// [`crate::target`]).
     pub fn labelled(&self, rule: &TargetRule) -> Labelled {
         let mut out = Labelled::default();
-        let c = &mut out.counts;
-        c.decisions = self.decisions.len();
-        c.candidate_rows = self.len();
+        let mut c = TargetCounts {
+            decisions: self.decisions.len(),
+            candidate_rows: self.len(),
+            ..TargetCounts::default()
+        };
         for i in 0..self.len() {
             if !self.picked[i] {
                 continue;
@@ -471,22 +483,18 @@ impl LogTable {
                 c.missing_outcome += 1;
                 continue;
             };
-            let row = self.row(i);
-            c.rows += 1;
-            c.failures += usize::from(!ok);
-            let slow = rule.is_slow(row, lat, ok);
-            c.slow += usize::from(slow);
-            let w = rule.weight(self.probability[i]);
-            c.clipped_weights +=
-                usize::from(f64::from(w) >= rule.max_weight && rule.max_weight > 1.0);
-            out.features.extend_from_slice(row);
-            out.targets.push(rule.target(row, lat, ok));
-            out.weights.push(w);
-            out.slow.push(slow);
-            out.latency_ms.push(rule.censored_latency_ms(row, lat, ok));
-            out.ts_ms.push(self.decisions[self.decision_of[i]].ts_ms);
-            out.rule_score.push(self.rule_score[i]);
+            let r = Row {
+                features: self.row(i),
+                latency_ms: lat,
+                success: ok,
+                probability: self.probability[i],
+                rule_score: self.rule_score[i],
+                ts_ms: self.decisions[self.decision_of[i]].ts_ms,
+            };
+            count_row(&mut c, rule, &r);
+            push_row(&mut out, rule, &r);
         }
+        out.counts = c;
         out
     }
 }

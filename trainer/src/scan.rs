@@ -13,7 +13,7 @@ use scorer_log::LogKind;
 use scorer_log::stream::{FileStream, Opened};
 
 use crate::budget::{Budget, Bytes, Held, RUNTIME_RESERVE_BYTES, hash_table_bytes, window_bytes};
-use crate::dataset::{DroppedDecisions, Labelled, MAX_LATENCY_MS, SHADOW_ARM};
+use crate::dataset::{DroppedDecisions, Labelled, MAX_LATENCY_MS, SHADOW_ARM, col, type_err};
 use crate::error::{Result, TrainerError};
 use crate::progress::Progress;
 use crate::target::{TargetCounts, TargetRule};
@@ -30,16 +30,6 @@ pub(crate) fn key_hash(parts: &[&str]) -> Key {
         p.hash(&mut h);
     }
     h.finish()
-}
-
-fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
-    b.column_by_name(name)
-        .map(|c| c.as_ref())
-        .ok_or_else(|| TrainerError::NoData(format!("log batch has no column {name}")))
-}
-
-fn type_err(name: &str) -> TrainerError {
-    TrainerError::NoData(format!("column {name} has an unexpected type"))
 }
 
 macro_rules! typed {
@@ -318,12 +308,6 @@ impl Scan<'_> {
             let id = ids.value(i);
             if self.cur.as_ref().is_none_or(|c| c.id != id) {
                 self.finish(on_row)?;
-                self.cur = Some(Current {
-                    id: id.to_owned(),
-                    ts_ms: ts.value(i),
-                    all_ok: true,
-                    ..Current::default()
-                });
             }
             let outcome = self
                 .outcomes
@@ -337,9 +321,12 @@ impl Scan<'_> {
                 && (0.0..=100.0).contains(&rule.value(i))
                 && (!prob.is_valid(i) || (0.0..=1.0).contains(&prob.value(i)))
                 && lat.is_none_or(|l| (0.0..=MAX_LATENCY_MS).contains(&l));
-            let Some(c) = self.cur.as_mut() else {
-                unreachable!("a decision was just started")
-            };
+            let c = self.cur.get_or_insert_with(|| Current {
+                id: id.to_owned(),
+                ts_ms: ts.value(i),
+                all_ok: true,
+                ..Current::default()
+            });
             c.rows += 1;
             c.all_ok &= row_ok;
             if is_picked {

@@ -28,7 +28,7 @@ use scorer_log::LogKind;
 use serde::Serialize;
 
 use crate::budget::{Budget, Command, Held, LABELLED_ROW_BYTES, hash_table_bytes, window_bytes};
-use crate::dataset::{DroppedDecisions, Labelled, list_log_files};
+use crate::dataset::{DroppedDecisions, Labelled, list_log_files, split_sizes};
 use crate::error::{Result, TrainerError};
 use crate::progress::Progress;
 use crate::sample::{SAMPLE_METHOD, SampleReport, SampleSpec, Systematic};
@@ -244,25 +244,20 @@ pub fn stream_labelled(
     // At most one labelled row per decision, and per outcome key.
     let max_rows = decision_rows.min(held.outcome_keys as usize);
     let n_valid = ((max_rows as f64) * opts.valid_fraction).ceil() as usize;
-    let fits = opts.sample.is_some()
-        || budget
-            .clone()
-            .project(
-                &held,
-                ids,
-                (
-                    max_rows,
-                    max_rows.saturating_sub(n_valid),
-                    max_rows.saturating_sub(n_valid),
-                ),
-                true,
-            )
+    let train_max = max_rows.saturating_sub(n_valid);
+    let mut in_memory = budget;
+    let fits = opts.sample.is_none()
+        && in_memory
+            .project(&held, ids, (max_rows, train_max, train_max), true)
             .is_ok();
+    if fits {
+        budget = in_memory;
+    }
 
     // A sample, or rows that must go to disk, need the time cut first (the
     // labelled rows' positions in a stable sort by time), from a first pass.
     let mut passes = 0;
-    let cut = if opts.sample.is_some() || !fits {
+    let cut = if !fits {
         let mut ts: Vec<i64> = Vec::new();
         let mut first = held;
         scan_decisions(
@@ -318,19 +313,8 @@ pub fn stream_labelled(
                 Labelled::default(),
             )
         }
-        _ => {
-            budget.project(
-                &held,
-                ids,
-                (
-                    max_rows,
-                    max_rows.saturating_sub(n_valid),
-                    max_rows.saturating_sub(n_valid),
-                ),
-                true,
-            )?;
-            (Plan::All, reserved(max_rows), Labelled::default())
-        }
+        // Only when it fits (projected above).
+        _ => (Plan::All, reserved(max_rows), Labelled::default()),
     };
     let mut row_counts = TargetCounts::default();
     let mut one = reserved(1);
@@ -509,16 +493,6 @@ impl Cut {
     fn is_valid(&self, index: usize, ts_ms: i64) -> bool {
         (ts_ms, index) >= (self.ts_ms, self.index)
     }
-}
-
-fn split_sizes(n: usize, valid_fraction: f64) -> Result<usize> {
-    let n_valid = ((n as f64) * valid_fraction).ceil() as usize;
-    if n < 2 || n_valid == 0 || n_valid >= n {
-        return Err(TrainerError::NoData(format!(
-            "{n} rows with a target cannot be split into non-empty train and validation sets"
-        )));
-    }
-    Ok(n_valid)
 }
 
 fn time_cut(ts: &[i64], valid_fraction: f64) -> Result<Cut> {
