@@ -99,6 +99,8 @@ fn full_view(b: &Balancer) -> View {
         model_version: None,
         workers,
         load: None,
+        load_age_ms: None,
+        load_routers: None,
         overrides: None,
     }
 }

@@ -6,9 +6,11 @@
 //!   balancer per router, which knows its own picks and outcomes at once.
 //! - The routers share their load through the service: every
 //!   `DEFAULT_LOAD_REPORT_MS` each reports its outstanding picks (reaching
-//!   the service one network crossing later), and the service's view of
-//!   the others' outstanding picks reaches each router one crossing after
-//!   it left ([`Router::load_tick`]).
+//!   the service one network crossing later, [`Router::load_report`]), and
+//!   every `LOAD_INTERVAL_MS` its view stream carries the others' load,
+//!   with its age at the service, when it changed, one crossing after it
+//!   left ([`Router::load_view`]). Each router's two clocks run at their
+//!   own phases, as real routers' do.
 //! - A pick is `Balancer::pick` with every worker as a candidate and the
 //!   request's type and timeout; the simulator charges its measured time
 //!   ([`crate::embedded_calibration`]).
@@ -23,7 +25,7 @@
 //! Simulated time is the balancers' monotonic clock, as for the other
 //! service arms.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
@@ -46,11 +48,14 @@ pub struct EmbeddedRouter {
     balancers: Vec<Balancer>,
     req: ScoreRequest,
     seq: u64,
+    workers: usize,
     /// Per router: its load reports in flight to the service (arrival
-    /// time, outstanding picks), oldest first.
-    in_flight: Vec<VecDeque<(f64, Vec<WorkerLoad>)>>,
-    /// Per router: its latest report the service has.
-    board: Vec<Vec<WorkerLoad>>,
+    /// time, outstanding picks per worker), oldest first.
+    in_flight: Vec<VecDeque<(f64, Vec<u32>)>>,
+    /// The service's load board.
+    board: LoadBoard,
+    /// Per router: the load last sent on its view stream.
+    last_sent: Vec<Option<Vec<u32>>>,
     /// The workers the operator has drained on the service.
     drained: std::collections::BTreeSet<usize>,
 }
@@ -82,14 +87,79 @@ impl EmbeddedRouter {
             balancers,
             req: ScoreRequest::new("k", (0..n).map(worker_id).collect()),
             seq: 0,
+            workers: n,
             in_flight: vec![VecDeque::new(); routers],
-            board: vec![Vec::new(); routers],
+            board: LoadBoard::new(routers, n),
+            last_sent: vec![None; routers],
             drained: std::collections::BTreeSet::new(),
         })
     }
 
     fn balancer(&self, router: usize) -> &Balancer {
         &self.balancers[router.min(self.balancers.len() - 1)]
+    }
+}
+
+/// The simulated service's load board: every router's latest report that
+/// has arrived, with its arrival time, and their sum per worker.
+#[derive(Debug)]
+struct LoadBoard {
+    reports: Vec<Option<(f64, Vec<u32>)>>,
+    total: Vec<u32>,
+}
+
+impl LoadBoard {
+    fn new(routers: usize, workers: usize) -> Self {
+        Self {
+            reports: vec![None; routers],
+            total: vec![0; workers],
+        }
+    }
+
+    /// Takes in every report that has arrived by `by_ms`.
+    fn settle(&mut self, in_flight: &mut [VecDeque<(f64, Vec<u32>)>], by_ms: f64) {
+        for (r, queue) in in_flight.iter_mut().enumerate() {
+            while queue.front().is_some_and(|(at, _)| *at <= by_ms) {
+                let Some(report) = queue.pop_front() else {
+                    break;
+                };
+                if let Some((_, old)) = &self.reports[r] {
+                    for (t, o) in self.total.iter_mut().zip(old) {
+                        *t -= o;
+                    }
+                }
+                for (t, n) in self.total.iter_mut().zip(&report.1) {
+                    *t += n;
+                }
+                self.reports[r] = Some(report);
+            }
+        }
+    }
+
+    /// Every router's load but `router`'s at `now_ms`, its age as the
+    /// service states it (the mean time since each counted report
+    /// arrived, ms) and the reports counted; `None` before any other router
+    /// has reported.
+    fn others(&self, router: usize, now_ms: f64) -> Option<(Vec<u32>, f64, u32)> {
+        let (mut counted, mut age_sum) = (0usize, 0.0);
+        for (r, report) in self.reports.iter().enumerate() {
+            if let Some((at, _)) = report
+                && r != router
+            {
+                counted += 1;
+                age_sum += now_ms - at;
+            }
+        }
+        if counted == 0 {
+            return None;
+        }
+        let mut load = self.total.clone();
+        if let Some((_, own)) = &self.reports[router] {
+            for (t, o) in load.iter_mut().zip(own) {
+                *t -= o;
+            }
+        }
+        Some((load, age_sum / counted as f64, counted as u32))
     }
 }
 
@@ -102,6 +172,8 @@ fn delta(b: &Balancer, seq: u64) -> View {
         model_version: None,
         workers: Vec::new(),
         load: None,
+        load_age_ms: None,
+        load_routers: None,
         overrides: None,
     }
 }
@@ -188,42 +260,50 @@ impl Router for EmbeddedRouter {
         self.seq += 1;
     }
 
-    fn load_tick(&mut self, now_ms: f64, one_way_ms: f64) {
-        if self.balancers.len() < 2 {
+    fn load_report(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
+        let Some(b) = self.balancers.get(router) else {
+            return;
+        };
+        let mut report = vec![0u32; self.workers];
+        for l in b.outstanding() {
+            if let Some(w) = parse_worker(&l.worker_id).filter(|w| *w < self.workers) {
+                report[w] = l.outstanding;
+            }
+        }
+        self.in_flight[router].push_back((now_ms + one_way_ms, report));
+    }
+
+    fn load_view(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
+        if router >= self.balancers.len() || self.balancers.len() < 2 {
             return;
         }
-        // The view leaving the service now reaches the routers one crossing
-        // later: it holds the reports that had arrived by then.
+        // The event reaching the router now left the service one crossing
+        // ago, with the reports that had arrived by then (as the service's
+        // view stream sends it: only when the load changed).
         let sent_ms = now_ms - one_way_ms;
-        for (r, b) in self.balancers.iter().enumerate() {
-            self.in_flight[r].push_back((now_ms + one_way_ms, b.outstanding()));
-            while self.in_flight[r]
-                .front()
-                .is_some_and(|(at, _)| *at <= sent_ms)
-            {
-                if let Some((_, report)) = self.in_flight[r].pop_front() {
-                    self.board[r] = report;
-                }
-            }
+        self.board.settle(&mut self.in_flight, sent_ms);
+        let Some((load, age_ms, counted)) = self.board.others(router, sent_ms) else {
+            return;
+        };
+        if self.last_sent[router].as_ref() == Some(&load) {
+            return;
         }
-        for (r, b) in self.balancers.iter().enumerate() {
-            let mut others: BTreeMap<&str, u32> = BTreeMap::new();
-            for (_, report) in self.board.iter().enumerate().filter(|(o, _)| *o != r) {
-                for l in report {
-                    *others.entry(&l.worker_id).or_default() += l.outstanding;
-                }
-            }
-            let load = others
-                .into_iter()
-                .map(|(w, outstanding)| WorkerLoad {
-                    worker_id: w.to_owned(),
+        let b = &self.balancers[router];
+        let mut view = delta(b, self.seq);
+        view.load = Some(
+            load.iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(w, &outstanding)| WorkerLoad {
+                    worker_id: worker_id(w),
                     outstanding,
                 })
-                .collect();
-            let mut view = delta(b, self.seq);
-            view.load = Some(load);
-            let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
-        }
+                .collect(),
+        );
+        view.load_age_ms = Some(age_ms.max(0.0).round() as u64);
+        view.load_routers = Some(counted);
+        let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
+        self.last_sent[router] = Some(load);
         self.seq += 1;
     }
 
@@ -281,24 +361,23 @@ mod tests {
             router: 0,
         };
         let picked = arm.pick(&ask, &mut rng).worker;
-        let backlog = |arm: &EmbeddedRouter| {
-            let slot = arm.balancers[1].engine().registry().get(&worker_id(picked));
-            slot.expect("known").evidence().snapshot().unseen_backlog
+        let others = |arm: &EmbeddedRouter, r: usize| {
+            let slot = arm.balancers[r].engine().registry().get(&worker_id(picked));
+            let e = slot.expect("known").evidence().snapshot();
+            (e.others_backlog, e.others_at_ms)
         };
-        // Reported at 2 ms, at the service at 3 ms: the view reaching the
-        // routers at 3 ms left the service at 2 ms, without it; the one
-        // reaching them at 4 ms left at 3 ms, with it.
-        arm.load_tick(2.0, 1.0);
-        arm.load_tick(3.0, 1.0);
-        assert_eq!(backlog(&arm), 0.0);
-        arm.load_tick(4.0, 1.0);
-        assert_eq!(backlog(&arm), 1.0);
+        // Reported at 2 ms, at the service at 3 ms: the view reaching router
+        // 1 at 3 ms left the service at 2 ms, without it; the one reaching
+        // it at 6 ms left at 5 ms, with it, 2 ms after it arrived.
+        arm.load_report(0, 2.0, 1.0);
+        arm.load_view(1, 3.0, 1.0);
+        assert_eq!(others(&arm, 1).0, 0.0);
+        arm.load_report(1, 4.0, 1.0);
+        arm.load_view(1, 6.0, 1.0);
+        assert_eq!(others(&arm, 1), (1.0, mono(6.0) - 2));
         // Router 0 is not told its own load.
-        let own = arm.balancers[0].engine().registry().get(&worker_id(picked));
-        assert_eq!(
-            own.expect("known").evidence().snapshot().unseen_backlog,
-            0.0
-        );
+        arm.load_view(0, 6.0, 1.0);
+        assert_eq!(others(&arm, 0).0, 0.0);
     }
 
     #[test]

@@ -273,16 +273,27 @@ recovery ms = time after the fault until it is back to half its fair share; \
 peak share on return = its largest share in the 10 s after the fault, × fair share (– = no fault window). \
 Definitions: `evaluation/src/run_summary.rs`.";
 
-/// What the router saw besides the table, per arm: failed score calls
-/// (answered by the router's own fallback pick), arrivals the load
-/// generator could not send, and the cores the processes shared. Empty
-/// when none of these was measured (the simulator).
+/// What the router saw besides the table, per arm: herding with several
+/// routers, failed or timed-out score calls (answered by the router's own
+/// fallback pick), arrivals the load generator could not send, and the
+/// cores the processes shared. Empty when none of these was measured.
 pub fn router_notes(policies: &[PolicyResult]) -> String {
     let mut s = String::new();
     if let Some(cores) = policies.iter().find_map(|p| p.cores) {
         let _ = writeln!(
             s,
             "- the redis-servers, the service, the agent and the load generator shared {cores} cores"
+        );
+    }
+    let herding: Vec<String> = policies
+        .iter()
+        .filter_map(|p| p.herding.map(|h| format!("`{}` {h:.2}", p.name)))
+        .collect();
+    if !herding.is_empty() {
+        let _ = writeln!(
+            s,
+            "- herding (distinct routers that picked the same worker within one 5 ms view interval, mean over the picked (interval, worker) pairs; lower is more spread): {}",
+            herding.join(", ")
         );
     }
     for p in policies {

@@ -120,10 +120,12 @@ pub trait Router {
     /// An embedded arm's view of a telemetry batch, reaching the router at
     /// `now_ms`, `age_ms` after the service accepted it.
     fn view(&mut self, _batch: &[Snapshot], _now_ms: f64, _age_ms: f64) {}
-    /// An embedded arm at `now_ms`: its routers report their outstanding
-    /// picks to the service (arriving `one_way_ms` later), and the
-    /// service's view of the others' load reaches each of them.
-    fn load_tick(&mut self, _now_ms: f64, _one_way_ms: f64) {}
+    /// An embedded arm at `now_ms`: `router` reports its outstanding picks
+    /// to the service, arriving `one_way_ms` later.
+    fn load_report(&mut self, _router: usize, _now_ms: f64, _one_way_ms: f64) {}
+    /// An embedded arm at `now_ms`: the service's view of the other
+    /// routers' load, which left it `one_way_ms` ago, reaches `router`.
+    fn load_view(&mut self, _router: usize, _now_ms: f64, _one_way_ms: f64) {}
     /// For a service arm with a model: how much the model separated the
     /// candidates of a decision.
     fn model_spread(&self) -> Option<crate::policies::ModelSpread> {

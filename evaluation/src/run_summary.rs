@@ -111,6 +111,11 @@ pub struct PolicyResult {
     /// A service arm's self-check through the run (simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub self_check: Option<crate::self_check_series::SelfCheckSeries>,
+    /// With several routers: herding, the mean number of distinct routers
+    /// that picked the same worker within one 5 ms view interval, over the
+    /// (interval, worker) pairs with a pick (simulator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub herding: Option<f64>,
 }
 
 impl PolicyResult {
@@ -144,6 +149,7 @@ impl PolicyResult {
             dropped: None,
             cores: None,
             self_check: None,
+            herding: None,
         }
     }
 
@@ -209,10 +215,11 @@ impl PolicyResult {
             seeds: None,
             pick_us_p50,
             pick_us_p99,
-            scorer_errors: None,
+            scorer_errors: (rec.scorer_errors > 0).then_some(rec.scorer_errors),
             dropped: None,
             cores: None,
             self_check: None,
+            herding: rec.herding.map(round3),
         }
     }
 }

@@ -14,6 +14,9 @@
 //! | `zombie` | worker 0 accepts requests and never answers while its telemetry looks healthy | the black hole that health checks miss (gray failure) |
 //! | `stale-burst` | 10 s report interval; a burst of unrouted load saturates worker 0 for 15 s | stale metrics make a busy worker look idle (Mitzenmacher, "How Useful Is Old Information?", 2000) |
 //! | `many-routers` | 8 independent routers send to the same identical workers | sidecar meshes balance on partial, per-client information; a central scorer sees every router's load |
+//! | `many-routers-32`, `many-routers-128` | 32 routers at 70% load; 128 routers at 80% | the more routers decide at once on the same stale picture, the more they herd onto its apparent minimum |
+//! | `many-routers-heterogeneous` | 8 routers, worker speeds spread 4× | herding and capacity-blindness together |
+//! | `many-routers-fault` | 8 routers; worker 0 5× slower for 60 s, worker 1 down for 30 s | retries of many routers piling onto whichever worker looks idle |
 //! | `hidden-signal` | a quarter of the workers (3 of 12) hold a memtable that fills to 4 GiB over 20 s and flushes; their PUTs cost up to 4× as it fills, GETs nothing | a slowdown only one telemetry signal (`memtable_bytes`) and the request type explain: the room a learned model has over rules and latency-only balancers |
 //! | `drain` | the operator drains worker 0 for 30 s, then returns it; the worker stays healthy | maintenance: its share must fall below 1% of picks within one report interval (HAProxy `set server … state drain`, Envoy EDS `DRAINING`) |
 //!
@@ -28,12 +31,15 @@ use serde::{Deserialize, Serialize};
 
 mod fault;
 mod hidden_signal;
+mod many_routers;
 pub use fault::Fault;
 use hidden_signal::hidden_signal;
 pub use hidden_signal::{
     HEALTHY_MEMTABLE_PEAK_BYTES, HIDDEN_SIGNAL_PERIOD_MS, HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
     MEMTABLE_PEAK_BYTES, hidden_signal_affected,
 };
+use many_routers::many_routers;
+pub use many_routers::{MANY_ROUTERS, MANY_ROUTERS_SCENARIOS};
 
 /// One worker's static description.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,6 +123,17 @@ pub struct Scenario {
     pub feedback_batch_max: usize,
     /// Telemetry reaches the service this long after the snapshot, ms.
     pub telemetry_delay_ms: f64,
+    /// A service arm's router waits this long for a score answer, ms, then
+    /// picks by itself (P2C least-request over its own in-flight requests,
+    /// as the testbed's router does) and counts a scorer error; a later
+    /// answer is dropped.
+    pub scorer_timeout_ms: f64,
+    /// With several routers, an embedded arm's load relay interval, ms:
+    /// each router reports its outstanding picks, and its view stream
+    /// carries the others' load, every this many ms, each clock at its own
+    /// phase. Default: the balancer's and the service's 5 ms; shorter is a
+    /// diagnostic of what fresher sharing (a faster bus) would buy.
+    pub load_interval_ms: f64,
 }
 
 /// Default [`Scenario::scorer_cores`].
@@ -126,11 +143,11 @@ pub const DEFAULT_SCORER_CORES: usize = 2;
 pub const DEFAULT_FEEDBACK_FLUSH_MS: f64 = 2.0;
 /// Default [`Scenario::feedback_batch_max`].
 pub const DEFAULT_FEEDBACK_BATCH_MAX: usize = 64;
+/// Default [`Scenario::scorer_timeout_ms`]: the testbed router's
+/// `--scorer-timeout-ms`.
+pub const DEFAULT_SCORER_TIMEOUT_MS: f64 = 50.0;
 /// Default [`Scenario::telemetry_delay_ms`].
 pub const DEFAULT_TELEMETRY_DELAY_MS: f64 = 1.0;
-
-/// Routers of the `many-routers` preset.
-pub const MANY_ROUTERS: usize = 8;
 
 /// Most routers in one scenario (one baseline instance each).
 pub const MAX_ROUTERS: usize = 1_000;
@@ -149,7 +166,7 @@ impl Default for Scenario {
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 11] = [
+pub const SCENARIOS: [&str; 15] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -161,6 +178,10 @@ pub const SCENARIOS: [&str; 11] = [
     "many-routers",
     "hidden-signal",
     "drain",
+    "many-routers-32",
+    "many-routers-128",
+    "many-routers-heterogeneous",
+    "many-routers-fault",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -207,6 +228,8 @@ impl Scenario {
             feedback_flush_ms: DEFAULT_FEEDBACK_FLUSH_MS,
             feedback_batch_max: DEFAULT_FEEDBACK_BATCH_MAX,
             telemetry_delay_ms: DEFAULT_TELEMETRY_DELAY_MS,
+            scorer_timeout_ms: DEFAULT_SCORER_TIMEOUT_MS,
+            load_interval_ms: scorer_engine::view::LOAD_INTERVAL_MS as f64,
         }
     }
 
@@ -355,22 +378,15 @@ impl Scenario {
                 s
             }
             "hidden-signal" => hidden_signal(n, d),
-            "many-routers" => {
-                let mut s = Self::base(
-                    name,
-                    "8 independent routers (sidecars) send to the same identical workers at 70% load; each request comes from one router at random. A baseline runs one instance per router (each sees only its own in-flight requests and outcomes); the service arms share one service that sees every router's.",
-                    n,
-                    d,
-                );
-                s.routers = MANY_ROUTERS;
-                s
-            }
-            other => {
-                return Err(format!(
-                    "unknown scenario `{other}`: expected one of {}",
-                    SCENARIOS.join(", ")
-                ));
-            }
+            other => match many_routers(other, n, d, at) {
+                Some(s) => s,
+                None => {
+                    return Err(format!(
+                        "unknown scenario `{other}`: expected one of {}",
+                        SCENARIOS.join(", ")
+                    ));
+                }
+            },
         };
         s.name = name.to_owned();
         if s.duration_ms < 30_000.0 {

@@ -124,8 +124,23 @@ fn check_decision_cost(sc: &Scenario) -> Result<(), String> {
     if sc.feedback_batch_max == 0 {
         return Err("`feedback_batch_max` must be at least 1".to_owned());
     }
-    delay("telemetry_delay_ms", sc.telemetry_delay_ms, MAX_DELAY_MS)
+    delay("telemetry_delay_ms", sc.telemetry_delay_ms, MAX_DELAY_MS)?;
+    positive("scorer_timeout_ms", sc.scorer_timeout_ms)?;
+    delay("scorer_timeout_ms", sc.scorer_timeout_ms, MAX_DELAY_MS)?;
+    if !(sc.load_interval_ms.is_finite()
+        && (MIN_LOAD_INTERVAL_MS..=1_000.0).contains(&sc.load_interval_ms))
+    {
+        return Err(format!(
+            "`load_interval_ms` must be a finite number in {MIN_LOAD_INTERVAL_MS}..=1000, got {}",
+            sc.load_interval_ms
+        ));
+    }
+    Ok(())
 }
+
+/// Shortest load relay interval a scenario may ask for, ms (one event per
+/// router per interval).
+pub const MIN_LOAD_INTERVAL_MS: f64 = 0.05;
 
 /// Check every value of `sc`: at least 2 and at most
 /// [`MAX_WORKERS`] workers with positive speeds and concurrency ≥ 1;
@@ -453,6 +468,8 @@ mod tests {
             ("scorer_round_trip_us = -1.0\n", "`scorer_round_trip_us`"),
             ("scorer_service_scale = nan\n", "`scorer_service_scale`"),
             ("feedback_flush_ms = 0.0\n", "`feedback_flush_ms`"),
+            ("scorer_timeout_ms = 0.0\n", "`scorer_timeout_ms`"),
+            ("load_interval_ms = 0.0\n", "`load_interval_ms`"),
             ("feedback_batch_max = 0\n", "`feedback_batch_max`"),
             ("telemetry_delay_ms = inf\n", "`telemetry_delay_ms`"),
             ("window_ms = 999999.0\n", "`window_ms`"),

@@ -47,6 +47,18 @@ struct Entry {
     received_ms: u64,
 }
 
+/// The other routers' load, as a view carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OthersLoad {
+    /// Outstanding picks summed per worker, sorted by worker id (workers
+    /// with none left out).
+    pub load: Vec<WorkerLoad>,
+    /// The mean time since each counted report arrived, ms (0 without any).
+    pub age_ms: u64,
+    /// The reports counted.
+    pub routers: u32,
+}
+
 /// Every router's latest load report.
 #[derive(Debug, Default)]
 pub struct LoadBoard {
@@ -96,27 +108,35 @@ impl LoadBoard {
         Ok(routers.len())
     }
 
-    /// The load of every live router but `except`, summed per worker and
-    /// sorted by worker id (workers with none left out).
-    pub fn others(&self, except: Option<&str>, now_ms: u64) -> Vec<WorkerLoad> {
+    /// The load of every live router but `except` at monotonic `now_ms`.
+    pub fn others(&self, except: Option<&str>, now_ms: u64) -> OthersLoad {
         let routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
         let mut sum: BTreeMap<&str, u32> = BTreeMap::new();
         let counted = routers
             .iter()
             .filter(|(id, e)| Some(id.as_str()) != except && live(e, now_ms));
+        let (mut reports, mut age_sum) = (0u64, 0u64);
         for (_, e) in counted {
+            reports += 1;
+            age_sum = age_sum.saturating_add(now_ms.saturating_sub(e.received_ms));
             for l in &e.load {
                 let n = sum.entry(&l.worker_id).or_default();
                 *n = n.saturating_add(l.outstanding);
             }
         }
-        sum.into_iter()
+        let load = sum
+            .into_iter()
             .filter(|(_, n)| *n > 0)
             .map(|(w, outstanding)| WorkerLoad {
                 worker_id: w.to_owned(),
                 outstanding,
             })
-            .collect()
+            .collect();
+        OthersLoad {
+            load,
+            age_ms: age_sum.checked_div(reports).unwrap_or(0),
+            routers: u32::try_from(reports).unwrap_or(u32::MAX),
+        }
     }
 
     /// Changes with every accepted report.
@@ -151,8 +171,9 @@ mod tests {
         let b = LoadBoard::default();
         assert_eq!(b.report(load("r1", &[("a", 2), ("b", 1)]), 10, 0), Ok(1));
         assert_eq!(b.report(load("r2", &[("a", 3)]), 10, 500), Ok(2));
-        let pairs = |v: Vec<WorkerLoad>| -> Vec<(String, u32)> {
-            v.into_iter()
+        let pairs = |o: OthersLoad| -> Vec<(String, u32)> {
+            o.load
+                .into_iter()
                 .map(|l| (l.worker_id, l.outstanding))
                 .collect()
         };
@@ -161,11 +182,17 @@ mod tests {
             pairs(b.others(None, 500)),
             [("a".to_owned(), 5), ("b".to_owned(), 1)]
         );
+        // Its age: the mean time since each counted report arrived.
+        let (one, both) = (b.others(Some("r1"), 700), b.others(None, 700));
+        assert_eq!((one.age_ms, one.routers), (200, 1));
+        assert_eq!((both.age_ms, both.routers), ((700 + 200) / 2, 2));
         // A report replaces, it does not add.
         b.report(load("r2", &[]), 10, 600).unwrap();
-        assert!(b.others(Some("r1"), 600).is_empty());
+        assert!(b.others(Some("r1"), 600).load.is_empty());
         // r1 silent past the TTL no longer counts.
-        assert!(b.others(Some("r2"), ROUTER_LOAD_TTL_MS + 1).is_empty());
+        let silent = b.others(Some("r2"), ROUTER_LOAD_TTL_MS + 1);
+        assert!(silent.load.is_empty());
+        assert_eq!(silent.routers, 0);
     }
 
     #[test]
@@ -182,6 +209,7 @@ mod tests {
             Err(LoadError::TooMany { count: 2, max: 1 })
         );
         assert_eq!(b.version(), v);
-        assert!(b.others(None, 0).is_empty());
+        assert_eq!(b.others(None, 0).routers, 0);
+        assert!(b.others(None, 0).load.is_empty());
     }
 }

@@ -120,6 +120,8 @@ fn view(engine: &Engine, kind: ViewKind, seq: u64, workers: Vec<ViewWorker>) -> 
         model_version: models.primary.model().map(|m| m.card.model_version.clone()),
         workers,
         load: None,
+        load_age_ms: None,
+        load_routers: None,
         overrides: None,
     }
 }

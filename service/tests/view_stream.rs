@@ -175,7 +175,7 @@ async fn each_router_is_streamed_the_other_routers_load_without_its_own() {
         .state
         .load_board
         .others(Some("r1"), app.clock.monotonic_ms());
-    assert_eq!(others[0].outstanding, 1);
+    assert_eq!(others.load[0].outstanding, 1);
     let (status, _) = app.get("/v1/view?router_id=has%20space").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }

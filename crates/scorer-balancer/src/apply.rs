@@ -67,6 +67,9 @@ pub enum ViewError {
         /// Its timestamp.
         timestamp_ms: u64,
     },
+    /// `load_age_ms` is beyond [`MAX_VIEW_AGE_MS`].
+    #[error("load_age_ms {0} is beyond {MAX_VIEW_AGE_MS}")]
+    LoadAge(u64),
     /// A `load` entry names an invalid worker id, or one named before.
     #[error("load entry {index}: worker `{worker}` is not a valid worker id or repeats")]
     BadLoad {
@@ -136,7 +139,11 @@ impl Balancer {
             }
         }
         if let Some(load) = &view.load {
-            self.apply_load(load, now_ms);
+            let age_ms = view.load_age_ms.unwrap_or(0).min(MAX_VIEW_AGE_MS);
+            self.apply_load(load, now_ms.saturating_sub(age_ms));
+            if let Some(others) = view.load_routers {
+                self.engine.set_routers_sharing(others.saturating_add(1));
+            }
         }
         if let Some(table) = overrides {
             self.engine.replace_overrides(table);
@@ -159,16 +166,16 @@ impl Balancer {
         })
     }
 
-    /// Every known worker's backlog from the other routers: what `load`
-    /// names, 0 for the rest.
-    fn apply_load(&self, load: &[WorkerLoad], now_ms: u64) {
+    /// Every known worker's backlog from the other routers, as it was at
+    /// `at_ms`: what `load` names, 0 for the rest.
+    fn apply_load(&self, load: &[WorkerLoad], at_ms: u64) {
         let others: HashMap<&str, u32> = load
             .iter()
             .map(|l| (l.worker_id.as_str(), l.outstanding))
             .collect();
         for slot in self.engine.registry().slots() {
             let n = others.get(&*slot.view().worker_id).copied().unwrap_or(0);
-            slot.evidence().on_others(n, now_ms);
+            slot.evidence().on_others(n, at_ms);
         }
     }
 
@@ -189,6 +196,11 @@ impl Balancer {
             .map(|o| from_view(o, now_ms))
             .transpose()
             .map_err(|e| ViewError::BadOverrides(e.to_string()))?;
+        if let Some(age_ms) = view.load_age_ms
+            && age_ms > MAX_VIEW_AGE_MS
+        {
+            return Err(ViewError::LoadAge(age_ms));
+        }
         if let Some(load) = &view.load {
             if load.len() > MAX_VIEW_WORKERS {
                 return Err(ViewError::TooManyWorkers(load.len()));

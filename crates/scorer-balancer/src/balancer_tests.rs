@@ -36,6 +36,8 @@ fn view(b: &Balancer, kind: ViewKind, workers: Vec<ViewWorker>) -> View {
         model_version: None,
         workers,
         load: None,
+        load_age_ms: None,
+        load_routers: None,
         overrides: None,
     }
 }

@@ -44,6 +44,8 @@ mod stats;
 #[cfg(test)]
 mod balancer_tests;
 #[cfg(test)]
+mod many_deciders_tests;
+#[cfg(test)]
 mod test_views;
 
 pub use apply::{ViewApplied, ViewError};

@@ -26,6 +26,8 @@ pub(crate) fn full_view(config_hash: &str, seq: u64, workers: &[(&str, f64)]) ->
             })
             .collect(),
         load: None,
+        load_age_ms: None,
+        load_routers: None,
         overrides: None,
     }
 }

@@ -108,6 +108,9 @@ impl Default for FreshnessSection {
     }
 }
 
+/// Default [`SelectionSection::many_routers_min`].
+pub const DEFAULT_MANY_ROUTERS_MIN: u32 = 64;
+
 /// `[selection]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -137,6 +140,17 @@ pub struct SelectionSection {
     pub slow_start_new_workers: bool,
     /// Decisions remembered for matching feedback to picks. Default 100_000.
     pub remembered_decisions: usize,
+    /// Policy of an embedded balancer's pick that names none while its
+    /// view counts at least `many_routers_min` routers sharing the pool
+    /// (itself included): with that many deciders on a view a few service
+    /// times old, the lowest cost is the same worker for all of them, and a
+    /// randomized choice spreads them (Mitzenmacher, "How Useful Is Old
+    /// Information?"). Default `p2c`.
+    pub many_routers_policy: String,
+    /// Routers sharing the pool, this one included, from which
+    /// `many_routers_policy` applies, >= 2. Default 64 (see
+    /// docs/selection.md, "Many deciders").
+    pub many_routers_min: u32,
 }
 
 impl Default for SelectionSection {
@@ -152,6 +166,8 @@ impl Default for SelectionSection {
             panic_mode: true,
             slow_start_new_workers: true,
             remembered_decisions: 100_000,
+            many_routers_policy: "p2c".to_owned(),
+            many_routers_min: DEFAULT_MANY_ROUTERS_MIN,
         }
     }
 }
@@ -175,6 +191,20 @@ impl SelectionSection {
     /// When `default_policy` is not a policy name.
     pub fn policy(&self) -> Result<PolicyKind, SelectionError> {
         self.default_policy.parse()
+    }
+
+    /// The default policy of a pick made while `routers` share the pool
+    /// (this one included): `many_routers_policy` from `many_routers_min`
+    /// on, else `default_policy`.
+    ///
+    /// # Errors
+    /// When the key in force is not a policy name.
+    pub fn policy_for(&self, routers: u32) -> Result<PolicyKind, SelectionError> {
+        if routers >= self.many_routers_min {
+            self.many_routers_policy.parse()
+        } else {
+            self.policy()
+        }
     }
 }
 
@@ -377,6 +407,22 @@ impl Config {
         let sel = &self.selection;
         if let Err(e) = sel.policy() {
             return bad("selection.default_policy", e.to_string());
+        }
+        match sel.many_routers_policy.parse::<PolicyKind>() {
+            Err(e) => return bad("selection.many_routers_policy", e.to_string()),
+            Ok(PolicyKind::None) => {
+                return bad(
+                    "selection.many_routers_policy",
+                    "must pick a worker: `none` makes no pick".to_owned(),
+                );
+            }
+            Ok(_) => {}
+        }
+        if sel.many_routers_min < 2 {
+            return bad(
+                "selection.many_routers_min",
+                format!("must be >= 2, got {}", sel.many_routers_min),
+            );
         }
         if let Err(e) = scorer_core::selection::Selector::new(sel.selector_config()) {
             let key = match e {

@@ -112,10 +112,13 @@ pub(crate) struct Decision<'r> {
 }
 
 impl<'r> Decision<'r> {
-    /// Checks `req` against `cfg` and sets up an empty working set.
+    /// Checks `req` against `cfg` and sets up an empty working set; a
+    /// request naming no policy takes `cfg`'s default for `routers`
+    /// deciding on the pool.
     ///
     /// # Errors
     /// The 422 kinds of [`ScoreError`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         mode: ScoreMode,
         req: &'r ScoreRequest,
@@ -124,6 +127,7 @@ impl<'r> Decision<'r> {
         decision_id: String,
         cfg: &Config,
         sharding: &dyn ShardingStrategy,
+        routers: u32,
     ) -> Result<Self, ScoreError> {
         if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
             return Err(ScoreError::BadKey(req.key.len()));
@@ -132,7 +136,10 @@ impl<'r> Decision<'r> {
             Some(p) => p
                 .parse::<PolicyKind>()
                 .map_err(|_| ScoreError::BadPolicy(p.clone()))?,
-            None => cfg.selection.policy().unwrap_or(PolicyKind::Softmax),
+            None => cfg
+                .selection
+                .policy_for(routers)
+                .unwrap_or(PolicyKind::Softmax),
         };
         if let Some(t) = req.temperature
             && !(t.is_finite() && t >= 0.0)

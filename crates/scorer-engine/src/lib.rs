@@ -45,7 +45,7 @@ pub mod view;
 mod weight;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use serde::Serialize;
@@ -140,6 +140,10 @@ pub struct Engine {
     /// Numbers each canary, so an outcome counts for the canary that made
     /// its pick.
     canary_generation: AtomicU64,
+    /// Routers deciding on this pool, this engine's included: 1 for the
+    /// service; an embedded balancer's view tells it
+    /// ([`Engine::set_routers_sharing`]).
+    routers_sharing: AtomicU32,
 }
 
 impl Engine {
@@ -174,7 +178,21 @@ impl Engine {
             self_check: self_check::SelfCheck::default(),
             canary: ArcSwapOption::empty(),
             canary_generation: AtomicU64::new(0),
+            routers_sharing: AtomicU32::new(1),
         }
+    }
+
+    /// `routers` decide on this pool, this engine's included (at least 1):
+    /// from `selection.many_routers_min` on, a request that names no
+    /// policy is decided by `selection.many_routers_policy`.
+    pub fn set_routers_sharing(&self, routers: u32) {
+        self.routers_sharing
+            .store(routers.max(1), Ordering::Relaxed);
+    }
+
+    /// Routers deciding on this pool, this engine's included.
+    pub fn routers_sharing(&self) -> u32 {
+        self.routers_sharing.load(Ordering::Relaxed)
     }
 
     /// Use `models` in the scoring path (issue #6). Without this call the

@@ -186,7 +186,17 @@ impl Engine {
         let arm = arm.map(|(c, canary)| (c, if canary { Canary } else { Stable }));
         let cfg = &*active.config;
         let sharding = self.sharding.as_ref();
-        let mut d = Decision::new(mode, req, context, now_ms, decision_id, cfg, sharding)?;
+        let routers = self.routers_sharing.load(Ordering::Relaxed);
+        let mut d = Decision::new(
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            cfg,
+            sharding,
+            routers,
+        )?;
         d.blackout = blackout;
         d.overrides = self.overrides.load();
         stages::rules(&mut d, &self.registry, cfg);

@@ -63,6 +63,18 @@ pub struct View {
     /// not name has none); absent, the event says nothing of the load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<Vec<WorkerLoad>>,
+    /// How old `load` was when the event left the service, ms: the mean,
+    /// over the router reports summed in it, of the time since the service
+    /// received each. A balancer ages the load from there (absent: 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64")]
+    pub load_age_ms: Option<u64>,
+    /// With `load`: how many other routers' reports it sums. A balancer
+    /// counts itself in, and from `selection.many_routers_min` routers on
+    /// decides with `selection.many_routers_policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint32")]
+    pub load_routers: Option<u32>,
     /// The operators' overrides (drain, disable, weight): present, they
     /// are complete (every full view carries them, and a delta when they
     /// changed); absent, the event says nothing of them.

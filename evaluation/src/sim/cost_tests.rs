@@ -174,3 +174,29 @@ fn calls_from_many_routers_queue_at_the_scorers_cores() {
     );
     assert!(one > 3.0 * many, "one core {one} ms, 64 cores {many} ms");
 }
+
+#[test]
+fn a_router_stops_waiting_for_a_saturated_scorer_and_picks_by_itself() {
+    let mut sc = quiet();
+    sc.routers = 4;
+    sc.load = 0.7;
+    sc.scorer_round_trip_us = 0.0;
+    sc.scorer_cores = 1;
+    // ~60× the calibrated time on one core: the queue grows without bound.
+    sc.scorer_service_scale = 60.0;
+    sc.scorer_timeout_ms = 20.0;
+    let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+    let requests = r.latencies_ms.len() as u64;
+    assert!(
+        r.scorer_errors > requests / 2,
+        "{} of {requests}",
+        r.scorer_errors
+    );
+    assert_eq!(r.fallbacks, r.scorer_errors);
+    // No decision waits past the timeout, and a late answer sends nothing:
+    // one attempt per request (no retries at this light per-worker load).
+    let slowest = r.decision_ms.iter().copied().fold(0.0, f64::max);
+    assert!(slowest <= 20.0 + 1e-9, "{slowest}");
+    assert_eq!((r.retries, r.attempts), (0, requests));
+    assert_eq!(r.failed, 0);
+}

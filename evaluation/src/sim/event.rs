@@ -53,12 +53,24 @@ pub enum Event {
     ScoreCall {
         /// Request index.
         req: usize,
+        /// The request's attempt this call picks for.
+        call: u32,
+    },
+    /// The router stops waiting for the answer to call `call` of request
+    /// `req` (`Scenario::scorer_timeout_ms`).
+    ScoreTimeout {
+        /// Request index.
+        req: usize,
+        /// The request's attempt the call picks for.
+        call: u32,
     },
     /// A scorer core starts on request `req`'s call: the service decides
     /// now; the answer leaves after `service_ms`.
     Decide {
         /// Request index.
         req: usize,
+        /// The request's attempt this call picks for.
+        call: u32,
         /// How long the call holds the core, ms.
         service_ms: f64,
     },
@@ -66,6 +78,8 @@ pub enum Event {
     Answer {
         /// Request index.
         req: usize,
+        /// The request's attempt the pick is for.
+        call: u32,
         /// The picked worker.
         worker: usize,
         /// The decision id to report the outcome under.
@@ -81,10 +95,18 @@ pub enum Event {
         /// Index of the batch in transit.
         batch: usize,
     },
-    /// An embedded arm's routers report their load, and the service's view
-    /// of the others' load reaches them (every
-    /// `scorer_balancer::DEFAULT_LOAD_REPORT_MS`).
-    LoadTick,
+    /// Router `router`'s load-report clock ticks: it posts its outstanding
+    /// picks to the service.
+    LoadReport {
+        /// Router index.
+        router: usize,
+    },
+    /// Router `router`'s view stream delivers the others' load (the
+    /// stream's own 5 ms clock, at its own phase).
+    LoadView {
+        /// Router index.
+        router: usize,
+    },
     /// Telemetry batch `batch` reaches the service.
     TelemetryArrive {
         /// Index of the batch in transit.

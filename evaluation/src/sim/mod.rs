@@ -42,6 +42,7 @@ mod cost_tests;
 pub mod dist;
 pub mod event;
 mod faults;
+pub mod herding;
 pub mod remote;
 pub mod worker;
 
@@ -55,7 +56,8 @@ use crate::router::{Op, Outcome, PickRequest, Router};
 use crate::scenario::{Fault, Scenario};
 use dist::{Zipf, exponential, lognormal_unit_mean};
 use event::{Event, EventQueue};
-use remote::{Buffered, Outbox, PendingOutcome, RemoteScorer};
+use herding::Herding;
+use remote::{Buffered, InFlight, Outbox, PendingOutcome, RemoteScorer};
 use worker::{BACKGROUND_BASE, Job, SimWorker};
 
 /// Everything a run records; [`crate::run_summary`] summarises it.
@@ -83,6 +85,12 @@ pub struct RunRecord {
     /// Per attempt of a service arm: from sending the score call to having
     /// the answer, ms (empty for an arm that decides in the router).
     pub decision_ms: Vec<f64>,
+    /// Score calls a service arm's router stopped waiting for
+    /// (`Scenario::scorer_timeout_ms`) and picked by itself instead.
+    pub scorer_errors: u64,
+    /// With several routers: the mean number of routers that picked the
+    /// same worker within one view interval ([`herding`]).
+    pub herding: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +103,8 @@ struct Request {
     key_rank: usize,
     large: bool,
     router: usize,
+    /// The attempt whose score answer the router is waiting for.
+    awaiting: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -131,6 +141,11 @@ pub struct Sim<'a> {
     feedback_in_transit: Vec<Option<Vec<PendingOutcome>>>,
     telemetry_in_transit: Vec<Option<Vec<scorer_core::telemetry::Snapshot>>>,
     truth: Vec<f64>,
+    herding: Herding,
+    in_flight: InFlight,
+    /// Each router's load-report and view-stream phases within the load
+    /// interval, ms: real routers' clocks are not in step.
+    load_phases: Vec<(f64, f64)>,
 }
 
 impl<'a> Sim<'a> {
@@ -167,6 +182,18 @@ impl<'a> Sim<'a> {
             feedback_in_transit: Vec::new(),
             telemetry_in_transit: Vec::new(),
             truth: vec![0.0; n],
+            herding: Herding::default(),
+            in_flight: InFlight::new(sc.routers, n),
+            load_phases: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x10ad_9a5e);
+                let interval = sc.load_interval_ms;
+                (0..sc.routers)
+                    .map(|_| {
+                        let report = r.random::<f64>() * interval;
+                        (report, r.random::<f64>() * interval)
+                    })
+                    .collect()
+            },
         }
     }
 
@@ -174,8 +201,11 @@ impl<'a> Sim<'a> {
     /// outstanding attempt finishes or times out.
     pub fn run(mut self) -> RunRecord {
         self.q.push(0.0, Event::Telemetry);
-        if self.embedded.is_some() {
-            self.q.push(0.0, Event::LoadTick);
+        if self.embedded.is_some() && self.sc.routers > 1 {
+            for (router, &(report, view)) in self.load_phases.iter().enumerate() {
+                self.q.push(report, Event::LoadReport { router });
+                self.q.push(view, Event::LoadView { router });
+            }
         }
         let first = exponential(&mut self.workload_rng, 1.0 / self.sc.arrival_rate_per_ms());
         self.q.push(first, Event::Arrival);
@@ -183,7 +213,8 @@ impl<'a> Sim<'a> {
         while let Some((t, ev)) = self.q.pop() {
             self.handle(t, ev);
         }
-        self.rec.fallbacks = self.router.fallbacks();
+        self.rec.fallbacks = self.router.fallbacks() + self.rec.scorer_errors;
+        self.rec.herding = std::mem::take(&mut self.herding).mean_routers();
         self.rec
     }
 
@@ -218,30 +249,59 @@ impl<'a> Sim<'a> {
                     key_rank,
                     large,
                     router,
+                    awaiting: None,
                 });
                 self.dispatch(self.reqs.len() - 1, t);
             }
             Event::Retry { req } => self.dispatch(req, t),
-            Event::ScoreCall { req } => {
+            Event::ScoreCall { req, call } => {
                 let (start_ms, service_ms) = self.scorer.admit(t);
-                self.q.push(start_ms, Event::Decide { req, service_ms });
+                self.q.push(
+                    start_ms,
+                    Event::Decide {
+                        req,
+                        call,
+                        service_ms,
+                    },
+                );
             }
-            Event::Decide { req, service_ms } => {
+            Event::Decide {
+                req,
+                call,
+                service_ms,
+            } => {
                 let pick = self.decide(req, t);
                 self.q.push(
                     t + service_ms + self.scorer.one_way_ms(),
                     Event::Answer {
                         req,
+                        call,
                         worker: pick.worker,
                         decision_id: pick.decision_id,
                     },
                 );
             }
+            Event::ScoreTimeout { req, call } => {
+                if self.reqs[req].awaiting == Some(call) {
+                    self.reqs[req].awaiting = None;
+                    self.rec.scorer_errors += 1;
+                    self.rec.decision_ms.push(t - self.reqs[req].asked_ms);
+                    let router = self.reqs[req].router;
+                    let worker = self.in_flight.fallback_pick(router, &mut self.pick_rng);
+                    self.send(req, worker, None, t);
+                }
+            }
             Event::Answer {
                 req,
+                call,
                 worker,
                 decision_id,
             } => {
+                // A remote answer after the router gave up on it is dropped:
+                // the service's pick expires without feedback.
+                if self.remote && self.reqs[req].awaiting.take() != Some(call) {
+                    return;
+                }
                 self.rec.decision_ms.push(t - self.reqs[req].asked_ms);
                 self.send(req, worker, decision_id, t);
             }
@@ -300,12 +360,13 @@ impl<'a> Sim<'a> {
                     self.complete(attempt, t, false);
                 }
             }
-            Event::LoadTick => {
-                self.router.load_tick(t, self.scorer.one_way_ms());
-                let next = t + scorer_balancer::DEFAULT_LOAD_REPORT_MS as f64;
-                if next < self.sc.duration_ms {
-                    self.q.push(next, Event::LoadTick);
-                }
+            Event::LoadReport { router } => {
+                self.router.load_report(router, t, self.scorer.one_way_ms());
+                self.next_load_event(t, Event::LoadReport { router });
+            }
+            Event::LoadView { router } => {
+                self.router.load_view(router, t, self.scorer.one_way_ms());
+                self.next_load_event(t, Event::LoadView { router });
             }
             Event::Telemetry => {
                 let wall = WALL_EPOCH_MS + t as u64;
@@ -398,9 +459,15 @@ impl<'a> Sim<'a> {
             self.rec.retries += 1;
         }
         if self.remote {
-            // The score call crosses to the scorer; the pick comes back later.
+            // The score call crosses to the scorer; the pick comes back
+            // later, or the router stops waiting for it.
+            let call = r.attempts;
+            r.awaiting = Some(call);
+            let timeout_ms = self.sc.scorer_timeout_ms;
             self.q
-                .push(t + self.scorer.one_way_ms(), Event::ScoreCall { req });
+                .push(t + self.scorer.one_way_ms(), Event::ScoreCall { req, call });
+            self.q
+                .push(t + timeout_ms, Event::ScoreTimeout { req, call });
             return;
         }
         let pick = self.decide(req, t);
@@ -410,6 +477,7 @@ impl<'a> Sim<'a> {
             let (worker, decision_id) = (pick.worker, pick.decision_id);
             let answer = Event::Answer {
                 req,
+                call: self.reqs[req].attempts,
                 worker,
                 decision_id,
             };
@@ -417,6 +485,14 @@ impl<'a> Sim<'a> {
             return;
         }
         self.send(req, pick.worker, pick.decision_id, t);
+    }
+
+    /// The next tick of a router's load clock, one load interval after `t`.
+    fn next_load_event(&mut self, t: f64, ev: Event) {
+        let next = t + self.sc.load_interval_ms;
+        if next < self.sc.duration_ms {
+            self.q.push(next, ev);
+        }
     }
 
     /// From the service accepting a report to the view reaching a router:
@@ -455,6 +531,9 @@ impl<'a> Sim<'a> {
         pick.worker = pick.worker.min(self.workers.len() - 1);
         let window = ((t / self.sc.window_ms) as usize).min(self.rec.window_picks.len() - 1);
         self.rec.window_picks[window][pick.worker] += 1;
+        if self.sc.routers > 1 {
+            self.herding.record(t, pick.worker, router);
+        }
         pick
     }
 
@@ -474,6 +553,7 @@ impl<'a> Sim<'a> {
             (r.op, r.large, r.router)
         };
         self.rec.attempts += 1;
+        self.in_flight.sent(router, worker);
         let attempt = self.attempts.len();
         self.attempts.push(Attempt {
             req,
@@ -529,6 +609,7 @@ impl<'a> Sim<'a> {
         a.done = true;
         let (req, worker, router) = (a.req, a.worker, a.router);
         let latency = t - a.start_ms;
+        self.in_flight.done(router, worker);
         let id = a.decision_id.take();
         if self.remote {
             let pending = PendingOutcome {

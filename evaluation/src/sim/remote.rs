@@ -7,6 +7,8 @@
 //! - [`Outbox`]: each router's buffered outcomes, sent as one batch at the
 //!   next tick of its `feedback_flush_ms` clock or as soon as
 //!   `feedback_batch_max` are waiting, arriving half a round trip later.
+//! - [`InFlight`]: each router's own requests in flight per worker, from
+//!   which it picks by itself when the scorer does not answer in time.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +56,48 @@ impl RemoteScorer {
         let start_ms = arrive_ms.max(self.free_at_ms[core]);
         self.free_at_ms[core] = start_ms + service_ms;
         (start_ms, service_ms)
+    }
+}
+
+/// Each router's own requests in flight, per worker.
+#[derive(Debug, Clone)]
+pub struct InFlight {
+    counts: Vec<Vec<u32>>,
+}
+
+impl InFlight {
+    /// `routers` routers over `workers` workers, nothing in flight.
+    pub fn new(routers: usize, workers: usize) -> Self {
+        Self {
+            counts: vec![vec![0; workers]; routers.max(1)],
+        }
+    }
+
+    /// `router` sent a request to `worker`.
+    pub fn sent(&mut self, router: usize, worker: usize) {
+        if let Some(n) = self.slot(router, worker) {
+            *n += 1;
+        }
+    }
+
+    /// A request of `router` to `worker` ended.
+    pub fn done(&mut self, router: usize, worker: usize) {
+        if let Some(n) = self.slot(router, worker) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// The router's own pick without the scorer, as the testbed's router
+    /// makes it: P2C least-request over its in-flight requests (of two
+    /// distinct random workers, the one with fewer; ties: the first).
+    pub fn fallback_pick(&self, router: usize, rng: &mut ChaCha8Rng) -> usize {
+        let counts = &self.counts[router.min(self.counts.len() - 1)];
+        let (a, b) = crate::baselines::two_distinct(counts.len(), rng);
+        if counts.get(b) < counts.get(a) { b } else { a }
+    }
+
+    fn slot(&mut self, router: usize, worker: usize) -> Option<&mut u32> {
+        self.counts.get_mut(router)?.get_mut(worker)
     }
 }
 

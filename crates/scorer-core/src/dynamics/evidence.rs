@@ -20,6 +20,14 @@
 //!   Tail Latency in Cloud Data Stores via Adaptive Replica Selection",
 //!   NSDI 2015: `q̂ = 1 + os·n + q`) seen from the one router that knows
 //!   every pick: the queue a worker reports is ours plus somebody else's.
+//! * **The other routers' outstanding picks** (an embedded balancer's share
+//!   of the view's `load`), kept with the instant they were true: a count
+//!   that is a few service times old says little about where the next
+//!   request should go, so the cost stage pulls it toward the pool's median
+//!   as it ages (Dahlin, "Interpreting Stale Load Information", IEEE TPDS
+//!   2000; C3's treatment of the others' load). Keeping the count as if it
+//!   were fresh sends every router to the same apparent minimum (herding:
+//!   Mitzenmacher, "How Useful Is Old Information?", IEEE TPDS 2000).
 //! * **The head of the line**: when the oldest outstanding pick was made.
 //!   On a worker that serves in order, the oldest pick is the one in
 //!   service, and it started when the previous outcome arrived (or when it
@@ -58,6 +66,8 @@ pub const DEFAULT_MAX_EXPIRY_MS: u64 = 60_000;
 pub const DEFAULT_FAILURE_RATE_ALPHA: f64 = 0.05;
 /// Default [`EvidenceConfig::unseen_backlog_decay_ms`], ms.
 pub const DEFAULT_UNSEEN_BACKLOG_DECAY_MS: u64 = 2_000;
+/// Default [`EvidenceConfig::others_load_decay_service_times`].
+pub const DEFAULT_OTHERS_LOAD_DECAY_SERVICE_TIMES: f64 = 0.25;
 
 /// `[evidence]`: the service's own per-worker evidence. Times in ms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +96,13 @@ pub struct EvidenceConfig {
     pub failure_rate_alpha: f64,
     /// Time constant of the unseen backlog's decay, ms, `>= 1`. Default 2 000.
     pub unseen_backlog_decay_ms: u64,
+    /// Time constant with which the other routers' outstanding picks on a
+    /// worker are pulled toward the pool's median as they age, in the
+    /// pool's median service times, within 0.01..=1000. Default 0.25: a
+    /// count a quarter of a service time old keeps `1/e` of its difference
+    /// from the median (tuned in the simulator's `many-routers` scenarios,
+    /// see docs/selection.md).
+    pub others_load_decay_service_times: f64,
 }
 
 impl Default for EvidenceConfig {
@@ -99,6 +116,7 @@ impl Default for EvidenceConfig {
             max_expiry_ms: DEFAULT_MAX_EXPIRY_MS,
             failure_rate_alpha: DEFAULT_FAILURE_RATE_ALPHA,
             unseen_backlog_decay_ms: DEFAULT_UNSEEN_BACKLOG_DECAY_MS,
+            others_load_decay_service_times: DEFAULT_OTHERS_LOAD_DECAY_SERVICE_TIMES,
         }
     }
 }
@@ -132,6 +150,12 @@ impl EvidenceConfig {
             return Err(format!(
                 "expiry_factor must be finite and >= 1, got {}",
                 self.expiry_factor
+            ));
+        }
+        if !(0.01..=1_000.0).contains(&self.others_load_decay_service_times) {
+            return Err(format!(
+                "others_load_decay_service_times must be within 0.01..=1000, got {}",
+                self.others_load_decay_service_times
             ));
         }
         if !(self.failure_rate_alpha > 0.0 && self.failure_rate_alpha <= 1.0) {
@@ -191,6 +215,11 @@ pub struct EvidenceSnapshot {
     pub unseen_backlog: f64,
     /// When the last snapshot arrived, monotonic ms.
     pub unseen_at_ms: u64,
+    /// The other routers' outstanding picks, as last heard, requests.
+    pub others_backlog: f64,
+    /// When that count was true, monotonic ms (when it arrived less its
+    /// age).
+    pub others_at_ms: u64,
     /// Outlier detector.
     pub outlier: OutlierDetector,
     /// When the oldest outstanding pick was made, monotonic ms.
@@ -226,6 +255,17 @@ impl EvidenceSnapshot {
         let age = now_ms.saturating_sub(self.unseen_at_ms) as f64;
         let w = (-age / decay_ms.max(1) as f64).exp();
         (self.unseen_backlog * w + prior.max(0.0) * (1.0 - w)).max(0.0)
+    }
+
+    /// The other routers' outstanding picks at `now_ms`, requests: the last
+    /// count heard, moved toward `prior` (the candidates' median count) as
+    /// it ages, with time constant `tau_ms` (about a service time: after
+    /// that long the count has turned over). An old count says how loaded
+    /// the pool is, hardly which worker is.
+    pub fn others_backlog_at(&self, now_ms: u64, prior: f64, tau_ms: f64) -> f64 {
+        let age = now_ms.saturating_sub(self.others_at_ms) as f64;
+        let w = (-age / tau_ms.max(1e-3)).exp();
+        (self.others_backlog * w + prior.max(0.0) * (1.0 - w)).max(0.0)
     }
 }
 
@@ -329,21 +369,24 @@ impl LocalEvidence {
         g.outlier.record(success, now_ms, outlier)
     }
 
-    /// A snapshot reporting `queue_depth` was accepted at `now_ms`.
+    /// A snapshot reporting `queue_depth` was accepted at `now_ms`: the
+    /// unseen backlog is the queue that neither this router's outstanding
+    /// picks nor the other routers' (as last heard) explain.
     pub fn on_snapshot(&self, queue_depth: u32, now_ms: u64) {
         let mut g = self.lock();
-        g.unseen_backlog = (f64::from(queue_depth) - f64::from(g.outstanding)).max(0.0);
+        let explained = f64::from(g.outstanding) + g.others_backlog;
+        g.unseen_backlog = (f64::from(queue_depth) - explained).max(0.0);
         g.unseen_at_ms = now_ms;
     }
 
     /// The other routers' outstanding picks on this worker, `others`, as
-    /// the service last heard them, arrived at `now_ms` (an embedded
-    /// balancer's view of the shared load): backlog this router did not
-    /// send, fresher than a queue depth from the last report.
-    pub fn on_others(&self, others: u32, now_ms: u64) {
+    /// they were at monotonic `at_ms` (an embedded balancer's share of the
+    /// view's load, received less its age): backlog this router did not
+    /// send. Kept apart from the snapshot's unseen backlog, with its age.
+    pub fn on_others(&self, others: u32, at_ms: u64) {
         let mut g = self.lock();
-        g.unseen_backlog = f64::from(others);
-        g.unseen_at_ms = now_ms;
+        g.others_backlog = f64::from(others);
+        g.others_at_ms = at_ms;
     }
 
     /// Ejects the worker at `now_ms`; returns the ejection length, ms.
@@ -423,6 +466,26 @@ mod tests {
         // Our picks explain all of a smaller queue.
         e.on_snapshot(2, 1_000);
         assert_eq!(e.snapshot().unseen_backlog, 0.0);
+    }
+
+    #[test]
+    fn the_others_load_keeps_its_age_and_fades_toward_the_median_in_service_times() {
+        let e = LocalEvidence::default();
+        e.pick(0);
+        // Heard at 1 000, as it was at 995: 5 ms old on arrival.
+        e.on_others(6, 995);
+        let s = e.snapshot();
+        assert_eq!((s.others_backlog, s.others_at_ms), (6.0, 995));
+        // With a 2 ms service time, 5 ms old keeps e^-2.5 of its
+        // difference from the pool's median (2).
+        let w = (-2.5f64).exp();
+        let at = s.others_backlog_at(1_000, 2.0, 2.0);
+        assert!((at - (6.0 * w + 2.0 * (1.0 - w))).abs() < 1e-12, "{at}");
+        // A snapshot's queue counts only what neither router explains:
+        // 9 reported = 1 ours + 6 theirs + 2 unseen.
+        e.on_snapshot(9, 1_000);
+        assert_eq!(e.snapshot().unseen_backlog, 2.0);
+        assert_eq!(e.snapshot().others_backlog, 6.0);
     }
 
     #[test]

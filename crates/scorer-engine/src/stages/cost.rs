@@ -55,6 +55,17 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
             .collect(),
     )
     .unwrap_or(0.0);
+    // The other routers' load is pulled toward its median over the
+    // candidates as it ages, in about a service time (see
+    // `EvidenceSnapshot::others_backlog_at`).
+    let others_prior = median(
+        selectable
+            .iter()
+            .map(|&i| scored[i].evidence.others_backlog)
+            .collect(),
+    )
+    .unwrap_or(0.0);
+    let others_tau_ms = ev.others_load_decay_service_times * prior;
     let penalty_ms = ev.penalty_ms(context.timeout_ms);
     // Slow start counts relative to the most ramped-up candidate: a pool
     // that is all new (or all back) together is not slowed against itself.
@@ -73,7 +84,9 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
             outcomes: s.evidence.outcomes,
             fastest_ms: fastest,
             outstanding: s.evidence.outstanding,
-            unseen_backlog: s.evidence.unseen_backlog_at(now_ms, unseen_prior, decay),
+            unseen_backlog: s.evidence.unseen_backlog_at(now_ms, unseen_prior, decay)
+                + s.evidence
+                    .others_backlog_at(now_ms, others_prior, others_tau_ms),
             head_elapsed_ms: s.evidence.head_elapsed_ms(now_ms),
             reported_failure_rate: v.smoothed.error_rate,
             observed_failure_rate: s.evidence.failure_rate_at(now_ms, ev.failure_rate_decay_ms),

@@ -53,6 +53,7 @@ pub(crate) fn decision<'r>(req: &'r ScoreRequest, engine: &Engine, now_ms: u64) 
         "d-1".into(),
         &engine.config(),
         &SecondSegmentSharding,
+        engine.routers_sharing(),
     )
     .map(|mut d| {
         d.overrides = engine.override_table();

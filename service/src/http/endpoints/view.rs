@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::http::error_body::ErrorBody;
 use crate::http::{ApiError, AppState};
+use crate::load_board::OthersLoad;
 use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
 use scorer_engine::view::{LOAD_INTERVAL_MS, View, WorkerLoad, is_valid_router_id};
 
@@ -100,7 +101,7 @@ struct Streaming {
 enum Next {
     Full,
     Delta(Vec<Published>),
-    Load(Vec<WorkerLoad>),
+    Load(OthersLoad),
 }
 
 async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Streaming)> {
@@ -116,10 +117,10 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
                 () = tokio::time::sleep_until(s.next_full) => break Next::Full,
                 () = tokio::time::sleep_until(s.next_load) => {
                     s.next_load = Instant::now() + Duration::from_millis(LOAD_INTERVAL_MS);
-                    let load = others(&s);
+                    let others = others(&s);
                     let generation = s.st.engine.override_table().generation();
-                    if s.last_load.as_ref() != Some(&load) || s.last_overrides != Some(generation) {
-                        break Next::Load(load);
+                    if s.last_load.as_ref() != Some(&others.load) || s.last_overrides != Some(generation) {
+                        break Next::Load(others);
                     }
                 }
                 r = s.rx.recv() => break match r {
@@ -136,16 +137,14 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
         Next::Full => {
             s.next_full = Instant::now() + Duration::from_millis(DEFAULT_FULL_INTERVAL_MS);
             let mut v = s.st.view_hub.full(engine, now_ms, s.seq);
-            let load = others(&s);
-            v.load = Some(load.clone());
-            s.last_load = Some(load);
+            let others = others(&s);
+            s.last_load = Some(with_load(&mut v, others));
             v
         }
         Next::Delta(batches) => ViewHub::delta(engine, &batches, now_ms, s.seq),
-        Next::Load(load) => {
+        Next::Load(others) => {
             let mut v = ViewHub::delta(engine, &[], now_ms, s.seq);
-            v.load = Some(load.clone());
-            s.last_load = Some(load);
+            s.last_load = Some(with_load(&mut v, others));
             v
         }
     };
@@ -164,8 +163,17 @@ async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Stre
     Some((Ok(event), s))
 }
 
+/// `view` carries `others`; returns the load, for the stream to remember
+/// as last sent.
+fn with_load(view: &mut View, others: OthersLoad) -> Vec<WorkerLoad> {
+    view.load = Some(others.load.clone());
+    view.load_age_ms = Some(others.age_ms);
+    view.load_routers = Some(others.routers);
+    others.load
+}
+
 /// The other routers' load now.
-fn others(s: &Streaming) -> Vec<WorkerLoad> {
+fn others(s: &Streaming) -> OthersLoad {
     let now_ms = s.st.clock.monotonic_ms();
     s.st.load_board.others(s.router_id.as_deref(), now_ms)
 }
