@@ -37,12 +37,14 @@
 //! choices and the scorer's in-service times. Time is simulated: nothing sleeps, a run is a pure function of
 //! (scenario, policy, seed).
 
+mod calls;
 #[cfg(test)]
 mod cost_tests;
 pub mod dist;
 pub mod event;
 mod faults;
 pub mod herding;
+mod record;
 pub mod remote;
 pub mod worker;
 
@@ -57,41 +59,9 @@ use crate::scenario::{Fault, Scenario};
 use dist::{Zipf, exponential, lognormal_unit_mean};
 use event::{Event, EventQueue};
 use herding::Herding;
+pub use record::RunRecord;
 use remote::{Buffered, InFlight, Outbox, PendingOutcome, RemoteScorer};
 use worker::{BACKGROUND_BASE, Job, SimWorker};
-
-/// Everything a run records; [`crate::run_summary`] summarises it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunRecord {
-    /// Client-observed latency of every finished request (success or final
-    /// failure), first attempt to answer, ms.
-    pub latencies_ms: Vec<f64>,
-    /// Requests that failed after all retries.
-    pub failed: u64,
-    /// Attempts sent.
-    pub attempts: u64,
-    /// Attempts that hit the client timeout.
-    pub timeouts: u64,
-    /// Attempts refused by a down worker.
-    pub refused: u64,
-    /// Retries sent.
-    pub retries: u64,
-    /// Picks per window per worker (`window_ms` windows).
-    pub window_picks: Vec<Vec<u32>>,
-    /// Window length, ms.
-    pub window_ms: f64,
-    /// Picks for which the policy fell back to a uniform choice.
-    pub fallbacks: u64,
-    /// Per attempt of a service arm: from sending the score call to having
-    /// the answer, ms (empty for an arm that decides in the router).
-    pub decision_ms: Vec<f64>,
-    /// Score calls a service arm's router stopped waiting for
-    /// (`Scenario::scorer_timeout_ms`) and picked by itself instead.
-    pub scorer_errors: u64,
-    /// With several routers: the mean number of routers that picked the
-    /// same worker within one view interval ([`herding`]).
-    pub herding: Option<f64>,
-}
 
 #[derive(Debug, Clone)]
 struct Request {
@@ -254,57 +224,10 @@ impl<'a> Sim<'a> {
                 self.dispatch(self.reqs.len() - 1, t);
             }
             Event::Retry { req } => self.dispatch(req, t),
-            Event::ScoreCall { req, call } => {
-                let (start_ms, service_ms) = self.scorer.admit(t);
-                self.q.push(
-                    start_ms,
-                    Event::Decide {
-                        req,
-                        call,
-                        service_ms,
-                    },
-                );
-            }
-            Event::Decide {
-                req,
-                call,
-                service_ms,
-            } => {
-                let pick = self.decide(req, t);
-                self.q.push(
-                    t + service_ms + self.scorer.one_way_ms(),
-                    Event::Answer {
-                        req,
-                        call,
-                        worker: pick.worker,
-                        decision_id: pick.decision_id,
-                    },
-                );
-            }
-            Event::ScoreTimeout { req, call } => {
-                if self.reqs[req].awaiting == Some(call) {
-                    self.reqs[req].awaiting = None;
-                    self.rec.scorer_errors += 1;
-                    self.rec.decision_ms.push(t - self.reqs[req].asked_ms);
-                    let router = self.reqs[req].router;
-                    let worker = self.in_flight.fallback_pick(router, &mut self.pick_rng);
-                    self.send(req, worker, None, t);
-                }
-            }
-            Event::Answer {
-                req,
-                call,
-                worker,
-                decision_id,
-            } => {
-                // A remote answer after the router gave up on it is dropped:
-                // the service's pick expires without feedback.
-                if self.remote && self.reqs[req].awaiting.take() != Some(call) {
-                    return;
-                }
-                self.rec.decision_ms.push(t - self.reqs[req].asked_ms);
-                self.send(req, worker, decision_id, t);
-            }
+            Event::ScoreCall { .. }
+            | Event::Decide { .. }
+            | Event::ScoreTimeout { .. }
+            | Event::Answer { .. } => self.on_call(t, ev),
             Event::FeedbackFlush { router } => {
                 let batch = self.outbox.tick(router);
                 self.send_feedback(batch, t);
