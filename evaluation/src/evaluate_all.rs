@@ -326,7 +326,8 @@ pub fn evaluation_markdown(
          each pick holds its request for a time drawn from `{emb_path}` (measured {emb_date}, commit {emb_commit}, {emb_samples} picks of 16 candidates with the model: \
          p50 {emb50:.1} µs, p99 {emb99:.1} µs); its outcomes reach it at once; telemetry reaches it through the service's view stream \
          (the delay above, then a 5 ms coalescing window and half a round trip); with several routers each reports its outstanding picks every 5 ms \
-         and sees the others' two half round trips later. On the testbed it follows the real service's `GET /v1/view`. In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
+         and its view stream carries the others' load every 5 ms when it changed, with its age and the number of routers counted, half a round trip after \
+         it left the service; each router's two clocks run at their own random phase. On the testbed it follows the real service's `GET /v1/view`. In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
          **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
          The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains on seed + {offset}); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
@@ -347,8 +348,10 @@ pub fn evaluation_markdown(
          The testbed runs them over HTTP with the service's \
          default budget (real wall-clock misses fall back and are counted in `model.fallbacks`); \
          its `model-retrained` trains on a `{logging}` testbed run with a decision log on the \
-         held-out seed. In `many-routers` each baseline runs one independent instance per router \
-         (as a sidecar does), while the service arms share one scorer whose queue all eight routers' calls wait in.\n",
+         held-out seed. In the `many-routers` scenarios each baseline runs one independent instance per router \
+         (as a sidecar does), the service arms share one scorer whose queue every router's calls wait in, \
+         and `service-embedded` runs one balancer per router, which learns the others' load, with its age, \
+         from the view stream.\n",
         default_policy = scorer_engine::config::Config::default()
             .selection
             .default_policy,
