@@ -117,3 +117,32 @@ fn a_load_older_than_a_day_is_refused() {
     let err = b.apply_view(&v, 2_000, WALL + 2_000).unwrap_err();
     assert!(matches!(err, ViewError::LoadAge(_)), "{err}");
 }
+
+#[test]
+fn bad_many_router_keys_are_refused_with_their_names() {
+    let refused = |edit: fn(&mut Config)| {
+        let mut cfg = Config::default();
+        edit(&mut cfg);
+        Balancer::new(cfg, BalancerConfig::new("router-0"))
+            .expect_err("refused")
+            .to_string()
+    };
+    let none = refused(|c| c.selection.many_routers_policy = "none".into());
+    assert!(none.contains("selection.many_routers_policy"), "{none}");
+    let unknown = refused(|c| c.selection.many_routers_policy = "fastest".into());
+    assert!(
+        unknown.contains("selection.many_routers_policy"),
+        "{unknown}"
+    );
+    let one = refused(|c| c.selection.many_routers_min = 1);
+    assert!(one.contains("selection.many_routers_min"), "{one}");
+    for bad in [0.0, f64::NAN, f64::INFINITY, 1e9] {
+        let mut cfg = Config::default();
+        cfg.evidence.others_load_decay_service_times = bad;
+        let err = Balancer::new(cfg, BalancerConfig::new("router-0")).expect_err("refused");
+        assert!(
+            err.to_string().contains("others_load_decay_service_times"),
+            "{bad}: {err}"
+        );
+    }
+}
