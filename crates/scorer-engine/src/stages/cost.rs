@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::decision::{Decision, Scored};
-use scorer_core::dynamics::median;
+use scorer_core::dynamics::{EvidenceSnapshot, median};
 use scorer_core::features::CandidateEvidence;
 use scorer_core::scoring::{CostInputs, Stage, apply_cost};
 
@@ -25,6 +25,22 @@ fn prior_ms(scored: &[Scored], selectable: &[usize]) -> f64 {
         .filter(|r| *r > 0.0)
         .collect();
     median(reported).unwrap_or(1.0).max(1e-6)
+}
+
+/// The median of one evidence figure over the selectable candidates, 0
+/// without any.
+fn median_of(
+    scored: &[Scored],
+    selectable: &[usize],
+    figure: impl Fn(&EvidenceSnapshot) -> f64,
+) -> f64 {
+    median(
+        selectable
+            .iter()
+            .map(|&i| figure(&scored[i].evidence))
+            .collect(),
+    )
+    .unwrap_or(0.0)
 }
 
 /// Runs the cost stage on the selectable candidates of `d` (not in panic
@@ -48,23 +64,11 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
     // The pool's typical unseen backlog (the median of the candidates'
     // last reports): an aged report's is pulled toward it.
     let decay = ev.unseen_backlog_decay_ms;
-    let unseen_prior = median(
-        selectable
-            .iter()
-            .map(|&i| scored[i].evidence.unseen_backlog)
-            .collect(),
-    )
-    .unwrap_or(0.0);
+    let unseen_prior = median_of(scored, selectable, |e| e.unseen_backlog);
     // The other routers' load is pulled toward its median over the
     // candidates as it ages, in about a service time (see
     // `EvidenceSnapshot::others_backlog_at`).
-    let others_prior = median(
-        selectable
-            .iter()
-            .map(|&i| scored[i].evidence.others_backlog)
-            .collect(),
-    )
-    .unwrap_or(0.0);
+    let others_prior = median_of(scored, selectable, |e| e.others_backlog);
     let others_tau_ms = ev.others_load_decay_service_times * prior;
     let penalty_ms = ev.penalty_ms(context.timeout_ms);
     // Slow start counts relative to the most ramped-up candidate: a pool
