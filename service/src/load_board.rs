@@ -6,7 +6,10 @@
 //! the next arrives, and after a restart of the service the next round of
 //! reports rebuilds the whole board. A router silent for
 //! [`ROUTER_LOAD_TTL_MS`] no longer counts, and at most [`MAX_ROUTERS`]
-//! routers are held.
+//! routers are held, at most [`ReportLimits::routers_per_credential`] of
+//! them under one credential. A report names at most as many workers as
+//! the pool holds, and only workers the service knows are kept, so one
+//! router cannot grow the board past the pool nor make up workers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -17,6 +20,11 @@ use scorer_engine::view::{ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad, is_valid_r
 
 /// Most routers whose load is held at once.
 pub const MAX_ROUTERS: usize = 1_024;
+/// Most routers one credential may report for at once (the default of
+/// `limits.routers_per_credential`).
+pub const DEFAULT_ROUTERS_PER_CREDENTIAL: usize = 16;
+/// Largest outstanding count a report may give one worker.
+pub const MAX_OUTSTANDING: u32 = 1_000_000;
 
 /// Why a load report was refused (422, or 429 for too many routers).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,23 +36,53 @@ pub enum LoadError {
     /// An entry names an invalid worker id, or one named before.
     #[error("`outstanding[{0}].worker_id` is not a valid worker id or repeats")]
     Worker(usize),
+    /// An entry's count is beyond [`MAX_OUTSTANDING`].
+    #[error("`outstanding[{0}].outstanding` must be at most {MAX_OUTSTANDING}")]
+    Outstanding(usize),
     /// More entries than the service holds workers.
-    #[error("`outstanding` holds {count} entries, at most {max} are allowed")]
+    #[error("`outstanding` holds {count} entries, but the pool holds {max} workers")]
     TooMany {
         /// Entries.
         count: usize,
-        /// `telemetry.max_workers`.
+        /// The workers the service knows now.
         max: usize,
     },
     /// A new router beyond [`MAX_ROUTERS`] live ones.
     #[error("{MAX_ROUTERS} routers already report their load")]
     TooManyRouters,
+    /// The router id is held by another credential's live reports.
+    #[error("router `{0}` reports under another credential")]
+    Owned(String),
+    /// A new router beyond the credential's live ones.
+    #[error(
+        "the credential `{credential}` already reports for {max} routers (limits.routers_per_credential)"
+    )]
+    TooManyForCredential {
+        /// The credential's name.
+        credential: String,
+        /// Its limit.
+        max: usize,
+    },
+}
+
+/// What a report is checked against.
+pub struct ReportLimits<'a> {
+    /// Whether the service knows the worker.
+    pub known: &'a dyn Fn(&str) -> bool,
+    /// The workers the service knows: the most entries a report may have.
+    pub pool: usize,
+    /// The router credential the report came with; `None` when the role
+    /// is open or the caller an admin, who may report for any router.
+    pub credential: Option<&'a str>,
+    /// Most live routers under one credential.
+    pub routers_per_credential: usize,
 }
 
 #[derive(Debug)]
 struct Entry {
     load: Vec<WorkerLoad>,
     received_ms: u64,
+    credential: Option<Box<str>>,
 }
 
 /// The other routers' load, as a view carries it.
@@ -68,24 +106,26 @@ pub struct LoadBoard {
 
 impl LoadBoard {
     /// Replace `report.router_id`'s load with `report` at monotonic
-    /// `now_ms`; the routers now counted. `max_workers` bounds the entries.
+    /// `now_ms`, keeping only the workers `limits` knows. Returns the
+    /// routers now counted and the entries dropped for naming an unknown
+    /// worker.
     ///
     /// # Errors
     /// [`LoadError`]; nothing changes.
     pub fn report(
         &self,
-        report: RouterLoad,
-        max_workers: usize,
+        mut report: RouterLoad,
+        limits: &ReportLimits<'_>,
         now_ms: u64,
-    ) -> Result<usize, LoadError> {
+    ) -> Result<(usize, usize), LoadError> {
         if !is_valid_router_id(&report.router_id) {
             return Err(LoadError::RouterId);
         }
         let count = report.outstanding.len();
-        if count > max_workers {
+        if count > limits.pool {
             return Err(LoadError::TooMany {
                 count,
-                max: max_workers,
+                max: limits.pool,
             });
         }
         let mut seen = HashSet::with_capacity(count);
@@ -93,19 +133,43 @@ impl LoadBoard {
             if !is_valid_worker_id(&l.worker_id) || !seen.insert(l.worker_id.as_str()) {
                 return Err(LoadError::Worker(i));
             }
+            if l.outstanding > MAX_OUTSTANDING {
+                return Err(LoadError::Outstanding(i));
+            }
         }
+        report.outstanding.retain(|l| (limits.known)(&l.worker_id));
+        let unknown = count - report.outstanding.len();
         let mut routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
         routers.retain(|_, e| live(e, now_ms));
-        if routers.len() >= MAX_ROUTERS && !routers.contains_key(&report.router_id) {
-            return Err(LoadError::TooManyRouters);
+        if let Some(held) = routers.get(&report.router_id) {
+            if limits.credential.is_some() && held.credential.as_deref() != limits.credential {
+                return Err(LoadError::Owned(report.router_id));
+            }
+        } else {
+            if routers.len() >= MAX_ROUTERS {
+                return Err(LoadError::TooManyRouters);
+            }
+            if let Some(credential) = limits.credential {
+                let held = routers
+                    .values()
+                    .filter(|e| e.credential.as_deref() == Some(credential))
+                    .count();
+                if held >= limits.routers_per_credential {
+                    return Err(LoadError::TooManyForCredential {
+                        credential: credential.to_owned(),
+                        max: limits.routers_per_credential,
+                    });
+                }
+            }
         }
         let entry = Entry {
             load: report.outstanding,
             received_ms: now_ms,
+            credential: limits.credential.map(Box::from),
         };
         routers.insert(report.router_id, entry);
         self.version.fetch_add(1, Ordering::Release);
-        Ok(routers.len())
+        Ok((routers.len(), unknown))
     }
 
     /// The load of every live router but `except` at monotonic `now_ms`.
@@ -153,6 +217,19 @@ fn live(e: &Entry, now_ms: u64) -> bool {
 mod tests {
     use super::*;
 
+    fn any(_: &str) -> bool {
+        true
+    }
+
+    fn open(pool: usize) -> ReportLimits<'static> {
+        ReportLimits {
+            known: &any,
+            pool,
+            credential: None,
+            routers_per_credential: DEFAULT_ROUTERS_PER_CREDENTIAL,
+        }
+    }
+
     fn load(router: &str, w: &[(&str, u32)]) -> RouterLoad {
         RouterLoad {
             router_id: router.into(),
@@ -169,8 +246,14 @@ mod tests {
     #[test]
     fn each_router_sees_the_sum_of_the_others_until_they_fall_silent() {
         let b = LoadBoard::default();
-        assert_eq!(b.report(load("r1", &[("a", 2), ("b", 1)]), 10, 0), Ok(1));
-        assert_eq!(b.report(load("r2", &[("a", 3)]), 10, 500), Ok(2));
+        assert_eq!(
+            b.report(load("r1", &[("a", 2), ("b", 1)]), &open(10), 0),
+            Ok((1, 0))
+        );
+        assert_eq!(
+            b.report(load("r2", &[("a", 3)]), &open(10), 500),
+            Ok((2, 0))
+        );
         let pairs = |o: OthersLoad| -> Vec<(String, u32)> {
             o.load
                 .into_iter()
@@ -187,7 +270,7 @@ mod tests {
         assert_eq!((one.age_ms, one.routers), (200, 1));
         assert_eq!((both.age_ms, both.routers), ((700 + 200) / 2, 2));
         // A report replaces, it does not add.
-        b.report(load("r2", &[]), 10, 600).unwrap();
+        b.report(load("r2", &[]), &open(10), 600).unwrap();
         assert!(b.others(Some("r1"), 600).load.is_empty());
         // r1 silent past the TTL no longer counts.
         let silent = b.others(Some("r2"), ROUTER_LOAD_TTL_MS + 1);
@@ -199,17 +282,68 @@ mod tests {
     fn a_bad_report_is_refused_and_changes_nothing() {
         let b = LoadBoard::default();
         let v = b.version();
-        assert_eq!(b.report(load("r 1", &[]), 10, 0), Err(LoadError::RouterId));
         assert_eq!(
-            b.report(load("r1", &[("a", 1), ("a", 2)]), 10, 0),
+            b.report(load("r 1", &[]), &open(10), 0),
+            Err(LoadError::RouterId)
+        );
+        assert_eq!(
+            b.report(load("r1", &[("a", 1), ("a", 2)]), &open(10), 0),
             Err(LoadError::Worker(1))
         );
         assert_eq!(
-            b.report(load("r1", &[("a", 1), ("b", 1)]), 1, 0),
+            b.report(load("r1", &[("a", 1), ("b", 1)]), &open(1), 0),
             Err(LoadError::TooMany { count: 2, max: 1 })
+        );
+        assert_eq!(
+            b.report(load("r1", &[("a", 1), ("b", u32::MAX)]), &open(10), 0),
+            Err(LoadError::Outstanding(1))
         );
         assert_eq!(b.version(), v);
         assert_eq!(b.others(None, 0).routers, 0);
         assert!(b.others(None, 0).load.is_empty());
+    }
+
+    #[test]
+    fn only_known_workers_are_kept_and_one_credential_holds_only_its_routers() {
+        let b = LoadBoard::default();
+        let known = |id: &str| id.starts_with('w');
+        let as_cred = |credential: &'static str| ReportLimits {
+            known: &known,
+            pool: 4,
+            credential: Some(credential),
+            routers_per_credential: 2,
+        };
+        // A made-up worker is left out, and counted.
+        let edge = as_cred("edge");
+        assert_eq!(
+            b.report(load("edge-1", &[("w1", 2), ("made-up", 9)]), &edge, 0),
+            Ok((1, 1))
+        );
+        assert_eq!(b.others(None, 0).load.len(), 1);
+        // The credential's third router is refused; another's is not.
+        b.report(load("edge-2", &[]), &edge, 0).unwrap();
+        assert_eq!(
+            b.report(load("edge-3", &[]), &edge, 0),
+            Err(LoadError::TooManyForCredential {
+                credential: "edge".into(),
+                max: 2
+            })
+        );
+        assert_eq!(
+            b.report(load("core-1", &[]), &as_cred("core"), 0),
+            Ok((3, 0))
+        );
+        // Nor may another credential replace a router's live load.
+        assert_eq!(
+            b.report(load("edge-1", &[]), &as_cred("core"), 1),
+            Err(LoadError::Owned("edge-1".into()))
+        );
+        assert_eq!(b.others(None, 1).load[0].outstanding, 2);
+        // Once silent past the TTL, the id is free again.
+        let later = ROUTER_LOAD_TTL_MS + 10;
+        assert_eq!(
+            b.report(load("edge-1", &[]), &as_cred("core"), later),
+            Ok((1, 0))
+        );
     }
 }

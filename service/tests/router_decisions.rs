@@ -250,3 +250,53 @@ async fn a_batch_the_log_cannot_take_is_answered_503_and_logged_later() {
     let outcomes = read_dir(&root.0.join("outcomes"), LogKind::Outcomes).unwrap();
     assert_eq!(outcomes.rows, 6, "the first batch only");
 }
+
+#[tokio::test]
+async fn records_the_service_would_never_write_are_refused_each_by_name() {
+    let root =
+        TempDir(std::env::temp_dir().join(format!("scorer-router-odd-{}", std::process::id())));
+    let cfg = logged_config(&root.0);
+    let app = logged_app(&cfg);
+    report(&app, "w1", 0.1).await;
+    report(&app, "w2", 0.6).await;
+    let view = &first_view(&app).await;
+    let wall = Arc::new(ManualClock::new(0, WALL + 5));
+    let records = Arc::new(RecordBuffer::new(64, &cfg.log, wall));
+    let b = Balancer::new(cfg.clone(), BalancerConfig::new("edge-7"))
+        .unwrap()
+        .with_records(records.clone());
+    b.apply_view(view, 0, WALL).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let req = ScoreRequest::new("user:1:a", vec!["w1".into(), "w2".into()]);
+    let p = b.pick(&req, 0, &mut rng).unwrap();
+    b.outcome(&p.decision_id, &p.worker, 3.5, true, 1).unwrap();
+    let mut odd = records.drain("edge-7", 64).expect("records");
+    // The same decision twice, its outcome twice, and one from 1970.
+    odd.decisions.push(odd.decisions[0].clone());
+    odd.outcomes.push(odd.outcomes[0].clone());
+    let mut old = odd.outcomes[0].clone();
+    old.ts_ms = 1;
+    odd.outcomes.push(old);
+    let (status, answer) = app
+        .post_json("/v1/router/decisions", &serde_json::to_value(&odd).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["decisions"]["logged"], 1, "{answer}");
+    assert_eq!(answer["decisions"]["refused"], 1, "{answer}");
+    assert_eq!(answer["outcomes"]["logged"], 1, "{answer}");
+    assert_eq!(answer["outcomes"]["refused"], 2, "{answer}");
+    let fields: Vec<&str> = answer["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "decisions[1].decision_id",
+            "outcomes[1].decision_id",
+            "outcomes[2].ts_ms"
+        ]
+    );
+}

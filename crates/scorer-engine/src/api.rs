@@ -8,6 +8,8 @@ use scorer_core::scoring::{Adjustment, RequestContext};
 
 /// Longest accepted key, bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
+/// Longest client deadline a request may state, ms (one day).
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
 
 /// Body of `POST /v1/score`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

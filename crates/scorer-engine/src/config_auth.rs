@@ -61,6 +61,43 @@ pub struct AuthConfig {
     /// `server.tls.client_ca_path` instead of a token. The name is the
     /// caller's identity, as a token's name is.
     pub certificates: BTreeMap<String, Role>,
+    /// Which router ids a router credential may use on `/v1/router/*` and
+    /// the view stream: its own name, or also ids its name prefixes.
+    pub router_ids: RouterIds,
+}
+
+/// `auth.router_ids`: how a router's id is tied to its credential's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterIds {
+    /// The router id is the credential's name (`edge-1` reports as `edge-1`).
+    #[default]
+    Exact,
+    /// The router id is the credential's name, or starts with it and a
+    /// `-`, `.` or `_` (credential `edge` reports as `edge-1`, `edge.7`):
+    /// one credential shared by a fleet of routers.
+    Prefixed,
+}
+
+impl RouterIds {
+    /// Whether credential `name` may report as router `router_id`.
+    pub fn allows(self, name: &str, router_id: &str) -> bool {
+        match router_id.strip_prefix(name) {
+            Some("") => true,
+            Some(rest) => {
+                self == Self::Prefixed && rest.len() > 1 && rest.starts_with(['-', '.', '_'])
+            }
+            None => false,
+        }
+    }
+
+    /// Its name, as in the configuration.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Exact => "exact",
+            Self::Prefixed => "prefixed",
+        }
+    }
 }
 
 impl AuthConfig {
@@ -250,5 +287,22 @@ mod tests {
             c.validate().unwrap_err().0,
             "auth.certificates.bad_name.internal"
         );
+    }
+
+    #[test]
+    fn a_router_id_is_its_credentials_name_or_prefixed_by_it() {
+        for mode in [RouterIds::Exact, RouterIds::Prefixed] {
+            assert!(mode.allows("edge-1", "edge-1"));
+            assert!(!mode.allows("edge-1", "edge-2"));
+            assert!(!mode.allows("edge", "edgy"));
+            assert!(!mode.allows("edge-1", "edge"));
+        }
+        assert!(!RouterIds::Exact.allows("edge", "edge-1"));
+        for id in ["edge-1", "edge.7", "edge_b"] {
+            assert!(RouterIds::Prefixed.allows("edge", id), "{id}");
+        }
+        // The name must end at a separator, and something must follow it.
+        assert!(!RouterIds::Prefixed.allows("edge", "edge1"));
+        assert!(!RouterIds::Prefixed.allows("edge", "edge-"));
     }
 }

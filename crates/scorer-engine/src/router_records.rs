@@ -18,11 +18,11 @@ use serde::{Deserialize, Serialize};
 use scorer_core::features::FEATURE_COUNT;
 use scorer_core::scoring::RequestType;
 use scorer_core::selection::PolicyKind;
-use scorer_core::telemetry::validate::{MAX_LATENCY_MS, is_valid_worker_id};
+use scorer_core::telemetry::validate::{MAX_LATENCY_MS, is_invisible_format, is_valid_worker_id};
 use scorer_log::{CandidateRow, DecisionRecord, OutcomeRecord};
 use scorer_model::fallback::FallbackReason;
 
-use crate::api::MAX_KEY_BYTES;
+use crate::api::{MAX_KEY_BYTES, MAX_TIMEOUT_MS};
 use crate::overrides::OverrideKind;
 
 /// Most decisions plus outcomes in one batch.
@@ -33,6 +33,29 @@ pub const DECISION_SEQ_HEX: usize = 16;
 pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 /// Longest model version, arm, config hash or client region, bytes.
 pub const MAX_LABEL_BYTES: usize = 128;
+/// Oldest record accepted, ms before the service's wall clock: a router
+/// holds records while the service is away, not for longer than a day.
+pub const MAX_RECORD_AGE_MS: i64 = 86_400_000;
+/// Furthest a record's time may be ahead of the service's wall clock, ms
+/// (clock skew between router and service hosts).
+pub const MAX_RECORD_AHEAD_MS: i64 = 300_000;
+/// Smallest probability a pick may carry: a propensity below it would
+/// weigh the decision past any use in training (1 / p).
+pub const MIN_PICK_PROBABILITY: f64 = 1e-6;
+/// Largest `final_score`, as the engine scores (0..=100).
+const MAX_SCORE: f64 = 100.0;
+
+/// What a router's records are checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordCheck<'a> {
+    /// The sending router: every decision id must carry it.
+    pub router_id: &'a str,
+    /// The service's wall clock, Unix ms: a record's time must be within
+    /// [`MAX_RECORD_AGE_MS`] before it and [`MAX_RECORD_AHEAD_MS`] after.
+    pub now_ms: i64,
+    /// `server.max_candidates`.
+    pub max_candidates: usize,
+}
 
 /// Penalty states a candidate row may carry (`"unknown"`: no telemetry).
 const PENALTY_STATES: [&str; 5] = [
@@ -71,9 +94,11 @@ pub struct RouterRecords {
 pub struct RouterDecision {
     /// `<router_id>-<16 lowercase hex digits>`.
     pub decision_id: String,
-    /// When the decision was made, Unix ms (UTC), 1..=253402300799999.
+    /// When the decision was made, Unix ms (UTC), within a day before and
+    /// 5 minutes after the service's clock.
     pub ts_ms: i64,
-    /// The key's prefix, at most 1024 bytes.
+    /// The key's prefix, at most 1024 bytes, without control or invisible
+    /// formatting characters.
     pub key_prefix: String,
     /// The key's shard, when the sharding names one.
     #[serde(default)]
@@ -84,10 +109,10 @@ pub struct RouterDecision {
     /// The client's region, at most 128 bytes.
     #[serde(default)]
     pub client_region: Option<String>,
-    /// The client's timeout, ms.
+    /// The client's timeout, ms, at most 86400000.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
-    /// Keys in the request.
+    /// Keys in the request, at least 1.
     #[serde(default)]
     pub batch_size: Option<u32>,
     /// The selection policy: `max`, `softmax`, `p2c`, `swrr`, `hash` or
@@ -120,9 +145,10 @@ pub struct RouterCandidate {
     /// The model's action, when the model scored it.
     #[serde(default)]
     pub model_action: Option<f64>,
-    /// Final score (finite).
+    /// Final score, 0..=100.
     pub final_score: f64,
-    /// Its probability of being picked, 0..=1.
+    /// Its probability of being picked, 0..=1: at least 0.000001 on the
+    /// pick, 0 on a candidate that was not eligible.
     #[serde(default)]
     pub probability: Option<f64>,
     /// Whether it was picked.
@@ -152,7 +178,8 @@ pub struct RouterOutcome {
     pub decision_id: String,
     /// The worker the request went to, 1..=128 bytes.
     pub worker_id: String,
-    /// When the outcome was known, Unix ms (UTC), 1..=253402300799999.
+    /// When the outcome was known, Unix ms (UTC), within a day before and
+    /// 5 minutes after the service's clock.
     pub ts_ms: i64,
     /// Observed latency, ms, 0..=86400000.
     pub latency_ms: f64,
@@ -197,15 +224,73 @@ fn check_label(field: &str, s: &str, max: usize) -> Result<(), RecordError> {
     Ok(())
 }
 
-fn check_ids(router_id: &str, decision_id: &str, ts_ms: i64) -> Result<(), RecordError> {
+fn check_ids(check: &RecordCheck<'_>, decision_id: &str, ts_ms: i64) -> Result<(), RecordError> {
+    let router_id = check.router_id;
     if !is_router_decision_id(router_id, decision_id) {
         return refuse(
             "decision_id",
             format!("must be `{router_id}-` and {DECISION_SEQ_HEX} lowercase hex digits"),
         );
     }
-    if !(1..=MAX_TS_MS).contains(&ts_ms) {
-        return refuse("ts_ms", format!("must be Unix ms within 1..={MAX_TS_MS}"));
+    let earliest = check.now_ms.saturating_sub(MAX_RECORD_AGE_MS).max(1);
+    let latest = check
+        .now_ms
+        .saturating_add(MAX_RECORD_AHEAD_MS)
+        .min(MAX_TS_MS);
+    if !(earliest..=latest).contains(&ts_ms) {
+        return refuse(
+            "ts_ms",
+            format!(
+                "must be Unix ms within a day before and 5 minutes after the service's clock ({earliest}..={latest}), got {ts_ms}"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The candidates as the engine writes them: distinct workers, exactly one
+/// picked; the pick eligible (in panic mode none is), with a probability
+/// of at least [`MIN_PICK_PROBABILITY`] when it states one; the others
+/// that could not be picked with a probability of 0, if any.
+fn check_candidates(panic: bool, candidates: &[RouterCandidate]) -> Result<(), RecordError> {
+    let picked = candidates.iter().filter(|c| c.picked).count();
+    if picked != 1 {
+        return refuse(
+            "candidates",
+            format!("exactly one must be picked, got {picked}"),
+        );
+    }
+    let mut seen = std::collections::HashSet::with_capacity(candidates.len());
+    for (i, c) in candidates.iter().enumerate() {
+        let field = |f: &str| format!("candidates[{i}].{f}");
+        if !seen.insert(c.worker_id.as_str()) {
+            return refuse(field("worker_id"), "repeats an earlier candidate");
+        }
+        if panic && c.eligible {
+            return refuse(
+                field("eligible"),
+                "must be false in panic mode (no candidate was eligible)",
+            );
+        }
+        if c.picked && !panic && !c.eligible {
+            return refuse(
+                field("eligible"),
+                "the pick must be eligible (outside panic mode)",
+            );
+        }
+        let p = c.probability.unwrap_or(0.0);
+        if c.picked && c.probability.is_some() && p < MIN_PICK_PROBABILITY {
+            return refuse(
+                field("probability"),
+                format!("the pick's probability must be at least {MIN_PICK_PROBABILITY}"),
+            );
+        }
+        if !c.picked && !c.eligible && !panic && p != 0.0 {
+            return refuse(
+                field("probability"),
+                "must be 0 or null on a candidate that was not eligible",
+            );
+        }
     }
     Ok(())
 }
@@ -271,25 +356,39 @@ impl RouterDecision {
         }
     }
 
-    /// The log record of this decision by router `router_id`, checked:
+    /// The log record of this decision, checked against `check`:
     /// `all_features` says whether the log keeps every candidate's
-    /// features for it (then each must have them), and `max_candidates`
-    /// bounds the candidates.
+    /// features for it (then each must have them).
     ///
     /// # Errors
     /// [`RecordError`] naming the first bad field; nothing is built.
     pub fn into_record(
         self,
-        router_id: &str,
+        check: &RecordCheck<'_>,
         all_features: bool,
-        max_candidates: usize,
     ) -> Result<DecisionRecord, RecordError> {
-        check_ids(router_id, &self.decision_id, self.ts_ms)?;
-        if self.key_prefix.len() > MAX_KEY_BYTES || self.key_prefix.chars().any(char::is_control) {
+        check_ids(check, &self.decision_id, self.ts_ms)?;
+        if self.key_prefix.len() > MAX_KEY_BYTES
+            || self
+                .key_prefix
+                .chars()
+                .any(|c| c.is_control() || is_invisible_format(c))
+        {
             return refuse(
                 "key_prefix",
-                format!("must be at most {MAX_KEY_BYTES} bytes without control characters"),
+                format!(
+                    "must be at most {MAX_KEY_BYTES} bytes without control or invisible formatting (zero-width, bidi) characters"
+                ),
             );
+        }
+        if self.timeout_ms.is_some_and(|t| t > MAX_TIMEOUT_MS) {
+            return refuse(
+                "timeout_ms",
+                format!("must be at most {MAX_TIMEOUT_MS} ms (one day)"),
+            );
+        }
+        if self.batch_size == Some(0) {
+            return refuse("batch_size", "must be at least 1");
         }
         let request_type = match &self.request_type {
             None => None,
@@ -318,20 +417,14 @@ impl RouterDecision {
             .map(|p| p.as_str())
             .collect();
         let policy = known("policy", &self.policy, &policies)?;
-        let n = self.candidates.len();
+        let (n, max_candidates) = (self.candidates.len(), check.max_candidates);
         if n == 0 || n > max_candidates {
             return refuse(
                 "candidates",
                 format!("must have 1..={max_candidates} items, got {n}"),
             );
         }
-        let picked = self.candidates.iter().filter(|c| c.picked).count();
-        if picked != 1 {
-            return refuse(
-                "candidates",
-                format!("exactly one must be picked, got {picked}"),
-            );
-        }
+        check_candidates(self.panic, &self.candidates)?;
         let mut candidates = Vec::with_capacity(n);
         for (i, c) in self.candidates.into_iter().enumerate() {
             candidates.push(c.into_row(all_features).map_err(|e| RecordError {
@@ -370,8 +463,8 @@ impl RouterCandidate {
         if !(0.0..=100.0).contains(&self.rule_score) {
             return refuse("rule_score", "must be a number within 0..=100");
         }
-        if !self.final_score.is_finite() {
-            return refuse("final_score", "must be a finite number");
+        if !(0.0..=MAX_SCORE).contains(&self.final_score) {
+            return refuse("final_score", "must be a number within 0..=100");
         }
         if self.model_action.is_some_and(|a| !a.is_finite()) {
             return refuse("model_action", "must be a finite number or null");
@@ -442,12 +535,12 @@ impl RouterOutcome {
         }
     }
 
-    /// The log record of this outcome of router `router_id`, checked.
+    /// The log record of this outcome, checked against `check`.
     ///
     /// # Errors
     /// [`RecordError`] naming the first bad field.
-    pub fn into_record(self, router_id: &str) -> Result<OutcomeRecord, RecordError> {
-        check_ids(router_id, &self.decision_id, self.ts_ms)?;
+    pub fn into_record(self, check: &RecordCheck<'_>) -> Result<OutcomeRecord, RecordError> {
+        check_ids(check, &self.decision_id, self.ts_ms)?;
         if !is_valid_worker_id(&self.worker_id) {
             return refuse("worker_id", "must be 1..=128 bytes of a valid worker id");
         }

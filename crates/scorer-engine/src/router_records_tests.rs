@@ -37,6 +37,17 @@ fn record() -> DecisionRecord {
     }
 }
 
+/// The service's clock: 10 s after the records were made.
+const NOW_MS: i64 = 1_765_000_010_000;
+
+fn check(router_id: &str, max_candidates: usize) -> RecordCheck<'_> {
+    RecordCheck {
+        router_id,
+        now_ms: NOW_MS,
+        max_candidates,
+    }
+}
+
 fn wire(all_features: bool) -> RouterDecision {
     RouterDecision::from_record(&record(), all_features)
 }
@@ -51,11 +62,11 @@ fn a_decision_round_trips_through_the_wire_with_the_pick_features_only_outside_t
     );
     let json = serde_json::to_string(&sent).unwrap();
     let back: RouterDecision = serde_json::from_str(&json).unwrap();
-    let rec = back.into_record("edge-7", false, 64).unwrap();
+    let rec = back.into_record(&check("edge-7", 64), false).unwrap();
     let mut want = record();
     want.candidates[0].features = [0.0; FEATURE_COUNT];
     assert_eq!(rec, want);
-    let all = wire(true).into_record("edge-7", true, 64).unwrap();
+    let all = wire(true).into_record(&check("edge-7", 64), true).unwrap();
     assert_eq!(all, record());
 }
 
@@ -67,7 +78,7 @@ fn a_missing_feature_value_travels_as_null_and_comes_back_nan() {
     let json = serde_json::to_value(&sent).unwrap();
     assert!(json["candidates"][1]["features"][4].is_null());
     let back: RouterDecision = serde_json::from_value(json).unwrap();
-    let got = back.into_record("edge-7", false, 64).unwrap();
+    let got = back.into_record(&check("edge-7", 64), false).unwrap();
     assert!(got.candidates[1].features[4].is_nan());
     assert_eq!(got.candidates[1].features[5], 105.0);
 }
@@ -90,7 +101,24 @@ fn each_bad_field_is_refused_by_name() {
         ),
         ("ts_ms", Box::new(|d| d.ts_ms = 0)),
         ("ts_ms", Box::new(|d| d.ts_ms = MAX_TS_MS + 1)),
+        // 1970 and 9999 are valid Unix ms, but no router decided then.
+        ("ts_ms", Box::new(|d| d.ts_ms = 1)),
+        ("ts_ms", Box::new(|d| d.ts_ms = MAX_TS_MS)),
+        (
+            "ts_ms",
+            Box::new(|d| d.ts_ms = NOW_MS - MAX_RECORD_AGE_MS - 1),
+        ),
+        (
+            "ts_ms",
+            Box::new(|d| d.ts_ms = NOW_MS + MAX_RECORD_AHEAD_MS + 1),
+        ),
         ("key_prefix", Box::new(|d| d.key_prefix = "a\nb".into())),
+        (
+            "key_prefix",
+            Box::new(|d| d.key_prefix = "user\u{202E}resu".into()),
+        ),
+        ("timeout_ms", Box::new(|d| d.timeout_ms = Some(u64::MAX))),
+        ("batch_size", Box::new(|d| d.batch_size = Some(0))),
         (
             "request_type",
             Box::new(|d| d.request_type = Some("get".into())),
@@ -115,6 +143,37 @@ fn each_bad_field_is_refused_by_name() {
         (
             "candidates[0].final_score",
             Box::new(|d| d.candidates[0].final_score = f64::NAN),
+        ),
+        (
+            "candidates[0].final_score",
+            Box::new(|d| d.candidates[0].final_score = 1e308),
+        ),
+        (
+            "candidates[0].final_score",
+            Box::new(|d| d.candidates[0].final_score = -1e308),
+        ),
+        (
+            "candidates[1].worker_id",
+            Box::new(|d| d.candidates[1].worker_id = "w1".into()),
+        ),
+        (
+            "candidates[1].eligible",
+            Box::new(|d| d.candidates[1].eligible = false),
+        ),
+        (
+            "candidates[0].eligible",
+            Box::new(|d| {
+                d.panic = true;
+                d.candidates[1].eligible = false;
+            }),
+        ),
+        (
+            "candidates[1].probability",
+            Box::new(|d| d.candidates[1].probability = Some(1e-300)),
+        ),
+        (
+            "candidates[0].probability",
+            Box::new(|d| d.candidates[0].eligible = false),
         ),
         (
             "candidates[0].model_action",
@@ -156,18 +215,22 @@ fn each_bad_field_is_refused_by_name() {
     for (field, mutate) in cases {
         let mut d = wire(false);
         mutate(&mut d);
-        let err = d.into_record("edge-7", false, 64).unwrap_err();
+        let err = d.into_record(&check("edge-7", 64), false).unwrap_err();
         assert_eq!(err.field, field, "{err}");
     }
-    let too_many = wire(false).into_record("edge-7", false, 1).unwrap_err();
+    let too_many = wire(false)
+        .into_record(&check("edge-7", 1), false)
+        .unwrap_err();
     assert_eq!(too_many.field, "candidates");
 }
 
 #[test]
 fn a_decision_in_the_features_sample_needs_every_candidates_features() {
-    let err = wire(false).into_record("edge-7", true, 64).unwrap_err();
+    let err = wire(false)
+        .into_record(&check("edge-7", 64), true)
+        .unwrap_err();
     assert_eq!(err.field, "candidates[0].features");
-    assert!(wire(true).into_record("edge-7", true, 64).is_ok());
+    assert!(wire(true).into_record(&check("edge-7", 64), true).is_ok());
 }
 
 #[test]
@@ -179,18 +242,27 @@ fn an_outcome_is_checked_against_its_router() {
         latency_ms: 1.5,
         success: true,
     };
-    let rec = ok.clone().into_record("edge-7").unwrap();
+    let rec = ok.clone().into_record(&check("edge-7", 64)).unwrap();
     assert_eq!(RouterOutcome::from_record(&rec), ok);
     assert_eq!(
-        ok.clone().into_record("edge-8").unwrap_err().field,
+        ok.clone()
+            .into_record(&check("edge-8", 64))
+            .unwrap_err()
+            .field,
         "decision_id"
     );
     let mut bad = ok.clone();
     bad.latency_ms = -1.0;
-    assert_eq!(bad.into_record("edge-7").unwrap_err().field, "latency_ms");
+    assert_eq!(
+        bad.into_record(&check("edge-7", 64)).unwrap_err().field,
+        "latency_ms"
+    );
     let mut bad = ok;
     bad.worker_id = String::new();
-    assert_eq!(bad.into_record("edge-7").unwrap_err().field, "worker_id");
+    assert_eq!(
+        bad.into_record(&check("edge-7", 64)).unwrap_err().field,
+        "worker_id"
+    );
 }
 
 #[test]
@@ -198,4 +270,31 @@ fn a_router_id_that_prefixes_another_does_not_pass_for_it() {
     assert!(is_router_decision_id("edge", "edge-0123456789abcdef"));
     assert!(!is_router_decision_id("edge", "edge-7-0123456789abcdef"));
     assert!(!is_router_decision_id("edge", "edgy-0123456789abcdef"));
+}
+
+#[test]
+fn a_decision_in_panic_mode_picks_among_the_ineligible() {
+    let mut d = wire(false);
+    d.panic = true;
+    for c in &mut d.candidates {
+        c.eligible = false;
+    }
+    assert!(d.into_record(&check("edge-7", 64), false).is_ok());
+}
+
+#[test]
+fn an_outcome_in_1970_or_9999_is_refused() {
+    for ts_ms in [1, MAX_TS_MS] {
+        let o = RouterOutcome {
+            decision_id: "edge-7-00000000000000a1".into(),
+            worker_id: "w2".into(),
+            ts_ms,
+            latency_ms: 1.5,
+            success: true,
+        };
+        assert_eq!(
+            o.into_record(&check("edge-7", 64)).unwrap_err().field,
+            "ts_ms"
+        );
+    }
 }

@@ -121,6 +121,10 @@ pub struct Identity<'c> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller(pub Arc<str>);
 
+/// The role of the caller's credential, beside [`Caller`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerRole(pub Role);
+
 /// The tokens of `role`, name and value: `[auth.<role>]`, and for admin
 /// also `admin.token`, named `admin`.
 fn role_tokens(cfg: &Config, role: Role) -> impl Iterator<Item = (&str, &str)> {
@@ -268,6 +272,7 @@ pub(crate) async fn require(
             if let Some(who) = who {
                 let caller = Caller(Arc::from(who.name));
                 req.extensions_mut().insert(caller);
+                req.extensions_mut().insert(CallerRole(who.role));
             }
             drop(cfg);
             next.run(req).await

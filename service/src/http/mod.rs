@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod extract;
 mod openapi;
 pub mod prometheus;
+mod router_identity;
 mod self_check_metrics;
 pub mod transport;
 pub mod warn_limit;

@@ -67,7 +67,7 @@ pub struct Checked {
 /// Invisible formatting characters (Unicode category Cf and kin) refused in
 /// worker ids: they make two ids that print alike differ (`"w1"` and
 /// `"\u{feff}w1"`), or reorder how an id prints (bidi overrides).
-fn is_invisible_format(c: char) -> bool {
+pub fn is_invisible_format(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'

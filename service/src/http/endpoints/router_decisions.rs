@@ -11,6 +11,8 @@
 //! with its error among the first [`MAX_ERRORS`] in `errors`, and the
 //! others are logged.
 
+use std::collections::HashSet;
+
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,12 +20,15 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::auth::Caller;
+use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::extract::json::{JsonBytes, batch_envelope_error};
+use crate::http::router_identity::{RouterCredential, check_router_id};
 use crate::http::{ApiError, AppState, RETRY_AFTER_S};
 use scorer_engine::DecisionSink;
-use scorer_engine::router_records::{MAX_ROUTER_BATCH, RecordError, RouterDecision, RouterOutcome};
+use scorer_engine::router_records::{
+    MAX_ROUTER_BATCH, RecordCheck, RecordError, RouterDecision, RouterOutcome,
+};
 use scorer_engine::view::is_valid_router_id;
 use scorer_log::sampling::sampled_at;
 
@@ -55,6 +60,19 @@ pub(crate) struct RecordsBody {
     #[serde(default)]
     #[schema(value_type = Vec<serde_json::Value>, max_items = 4096)]
     outcomes: Vec<Box<RawValue>>,
+}
+
+/// `Ok` the first time a batch names `key` (a decision id, or an
+/// outcome's decision and worker).
+fn unique(seen: &mut HashSet<(String, String)>, key: (String, String)) -> Result<(), RecordError> {
+    if seen.insert(key) {
+        Ok(())
+    } else {
+        Err(RecordError {
+            field: "decision_id".into(),
+            reason: "repeats an earlier record of this batch".into(),
+        })
+    }
 }
 
 fn parsed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, RecordError> {
@@ -164,11 +182,13 @@ impl RecordsAccepted {
     responses(
         (status = 200, description = "Each record logged, skipped or refused", body = RecordsAccepted),
         JsonBodyErrors,
+        (status = 403, description = "A router credential other than `router_id`'s (`router_id_not_yours`; see `auth.router_ids`), or another role's (`forbidden`)", body = ErrorBody),
         (status = 503, description = "The decision log cannot take the batch now (`log_busy`, with `Retry-After`): send it again later; nothing was logged", body = ErrorBody),
     ))]
 pub(crate) async fn router_decisions(
     State(st): State<AppState>,
     caller: Option<Extension<Caller>>,
+    role: Option<Extension<CallerRole>>,
     JsonBytes(bytes): JsonBytes,
 ) -> Result<Response, ApiError> {
     let batch: RecordsBody =
@@ -179,6 +199,8 @@ pub(crate) async fn router_decisions(
                 .to_owned(),
         ));
     }
+    let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
+    check_router_id(cred, st.engine.config().auth.router_ids, &batch.router_id)?;
     let n = batch.decisions.len() + batch.outcomes.len();
     if n > MAX_ROUTER_BATCH {
         return Err(ApiError::unprocessable(format!(
@@ -237,10 +259,18 @@ pub(crate) async fn router_decisions(
     };
     answer.logging = true;
     let router = batch.router_id.as_str();
+    let check = RecordCheck {
+        router_id: router,
+        now_ms: i64::try_from(st.clock.wall_ms()).unwrap_or(i64::MAX),
+        max_candidates,
+    };
+    let mut ids = HashSet::with_capacity(decisions.len());
     for (i, d) in decisions.into_iter().enumerate() {
         let checked = d.and_then(|d| {
             let all = sampled_at(&d.decision_id, all_features_below);
-            d.into_record(router, all, max_candidates)
+            let rec = d.into_record(&check, all)?;
+            unique(&mut ids, (rec.decision_id.clone(), String::new()))?;
+            Ok(rec)
         });
         let checked = checked.map(|mut rec| {
             rec.caller.clone_from(&caller);
@@ -255,8 +285,14 @@ pub(crate) async fn router_decisions(
             |r| log.log_decision(r),
         );
     }
+    let mut keys = HashSet::with_capacity(outcomes.len());
     for (i, o) in outcomes.into_iter().enumerate() {
-        let checked = o.and_then(|o| o.into_record(router)).map(|mut rec| {
+        let checked = o.and_then(|o| {
+            let rec = o.into_record(&check)?;
+            unique(&mut keys, (rec.decision_id.clone(), rec.worker_id.clone()))?;
+            Ok(rec)
+        });
+        let checked = checked.map(|mut rec| {
             rec.caller.clone_from(&caller);
             rec
         });

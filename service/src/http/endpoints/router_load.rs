@@ -1,45 +1,74 @@
 //! `POST /v1/router/load`: a router's outstanding picks per worker, which
 //! the view stream sums for the other routers.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use scorer_engine::view::RouterLoad;
 use serde::Serialize;
 
+use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
+use crate::http::router_identity::{RouterCredential, check_router_id};
 use crate::http::{ApiError, ApiJson, AppState};
-use crate::load_board::LoadError;
+use crate::load_board::{DEFAULT_ROUTERS_PER_CREDENTIAL, LoadError, ReportLimits};
 
 /// Answer of `POST /v1/router/load`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct LoadAccepted {
     /// Routers whose load now counts (reported within the last second).
     routers: usize,
+    /// Entries left out because they name a worker the service does not
+    /// know (never reported, or forgotten).
+    unknown_workers: usize,
 }
 
 /// `POST /v1/router/load`: replace this router's load (absolute, not an
 /// increment). Router role. Routers send it every 5 ms while their load
 /// changes, and at least once a second; a router silent for a second no
-/// longer counts.
+/// longer counts. At most as many entries as the pool has workers, each
+/// at most 1000000; entries for workers the service does not know are
+/// left out and counted.
 #[utoipa::path(post, path = "/v1/router/load", tag = "scoring", request_body = RouterLoad,
     responses(
         (status = 200, description = "The load replaced", body = LoadAccepted),
         JsonBodyErrors,
-        (status = 429, description = "1024 routers already report (`too_many_routers`)", body = ErrorBody),
+        (status = 403, description = "A router credential other than `router_id`'s (`router_id_not_yours`; see `auth.router_ids`), or another role's (`forbidden`)", body = ErrorBody),
+        (status = 429, description = "1024 routers already report, or the credential's `limits.routers_per_credential` do (`too_many_routers`)", body = ErrorBody),
     ))]
 pub(crate) async fn router_load(
     State(st): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    role: Option<Extension<CallerRole>>,
     body: Result<ApiJson<RouterLoad>, ApiError>,
 ) -> Result<Json<LoadAccepted>, ApiError> {
     let ApiJson(report) = body?;
-    let max_workers = st.engine.config().telemetry.max_workers;
+    let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
+    check_router_id(cred, st.engine.config().auth.router_ids, &report.router_id)?;
+    let registry = st.engine.registry();
+    let known = |id: &str| registry.get(id).is_some();
+    let limits = ReportLimits {
+        known: &known,
+        pool: registry.len(),
+        credential: cred.bound_name(),
+        routers_per_credential: DEFAULT_ROUTERS_PER_CREDENTIAL,
+    };
     let now_ms = st.clock.monotonic_ms();
-    match st.load_board.report(report, max_workers, now_ms) {
-        Ok(routers) => Ok(Json(LoadAccepted { routers })),
-        Err(e @ LoadError::TooManyRouters) => Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_routers",
+    match st.load_board.report(report, &limits, now_ms) {
+        Ok((routers, unknown_workers)) => Ok(Json(LoadAccepted {
+            routers,
+            unknown_workers,
+        })),
+        Err(e @ (LoadError::TooManyRouters | LoadError::TooManyForCredential { .. })) => {
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_routers",
+                e.to_string(),
+            ))
+        }
+        Err(e @ LoadError::Owned(_)) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "router_id_not_yours",
             e.to_string(),
         )),
         Err(e) => Err(ApiError::unprocessable(e.to_string())),

@@ -91,7 +91,7 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
 /// Largest client deadline a score call may name, ms (one day, as feedback's
 /// `latency_ms`): a deadline sets the failure penalty and the expiry of the
 /// outstanding pick, so an absurd one would enter the worker's state.
-pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+pub use scorer_engine::api::MAX_TIMEOUT_MS;
 
 /// `POST /v1/score`: score the candidates and pick one; explain each score
 /// when `explain` asks.

@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, Sse};
@@ -14,7 +15,9 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::ErrorBody;
+use crate::http::router_identity::{RouterCredential, check_router_id};
 use crate::http::{ApiError, AppState};
 use crate::load_board::OthersLoad;
 use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
@@ -46,10 +49,13 @@ pub(crate) struct ViewQuery {
     responses(
         (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event",
             content((View = "text/event-stream"))),
+        (status = 403, description = "`router_id` is not the router credential's (`router_id_not_yours`; see `auth.router_ids`), or another role's credential (`forbidden`)", body = ErrorBody),
         (status = 422, description = "A bad query parameter (`invalid_query`)", body = ErrorBody),
     ))]
 pub(crate) async fn view(
     State(st): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    role: Option<Extension<CallerRole>>,
     q: Result<Query<ViewQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let q = q.map_err(|e| ApiError::unprocessable(e.body_text()))?.0;
@@ -66,6 +72,10 @@ pub(crate) async fn view(
         return Err(ApiError::unprocessable(
             "`router_id` must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`",
         ));
+    }
+    if let Some(id) = &q.router_id {
+        let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
+        check_router_id(cred, st.engine.config().auth.router_ids, id)?;
     }
     let s = Streaming {
         rx: st.view_hub.subscribe(),
