@@ -118,7 +118,19 @@ impl Stored {
     }
 }
 
+/// Outcomes keyed by decision, worker and caller: an outcome joins only a
+/// decision of the same caller, as in [`scorer_log::join_outcomes`].
 pub(crate) type OutcomeMap = HashMap<Key, Stored>;
+
+/// Row `i`'s caller as a key part: `""` when null (a credential's name is
+/// never empty).
+fn caller(column: &arrow::array::StringArray, i: usize) -> &str {
+    if column.is_valid(i) {
+        column.value(i)
+    } else {
+        ""
+    }
+}
 
 /// Bytes of `map` as allocated.
 pub(crate) fn map_bytes(map: &OutcomeMap) -> u64 {
@@ -173,11 +185,12 @@ pub(crate) fn read_outcomes(
             let b = batch?;
             let dec = typed!(&b, "decision_id", as_string_opt::<i32>);
             let wrk = typed!(&b, "worker_id", as_string_opt::<i32>);
+            let who = typed!(&b, "caller", as_string_opt::<i32>);
             let lat = typed!(&b, "latency_ms", as_primitive_opt::<Float64Type>);
             let ok = typed!(&b, "success", as_boolean_opt);
             for i in 0..b.num_rows() {
                 map.insert(
-                    key_hash(&[dec.value(i), wrk.value(i)]),
+                    key_hash(&[dec.value(i), wrk.value(i), caller(who, i)]),
                     Stored::new((
                         lat.is_valid(i).then(|| lat.value(i)),
                         ok.is_valid(i).then(|| ok.value(i)),
@@ -285,6 +298,7 @@ impl Scan<'_> {
     ) -> Result<()> {
         let ids = typed!(b, "decision_id", as_string_opt::<i32>);
         let workers = typed!(b, "worker_id", as_string_opt::<i32>);
+        let who = typed!(b, "caller", as_string_opt::<i32>);
         let ts = typed!(b, "ts_ms", as_primitive_opt::<TimestampMillisecondType>);
         let rule = typed!(b, "rule_score", as_primitive_opt::<Float64Type>);
         let prob = typed!(b, "probability", as_primitive_opt::<Float64Type>);
@@ -311,7 +325,7 @@ impl Scan<'_> {
             }
             let outcome = self
                 .outcomes
-                .get(&key_hash(&[id, workers.value(i)]))
+                .get(&key_hash(&[id, workers.value(i), caller(who, i)]))
                 .map(|s| s.get());
             let start = feats.value_offset_at(i);
             let row = &values[start..start + FEATURE_COUNT];

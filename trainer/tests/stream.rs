@@ -61,6 +61,13 @@ fn outcomes_in_a_later_file_than_their_decision_still_join_and_the_rows_are_the_
     let mut retry = o1[0].clone();
     retry.latency_ms *= 3.0;
     o2.push(retry.clone());
+    // Another credential's failed day-long outcome under decision 1's id
+    // joins nothing: an outcome joins only its own caller's decision.
+    let mut forged = o1[1].clone();
+    assert!(forged.caller.is_none());
+    forged.caller = Some(std::sync::Arc::from("edge-2"));
+    (forged.latency_ms, forged.success) = (86_400_000.0, false);
+    o2.push(forged);
     let write =
         |kind, at: u64, batch| write_file(&final_path(dir, kind, at, 1), vec![batch]).unwrap();
     write(LogKind::Decisions, T0, decisions_batch(d1).unwrap());
@@ -83,8 +90,15 @@ fn outcomes_in_a_later_file_than_their_decision_still_join_and_the_rows_are_the_
     .unwrap();
     let labelled = s.train.len() + s.valid.len();
     assert_eq!(labelled, os.len(), "every outcome joins, the late ones too");
-    assert_eq!(s.report.outcome_rows, os.len() + 1);
-    assert_eq!(s.report.outcome_keys, os.len());
+    assert_eq!(s.report.outcome_rows, os.len() + 2);
+    assert_eq!(s.report.outcome_keys, os.len() + 1);
+    assert!(
+        s.train
+            .latency_ms
+            .iter()
+            .chain(&s.valid.latency_ms)
+            .all(|&l| l < 86_400_000.0)
+    );
     assert_eq!(s.report.decision_rows, 1_200 * 4);
     assert_eq!(s.report.decision_passes, 1);
     let retried = s

@@ -1,4 +1,4 @@
-//! Decisions ⋈ outcomes on `(decision_id, worker_id)`, for training.
+//! Decisions ⋈ outcomes on `(decision_id, worker_id, caller)`, for training.
 //!
 //! A left join: every candidate row is kept, in load order, with two nullable
 //! columns appended: `latency_ms` (Float64, ms) and `success` (Boolean), null when
@@ -7,6 +7,9 @@
 //! (files in chronological name order, rows in write order), i.e. the latest
 //! observation, which is what a retry of the same decision on the same worker
 //! reports.
+//!
+//! An outcome joins only a decision of the same `caller` (both null counts
+//! as the same): one credential's outcomes never overwrite another's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -19,7 +22,7 @@ use arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
 
 use super::reader::LoadedLog;
-use super::schema::{candidate_rows_schema, outcomes_schema};
+use super::schema::{CALLER_COLUMN, candidate_rows_schema, outcomes_schema};
 
 /// Candidate-rows schema plus nullable `latency_ms` (Float64, ms) and `success`
 /// (Boolean); keeps the candidate-rows schema metadata.
@@ -43,6 +46,11 @@ fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArr
         .ok_or_else(|| ArrowError::SchemaError(format!("missing Utf8 column {name}")))
 }
 
+/// Row `i`'s caller, `None` when null.
+fn caller(column: &StringArray, i: usize) -> Option<&str> {
+    column.is_valid(i).then(|| column.value(i))
+}
+
 /// Left-joins outcomes onto decisions (see the module docs). The result has
 /// [`joined_schema`] and exactly `decisions.rows` rows.
 ///
@@ -58,6 +66,7 @@ pub fn join_outcomes(
 
     let o_dec = string_column(&o, "decision_id")?;
     let o_wrk = string_column(&o, "worker_id")?;
+    let o_who = string_column(&o, CALLER_COLUMN)?;
     let o_lat = o
         .column_by_name("latency_ms")
         .and_then(|c| c.as_primitive_opt::<Float64Type>())
@@ -68,18 +77,20 @@ pub fn join_outcomes(
         .ok_or_else(|| ArrowError::SchemaError("missing Boolean column success".into()))?;
 
     // Later rows overwrite earlier ones: last outcome wins.
-    let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(o.num_rows());
+    let mut index: HashMap<(&str, &str, Option<&str>), usize> =
+        HashMap::with_capacity(o.num_rows());
     for i in 0..o.num_rows() {
-        index.insert((o_dec.value(i), o_wrk.value(i)), i);
+        index.insert((o_dec.value(i), o_wrk.value(i), caller(o_who, i)), i);
     }
 
     let d_dec = string_column(&d, "decision_id")?;
     let d_wrk = string_column(&d, "worker_id")?;
+    let d_who = string_column(&d, CALLER_COLUMN)?;
     let n = d.num_rows();
     let mut latency = Float64Builder::with_capacity(n);
     let mut success = BooleanBuilder::with_capacity(n);
     for i in 0..n {
-        match index.get(&(d_dec.value(i), d_wrk.value(i))) {
+        match index.get(&(d_dec.value(i), d_wrk.value(i), caller(d_who, i))) {
             Some(&j) => {
                 latency.append_option(o_lat.is_valid(j).then(|| o_lat.value(j)));
                 success.append_option(o_ok.is_valid(j).then(|| o_ok.value(j)));
