@@ -6,6 +6,10 @@
 use scorer_client::Credentials;
 use scorer_engine::config::Config;
 
+/// The router token's name, which is also the embedded arm's router id
+/// (the service binds a router's id to its credential).
+pub const ROUTER_NAME: &str = "testbed-router";
+
 /// Bytes of randomness per token (hex: twice as many characters).
 const TOKEN_BYTES: usize = 24;
 
@@ -38,7 +42,7 @@ impl RunCredentials {
         config
             .auth
             .router
-            .insert("testbed-router".into(), router.clone());
+            .insert(ROUTER_NAME.into(), router.clone());
         config.auth.admin.insert("testbed".into(), admin.clone());
         let with = |t: &str| Credentials::none().with_token(t).map_err(|e| e.to_string());
         Ok(Self {
@@ -60,7 +64,8 @@ mod tests {
         assert!(creds.agent.has_token() && creds.router.has_token());
         assert!(c.validate().is_ok());
         let a = &c.auth.agent["testbed-agent"];
-        let r = &c.auth.router["testbed-router"];
+        // The embedded arm reports as its token's name, as the service requires.
+        let r = &c.auth.router[ROUTER_NAME];
         assert_ne!(a, r);
         assert_eq!(a.len(), 2 * TOKEN_BYTES);
         // Off loopback this configuration would be allowed to start.

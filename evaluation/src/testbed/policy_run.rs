@@ -95,8 +95,11 @@ fn embedded_picker(
     seed: u64,
     hub: Option<Arc<ModelHub>>,
 ) -> Result<Picker, String> {
-    let mut b =
-        Balancer::new(config.clone(), BalancerConfig::new("testbed")).map_err(|e| e.to_string())?;
+    let mut b = Balancer::new(
+        config.clone(),
+        BalancerConfig::new(super::credentials::ROUTER_NAME),
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(hub) = hub {
         b = b.with_models(hub);
     }
