@@ -22,6 +22,8 @@ pub use scorer_log::LogConfig;
 
 #[path = "config_auth.rs"]
 pub mod auth;
+#[path = "config_limits.rs"]
+pub mod limits;
 #[path = "config_server.rs"]
 mod server;
 #[path = "config_tls.rs"]
@@ -87,6 +89,8 @@ pub struct Config {
     pub auth: auth::AuthConfig,
     /// `[reload]`: limits on what a hot reload may change (issue #8).
     pub reload: crate::config_reload::ReloadConfig,
+    /// `[limits]`: how much long-lived streams may hold.
+    pub limits: limits::LimitsConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -275,6 +279,9 @@ impl Config {
         }
         if let Err((key, reason)) = self.auth.validate() {
             return bad(&key, reason);
+        }
+        if let Err((key, reason)) = self.limits.validate() {
+            return bad(key, reason);
         }
         if let Ok(listen) = self.server.listen.parse()
             && let Err(reason) = auth::check_exposure(

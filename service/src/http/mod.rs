@@ -70,6 +70,8 @@ pub struct AppState {
     pub view_hub: Arc<crate::view_hub::ViewHub>,
     /// The routers' reported load, summed into the view stream.
     pub load_board: Arc<crate::load_board::LoadBoard>,
+    /// Open view streams, their limits and metrics.
+    pub view_streams: Arc<transport::streams::StreamLimiter>,
 }
 
 /// A function producing the configuration to reload to.
@@ -99,6 +101,7 @@ impl AppState {
             tls: None,
             view_hub: Arc::default(),
             load_board: Arc::default(),
+            view_streams: Arc::default(),
         }
     }
 

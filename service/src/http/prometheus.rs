@@ -338,6 +338,7 @@ fn registry(st: &AppState) -> Registry {
         "Requests refused for their credentials, by route and reason: missing_token, unknown_token, wrong_role, not_loopback",
         m.auth_refusals.clone(),
     );
+    st.view_streams.register(&mut r);
 
     let e = &st.engine;
     let c = e.counters();

@@ -3,12 +3,16 @@
 //! `seq`). See [`crate::view_hub`] for what each event holds and when.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -18,6 +22,9 @@ use tokio::time::Instant;
 use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::ErrorBody;
 use crate::http::router_identity::{RouterCredential, check_router_id};
+use crate::http::transport::streams::{
+    ANONYMOUS, STREAM_RETRY_AFTER_S, StreamLimit, StreamOwner, StreamPermit,
+};
 use crate::http::{ApiError, AppState};
 use crate::load_board::OthersLoad;
 use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
@@ -51,14 +58,47 @@ pub(crate) struct ViewQuery {
             content((View = "text/event-stream"))),
         (status = 403, description = "`router_id` is not the router credential's (`router_id_not_yours`; see `auth.router_ids`), or another role's credential (`forbidden`)", body = ErrorBody),
         (status = 422, description = "A bad query parameter (`invalid_query`)", body = ErrorBody),
+        (status = 429, description = "Too many view streams open (`too_many_streams`): for this credential \
+            (`limits.view_streams_per_credential`), in all (`limits.view_streams_max`), or the streams' share \
+            of the connections (`limits.reserved_connections_share`); retry after `Retry-After` seconds",
+            body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
     ))]
 pub(crate) async fn view(
     State(st): State<AppState>,
     caller: Option<Extension<Caller>>,
     role: Option<Extension<CallerRole>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     q: Result<Query<ViewQuery>, QueryRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let q = q.map_err(|e| ApiError::unprocessable(e.body_text()))?.0;
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {
+    let q = q
+        .map_err(|e| ApiError::unprocessable(e.body_text()).into_response())?
+        .0;
+    let (router_id, max_events) = checked(q).map_err(IntoResponse::into_response)?;
+    if let Some(id) = &router_id {
+        let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
+        check_router_id(cred, st.engine.config().auth.router_ids, id)
+            .map_err(IntoResponse::into_response)?;
+    }
+    let permit = admit(&st, caller, peer).map_err(|limit| too_many_streams(&st, limit))?;
+    let s = Streaming {
+        rx: st.view_hub.subscribe(),
+        closed: st.view_hub.closed(),
+        st,
+        seq: 0,
+        next_full: Instant::now(),
+        next_load: Instant::now(),
+        left: max_events,
+        router_id,
+        last_load: None,
+        last_overrides: None,
+        _permit: permit,
+    };
+    Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
+}
+
+/// The query's router id and event bound, when both are in range.
+fn checked(q: ViewQuery) -> Result<(Option<String>, Option<u64>), ApiError> {
     if let Some(n) = q.max_events
         && !(1..=MAX_EVENTS).contains(&n)
     {
@@ -73,23 +113,82 @@ pub(crate) async fn view(
             "`router_id` must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`",
         ));
     }
-    if let Some(id) = &q.router_id {
-        let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
-        check_router_id(cred, st.engine.config().auth.router_ids, id)?;
-    }
-    let s = Streaming {
-        rx: st.view_hub.subscribe(),
-        closed: st.view_hub.closed(),
-        st,
-        seq: 0,
-        next_full: Instant::now(),
-        next_load: Instant::now(),
-        left: q.max_events,
-        router_id: q.router_id,
-        last_load: None,
-        last_overrides: None,
+    Ok((q.router_id, q.max_events))
+}
+
+/// A place among the open streams for the caller (by credential name, or
+/// by peer address when the router role is open), or the limit refusing
+/// it (counted, and logged at a limited rate).
+fn admit(
+    st: &AppState,
+    caller: Option<Extension<Caller>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Result<StreamPermit, StreamLimit> {
+    let owner = match caller {
+        Some(Extension(c)) => StreamOwner {
+            key: c.0.clone(),
+            label: c.0,
+            role: "router",
+        },
+        None => StreamOwner {
+            key: peer.map_or_else(
+                || Arc::from(ANONYMOUS),
+                |Extension(ConnectInfo(a))| Arc::from(a.ip().to_string()),
+            ),
+            label: Arc::from(ANONYMOUS),
+            role: "router",
+        },
     };
-    Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
+    let cfg = st.engine.config();
+    let limit = match st
+        .view_streams
+        .try_open(&owner, &cfg.limits, cfg.server.max_connections)
+    {
+        Ok(permit) => return Ok(permit),
+        Err(limit) => limit,
+    };
+    if let Some(held_back) = st.view_streams.warn.admit(st.clock.monotonic_ms()) {
+        tracing::warn!(
+            credential = %owner.label,
+            limit = limit.as_str(),
+            held_back,
+            "view stream refused: too many streams open"
+        );
+    }
+    Err(limit)
+}
+
+/// The 429 answer to a stream refused by `limit`.
+fn too_many_streams(st: &AppState, limit: StreamLimit) -> Response {
+    let cfg = st.engine.config();
+    let why = match limit {
+        StreamLimit::PerCredential => format!(
+            "this credential holds limits.view_streams_per_credential ({}) view streams already",
+            cfg.limits.view_streams_per_credential
+        ),
+        StreamLimit::Total => format!(
+            "limits.view_streams_max ({}) view streams are open already",
+            cfg.limits.view_streams_max
+        ),
+        StreamLimit::ReservedConnections => format!(
+            "streams hold their share of server.max_connections already ({} of {}; \
+             limits.reserved_connections_share is kept for other requests)",
+            cfg.limits
+                .long_lived_connections(cfg.server.max_connections),
+            cfg.server.max_connections
+        ),
+    };
+    let mut r = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_streams",
+        format!("{why}; retry after the Retry-After delay"),
+    )
+    .into_response();
+    let h = r.headers_mut();
+    h.insert(header::RETRY_AFTER, HeaderValue::from(STREAM_RETRY_AFTER_S));
+    // A refused client must not keep the connection it asked on either.
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 struct Streaming {
@@ -105,6 +204,8 @@ struct Streaming {
     last_load: Option<Vec<WorkerLoad>>,
     /// The override table's generation last sent.
     last_overrides: Option<u64>,
+    /// Its place among the open streams.
+    _permit: StreamPermit,
 }
 
 /// What the next event is.

@@ -1,0 +1,127 @@
+//! The `[limits]` section: how much of the service long-lived streams may
+//! hold. A view stream (`GET /v1/view`) holds a connection for as long as
+//! its router runs; these bounds keep a few credentials from taking every
+//! connection, so that health checks and scoring always find one.
+
+use serde::{Deserialize, Serialize};
+
+/// Default [`LimitsConfig::view_streams_per_credential`].
+pub const DEFAULT_VIEW_STREAMS_PER_CREDENTIAL: usize = 16;
+/// Default [`LimitsConfig::view_streams_max`]: a quarter of the default
+/// `server.max_connections`.
+pub const DEFAULT_VIEW_STREAMS_MAX: usize = 1_024;
+/// Default [`LimitsConfig::reserved_connections_share`].
+pub const DEFAULT_RESERVED_CONNECTIONS_SHARE: f64 = 0.75;
+
+/// `[limits]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// View streams one credential (a token or certificate name; the peer
+    /// address when the router role is open) may hold open at once; one
+    /// more gets 429 `too_many_streams`. Default 16.
+    pub view_streams_per_credential: usize,
+    /// View streams open at once, whoever holds them. Default 1024.
+    pub view_streams_max: usize,
+    /// Share of `server.max_connections` that long-lived streams may not
+    /// take, kept for health checks, scoring and every other short request,
+    /// in [0, 1). Default 0.75: streams together hold at most a quarter.
+    pub reserved_connections_share: f64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            view_streams_per_credential: DEFAULT_VIEW_STREAMS_PER_CREDENTIAL,
+            view_streams_max: DEFAULT_VIEW_STREAMS_MAX,
+            reserved_connections_share: DEFAULT_RESERVED_CONNECTIONS_SHARE,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// Check every value against its documented range.
+    ///
+    /// # Errors
+    /// The first offending dotted key and what is wrong with it.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.view_streams_per_credential == 0 {
+            return Err((
+                "limits.view_streams_per_credential",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        if self.view_streams_max == 0 {
+            return Err(("limits.view_streams_max", "must be at least 1".to_owned()));
+        }
+        let share = self.reserved_connections_share;
+        if !(0.0..1.0).contains(&share) {
+            return Err((
+                "limits.reserved_connections_share",
+                format!("must be in [0, 1), got {share}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Connections long-lived streams may hold together out of
+    /// `max_connections`: the part [`Self::reserved_connections_share`]
+    /// leaves.
+    pub fn long_lived_connections(&self, max_connections: usize) -> usize {
+        // Exact for any realistic connection count (below 2^52).
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let reserved = (max_connections as f64 * self.reserved_connections_share).ceil() as usize;
+        max_connections.saturating_sub(reserved)
+    }
+
+    /// View streams that may be open at once with `max_connections`
+    /// (`server.max_connections`): the smaller of [`Self::view_streams_max`]
+    /// and the long-lived share.
+    pub fn view_streams_cap(&self, max_connections: usize) -> usize {
+        self.view_streams_max
+            .min(self.long_lived_connections(max_connections))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_leave_a_quarter_of_the_default_connections_to_streams() {
+        let l = LimitsConfig::default();
+        assert_eq!(l.validate(), Ok(()));
+        assert_eq!(l.long_lived_connections(4_096), 1_024);
+        assert_eq!(l.view_streams_cap(4_096), 1_024);
+        assert_eq!(l.view_streams_cap(100), 25);
+        assert_eq!(l.view_streams_cap(2), 0);
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_by_name() {
+        let bad = |f: fn(&mut LimitsConfig)| {
+            let mut l = LimitsConfig::default();
+            f(&mut l);
+            l.validate().unwrap_err().0
+        };
+        assert_eq!(
+            bad(|l| l.view_streams_per_credential = 0),
+            "limits.view_streams_per_credential"
+        );
+        assert_eq!(bad(|l| l.view_streams_max = 0), "limits.view_streams_max");
+        for share in [-0.1, 1.0, f64::NAN] {
+            let l = LimitsConfig {
+                reserved_connections_share: share,
+                ..LimitsConfig::default()
+            };
+            assert_eq!(
+                l.validate().unwrap_err().0,
+                "limits.reserved_connections_share"
+            );
+        }
+    }
+}
