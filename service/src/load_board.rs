@@ -6,8 +6,8 @@
 //! the next arrives, and after a restart of the service the next round of
 //! reports rebuilds the whole board. A router silent for
 //! [`ROUTER_LOAD_TTL_MS`] no longer counts, and at most [`MAX_ROUTERS`]
-//! routers are held, at most [`ReportLimits::routers_per_credential`] of
-//! them under one credential. A report names at most as many workers as
+//! routers are held, at most `limits.routers_per_credential` of them
+//! under one credential. A report names at most as many workers as
 //! the pool holds, and only workers the service knows are kept, so one
 //! router cannot grow the board past the pool nor make up workers.
 
@@ -20,9 +20,6 @@ use scorer_engine::view::{ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad, is_valid_r
 
 /// Most routers whose load is held at once.
 pub const MAX_ROUTERS: usize = 1_024;
-/// Most routers one credential may report for at once (the default of
-/// `limits.routers_per_credential`).
-pub const DEFAULT_ROUTERS_PER_CREDENTIAL: usize = 16;
 /// Largest outstanding count a report may give one worker.
 pub const MAX_OUTSTANDING: u32 = 1_000_000;
 
@@ -215,6 +212,8 @@ fn live(e: &Entry, now_ms: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use scorer_engine::config::limits::DEFAULT_ROUTERS_PER_CREDENTIAL;
+
     use super::*;
 
     fn any(_: &str) -> bool {

@@ -247,3 +247,59 @@ async fn a_load_report_names_at_most_the_pool_and_only_known_workers_count() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_credential_past_its_record_rate_is_told_when_to_retry_and_others_are_not() {
+    let mut cfg = config(RouterIds::Exact);
+    cfg.limits.router_records_per_s = 100.0;
+    let app = test_app(cfg);
+    // Records are charged by count before they are parsed: a full batch
+    // (the burst) goes through, one more record does not.
+    let batch =
+        |router: &str, n: usize| json!({"router_id": router, "outcomes": vec![json!({}); n]});
+    let (status, body) = call(
+        &app,
+        EDGE1,
+        "POST",
+        "/v1/router/decisions",
+        Some(&batch("edge-1", 4_096)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let req = Request::post("/v1/router/decisions")
+        .header("authorization", format!("Bearer {EDGE1}"))
+        .header("content-type", "application/json")
+        .body(Body::from(batch("edge-1", 1).to_string()))
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(app.router.clone(), req)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    // edge-2 has its own budget.
+    let (status, _) = call(
+        &app,
+        EDGE2,
+        "POST",
+        "/v1/router/decisions",
+        Some(&batch("edge-2", 10)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // A second later, 100 more fit.
+    app.clock.advance(1_000);
+    let (status, _) = call(
+        &app,
+        EDGE1,
+        "POST",
+        "/v1/router/decisions",
+        Some(&batch("edge-1", 100)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains(r#"scorer_limit_refusals_total{role="router",credential="edge-1",limit="router_records_per_s"} 1"#),
+        "{metrics}"
+    );
+}

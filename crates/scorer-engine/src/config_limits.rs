@@ -12,6 +12,10 @@ pub const DEFAULT_VIEW_STREAMS_PER_CREDENTIAL: usize = 16;
 pub const DEFAULT_VIEW_STREAMS_MAX: usize = 1_024;
 /// Default [`LimitsConfig::reserved_connections_share`].
 pub const DEFAULT_RESERVED_CONNECTIONS_SHARE: f64 = 0.75;
+/// Default [`LimitsConfig::routers_per_credential`].
+pub const DEFAULT_ROUTERS_PER_CREDENTIAL: usize = 16;
+/// Default [`LimitsConfig::router_records_per_s`].
+pub const DEFAULT_ROUTER_RECORDS_PER_S: f64 = 50_000.0;
 
 /// `[limits]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +31,13 @@ pub struct LimitsConfig {
     /// take, kept for health checks, scoring and every other short request,
     /// in [0, 1). Default 0.75: streams together hold at most a quarter.
     pub reserved_connections_share: f64,
+    /// Routers one credential may report load for at once (with
+    /// `auth.router_ids = "prefixed"`, a fleet sharing it). Default 16.
+    pub routers_per_credential: usize,
+    /// Router records (decisions plus outcomes, `POST /v1/router/decisions`)
+    /// one credential may send per second, with a burst of one second's
+    /// worth or one full batch. Default 50000.
+    pub router_records_per_s: f64,
 }
 
 impl Default for LimitsConfig {
@@ -35,6 +46,8 @@ impl Default for LimitsConfig {
             view_streams_per_credential: DEFAULT_VIEW_STREAMS_PER_CREDENTIAL,
             view_streams_max: DEFAULT_VIEW_STREAMS_MAX,
             reserved_connections_share: DEFAULT_RESERVED_CONNECTIONS_SHARE,
+            routers_per_credential: DEFAULT_ROUTERS_PER_CREDENTIAL,
+            router_records_per_s: DEFAULT_ROUTER_RECORDS_PER_S,
         }
     }
 }
@@ -53,6 +66,19 @@ impl LimitsConfig {
         }
         if self.view_streams_max == 0 {
             return Err(("limits.view_streams_max", "must be at least 1".to_owned()));
+        }
+        if self.routers_per_credential == 0 {
+            return Err((
+                "limits.routers_per_credential",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        let rate = self.router_records_per_s;
+        if !(rate.is_finite() && rate >= 1.0) {
+            return Err((
+                "limits.router_records_per_s",
+                format!("must be a finite number of records per second >= 1, got {rate}"),
+            ));
         }
         let share = self.reserved_connections_share;
         if !(0.0..1.0).contains(&share) {
@@ -113,6 +139,17 @@ mod tests {
             "limits.view_streams_per_credential"
         );
         assert_eq!(bad(|l| l.view_streams_max = 0), "limits.view_streams_max");
+        assert_eq!(
+            bad(|l| l.routers_per_credential = 0),
+            "limits.routers_per_credential"
+        );
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let l = LimitsConfig {
+                router_records_per_s: rate,
+                ..LimitsConfig::default()
+            };
+            assert_eq!(l.validate().unwrap_err().0, "limits.router_records_per_s");
+        }
         for share in [-0.1, 1.0, f64::NAN] {
             let l = LimitsConfig {
                 reserved_connections_share: share,

@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod extract;
 mod openapi;
 pub mod prometheus;
+pub mod record_rate;
 mod router_identity;
 mod self_check_metrics;
 pub mod transport;
@@ -72,6 +73,8 @@ pub struct AppState {
     pub load_board: Arc<crate::load_board::LoadBoard>,
     /// Open view streams, their limits and metrics.
     pub view_streams: Arc<transport::streams::StreamLimiter>,
+    /// Router records per credential per second (`limits.router_records_per_s`).
+    pub record_rate: Arc<record_rate::RecordRate>,
 }
 
 /// A function producing the configuration to reload to.
@@ -102,6 +105,7 @@ impl AppState {
             view_hub: Arc::default(),
             load_board: Arc::default(),
             view_streams: Arc::default(),
+            record_rate: Arc::default(),
         }
     }
 

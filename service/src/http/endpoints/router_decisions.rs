@@ -24,6 +24,7 @@ use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::extract::json::{JsonBytes, batch_envelope_error};
 use crate::http::router_identity::{RouterCredential, check_router_id};
+use crate::http::transport::streams::ANONYMOUS;
 use crate::http::{ApiError, AppState, RETRY_AFTER_S};
 use scorer_engine::DecisionSink;
 use scorer_engine::router_records::{
@@ -60,6 +61,35 @@ pub(crate) struct RecordsBody {
     #[serde(default)]
     #[schema(value_type = Vec<serde_json::Value>, max_items = 4096)]
     outcomes: Vec<Box<RawValue>>,
+}
+
+/// 429 `too_many_records` for `n` records past `credential`'s rate,
+/// counted and logged at a limited rate.
+fn too_many_records(
+    st: &AppState,
+    credential: Option<&str>,
+    n: usize,
+    retry_after_s: u64,
+    per_s: f64,
+) -> Response {
+    let label = credential.unwrap_or(ANONYMOUS);
+    st.view_streams
+        .count_refusal("router", label, "router_records_per_s");
+    if let Some(held_back) = st.records_warn.admit(st.clock.monotonic_ms()) {
+        tracing::warn!(credential = ?label, records = n, limit = "router_records_per_s", held_back,
+            "router records refused: past the credential's rate");
+    }
+    let mut r = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_records",
+        format!(
+            "{n} records would exceed this credential's limits.router_records_per_s ({per_s}); retry after the Retry-After delay"
+        ),
+    )
+    .into_response();
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    r
 }
 
 /// `Ok` the first time a batch names `key` (a decision id, or an
@@ -183,6 +213,8 @@ impl RecordsAccepted {
         (status = 200, description = "Each record logged, skipped or refused", body = RecordsAccepted),
         JsonBodyErrors,
         (status = 403, description = "A router credential other than `router_id`'s (`router_id_not_yours`; see `auth.router_ids`), or another role's (`forbidden`)", body = ErrorBody),
+        (status = 429, description = "The batch would exceed this credential's `limits.router_records_per_s` (`too_many_records`, with `Retry-After`): send it again later; nothing was logged", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
         (status = 503, description = "The decision log cannot take the batch now (`log_busy`, with `Retry-After`): send it again later; nothing was logged", body = ErrorBody),
     ))]
 pub(crate) async fn router_decisions(
@@ -209,6 +241,20 @@ pub(crate) async fn router_decisions(
     }
     let caller = caller.map(|Extension(Caller(name))| name);
     let cfg = st.engine.config();
+    if let Err(e) = st.record_rate.take(
+        caller.as_ref(),
+        n,
+        cfg.limits.router_records_per_s,
+        st.clock.monotonic_ms(),
+    ) {
+        return Ok(too_many_records(
+            &st,
+            caller.as_deref(),
+            n,
+            e.retry_after_s,
+            cfg.limits.router_records_per_s,
+        ));
+    }
     let all_features_below = cfg.log.sample_rate * cfg.log.candidate_features_rate;
     let max_candidates = cfg.server.max_candidates;
     let mut answer = RecordsAccepted {

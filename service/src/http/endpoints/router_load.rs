@@ -10,8 +10,9 @@ use serde::Serialize;
 use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::router_identity::{RouterCredential, check_router_id};
+use crate::http::transport::streams::ANONYMOUS;
 use crate::http::{ApiError, ApiJson, AppState};
-use crate::load_board::{DEFAULT_ROUTERS_PER_CREDENTIAL, LoadError, ReportLimits};
+use crate::load_board::{LoadError, ReportLimits};
 
 /// Answer of `POST /v1/router/load`.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -45,13 +46,14 @@ pub(crate) async fn router_load(
     let ApiJson(report) = body?;
     let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
     check_router_id(cred, st.engine.config().auth.router_ids, &report.router_id)?;
+    let cfg = st.engine.config();
     let registry = st.engine.registry();
     let known = |id: &str| registry.get(id).is_some();
     let limits = ReportLimits {
         known: &known,
         pool: registry.len(),
         credential: cred.bound_name(),
-        routers_per_credential: DEFAULT_ROUTERS_PER_CREDENTIAL,
+        routers_per_credential: cfg.limits.routers_per_credential,
     };
     let now_ms = st.clock.monotonic_ms();
     match st.load_board.report(report, &limits, now_ms) {
@@ -60,6 +62,12 @@ pub(crate) async fn router_load(
             unknown_workers,
         })),
         Err(e @ (LoadError::TooManyRouters | LoadError::TooManyForCredential { .. })) => {
+            let limit = match e {
+                LoadError::TooManyForCredential { .. } => "routers_per_credential",
+                _ => "max_routers",
+            };
+            let label = limits.credential.unwrap_or(ANONYMOUS);
+            st.view_streams.count_refusal("router", label, limit);
             Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_routers",

@@ -121,13 +121,7 @@ impl StreamLimiter {
         };
         if let Some(limit) = refused {
             drop(open);
-            self.refusals
-                .get_or_create(&RefusalLabels {
-                    role: owner.role,
-                    credential: owner.label.to_string(),
-                    limit: limit.as_str(),
-                })
-                .inc();
+            self.count_refusal(owner.role, &owner.label, limit.as_str());
             return Err(limit);
         }
         *open.by_key.entry(owner.key.clone()).or_insert(0) += 1;
@@ -138,6 +132,19 @@ impl StreamLimiter {
             limiter: self.clone(),
             key: owner.key.clone(),
         })
+    }
+
+    /// Counts a request of `role` by `credential` (a name, or
+    /// [`ANONYMOUS`]) refused by the `[limits]` key `limit`, in
+    /// `scorer_limit_refusals_total`, which every limit shares.
+    pub fn count_refusal(&self, role: &'static str, credential: &str, limit: &'static str) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                role,
+                credential: credential.to_owned(),
+                limit,
+            })
+            .inc();
     }
 
     /// Streams open now.
