@@ -196,6 +196,13 @@ async fn a_client_certificate_stands_in_for_its_roles_token() {
         .await
         .unwrap();
     assert_eq!(s, 200, "the router's certificate scores: {b}");
+    // Its name is its router id: it may report its own load, not edge's.
+    let url = format!("https://localhost:{}/v1/router/load", addr.port());
+    for (id, want) in [("router-1.scorer.internal", 200), ("edge", 403)] {
+        let body = json!({"router_id": id, "outstanding": [{"worker_id": "w1", "outstanding": 1}]});
+        let resp = router.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), want, "{id}");
+    }
     let (s, b) = call(&router, addr, "GET", "/v1/workers", None)
         .await
         .unwrap();
