@@ -3,7 +3,8 @@
 //! `SCORER_AUTH__ROUTER__EDGE_1`); several per role let a token rotate
 //! without downtime. A role without tokens is open, as everything is on
 //! loopback by default; on a non-loopback `server.listen` every writing
-//! role must have one ([`check_exposure`]). With client certificates
+//! role must have one ([`check_exposure`]), and the reader role too unless
+//! `reader_open` ([`check_reader_exposure`]). With client certificates
 //! verified (`server.tls.client_ca_path`), `[auth.certificates]` gives the
 //! DNS names of client certificates their roles, and a certificate stands
 //! in for a token.
@@ -44,6 +45,12 @@ impl Role {
     }
 }
 
+/// Least estimated entropy of a token, bits ([`estimated_entropy_bits`]).
+/// A 16-character random hex token (64 bits of randomness) falls below it
+/// with probability 7.6e-8; `abababababababab` (16 bits) and one repeated
+/// character (0 bits) do not reach it.
+pub const MIN_TOKEN_ENTROPY_BITS: f64 = 28.0;
+
 /// `[auth]` section: per role, token name → token.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -61,6 +68,9 @@ pub struct AuthConfig {
     /// `server.tls.client_ca_path` instead of a token. The name is the
     /// caller's identity, as a token's name is.
     pub certificates: BTreeMap<String, Role>,
+    /// Serve the reader role without a credential on a non-loopback
+    /// `server.listen` (otherwise the service refuses to start).
+    pub reader_open: bool,
 }
 
 impl AuthConfig {
@@ -129,7 +139,9 @@ fn is_dns_name(n: &str) -> bool {
         })
 }
 
-/// Checks one bearer token: at least 16 characters of RFC 6750 token68.
+/// Checks one bearer token: at least 16 characters of RFC 6750 token68,
+/// with at least [`MIN_TOKEN_ENTROPY_BITS`] of estimated entropy. The
+/// reason never quotes the token.
 pub fn check_token(t: &str) -> Result<(), String> {
     if t.len() < 16 {
         return Err("must be at least 16 characters".to_owned());
@@ -142,7 +154,35 @@ pub fn check_token(t: &str) -> Result<(), String> {
                 .to_owned(),
         );
     }
+    let bits = estimated_entropy_bits(t);
+    if bits < MIN_TOKEN_ENTROPY_BITS {
+        return Err(format!(
+            "is too easy to guess: its estimated entropy is {bits:.1} bits, under \
+             {MIN_TOKEN_ENTROPY_BITS} (length × the Shannon entropy of its own characters; \
+             repeated characters or patterns score low); generate one with \
+             `openssl rand -hex 16`"
+        ));
+    }
     Ok(())
+}
+
+/// Length × the Shannon entropy (bits per character) of the distribution of
+/// `t`'s own bytes: 0 for one repeated character, 16 for `abab…` of 16.
+pub fn estimated_entropy_bits(t: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    for b in t.bytes() {
+        counts[usize::from(b)] += 1;
+    }
+    let n = t.len() as f64;
+    let per_char: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum();
+    n * per_char
 }
 
 /// RFC 6750 `b64token` (RFC 7235 `token68`): `1*( ALPHA / DIGIT / "-" /
@@ -186,6 +226,30 @@ pub fn check_exposure(
          give each writing role a token ({} have none), or set \
          server.insecure_allow_unauthenticated = true to accept that",
         missing.join(", ")
+    ))
+}
+
+/// The service may listen on `listen` with the reader role's credentials:
+/// on loopback always; elsewhere only when the reader role has a token or,
+/// with `certificates_verified`, a certificate name, or when it is opened
+/// on purpose (`auth.reader_open`, or `insecure`). `Err` says how to fix it.
+pub fn check_reader_exposure(
+    listen: std::net::SocketAddr,
+    auth: &AuthConfig,
+    certificates_verified: bool,
+    insecure: bool,
+) -> Result<(), String> {
+    if listen.ip().is_loopback()
+        || insecure
+        || auth.reader_open
+        || auth.has_credentials(Role::Reader, certificates_verified)
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{listen} is not a loopback address and auth.reader has no token, so anyone who \
+         reaches it could read the workers, metrics and status page: give the reader role \
+         a token, or set auth.reader_open = true to serve them to anyone"
     ))
 }
 
@@ -250,5 +314,60 @@ mod tests {
             c.validate().unwrap_err().0,
             "auth.certificates.bad_name.internal"
         );
+    }
+
+    #[test]
+    fn weak_tokens_are_refused_naming_the_key_never_the_token() {
+        for weak in [
+            "aaaaaaaaaaaaaaaa",
+            "abababababababab",
+            "aaaaaaaaaaaaaaaaaaaaaaaaab",
+        ] {
+            let mut a = AuthConfig::default();
+            a.router.insert("edge-1".into(), weak.into());
+            let (key, reason) = a.validate().unwrap_err();
+            assert_eq!(key, "auth.router.edge-1");
+            assert!(reason.contains("entropy"), "{reason}");
+            assert!(!reason.contains(weak), "{reason}");
+        }
+        // Random hex of 16, and the tokens of the tests and docs.
+        for strong in [
+            "5c1e0a0e3b1f7d2a",
+            "e0d3b0c58e1a9f47",
+            "0123456789abcdef",
+            "agent-token-0123456789",
+            "s3cret-s3cret-s3cret",
+        ] {
+            assert!(check_token(strong).is_ok(), "{strong}");
+        }
+        assert_eq!(estimated_entropy_bits("aaaaaaaaaaaaaaaa"), 0.0);
+        assert!((estimated_entropy_bits("abababababababab") - 16.0).abs() < 1e-9);
+        assert!((estimated_entropy_bits("0123456789abcdef") - 64.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn off_loopback_the_reader_role_needs_a_credential_unless_opened() {
+        let any: std::net::SocketAddr = "10.0.0.1:8080".parse().unwrap();
+        let lo: std::net::SocketAddr = "[::1]:8080".parse().unwrap();
+        let none = AuthConfig::default();
+        assert!(check_reader_exposure(lo, &none, false, false).is_ok());
+        let e = check_reader_exposure(any, &none, false, false).unwrap_err();
+        assert!(
+            e.contains("auth.reader") && e.contains("auth.reader_open"),
+            "{e}"
+        );
+        assert!(check_reader_exposure(any, &with(Role::Reader), false, false).is_ok());
+        assert!(check_reader_exposure(any, &none, false, true).is_ok());
+        let open = AuthConfig {
+            reader_open: true,
+            ..AuthConfig::default()
+        };
+        assert!(check_reader_exposure(any, &open, false, false).is_ok());
+        let mut certs = AuthConfig::default();
+        certs
+            .certificates
+            .insert("dash.scorer.internal".into(), Role::Reader);
+        assert!(check_reader_exposure(any, &certs, false, false).is_err());
+        assert!(check_reader_exposure(any, &certs, true, false).is_ok());
     }
 }
