@@ -7,7 +7,8 @@
 //! `reader_open` ([`check_reader_exposure`]). With client certificates
 //! verified (`server.tls.client_ca_path`), `[auth.certificates]` gives the
 //! DNS names of client certificates their roles, and a certificate stands
-//! in for a token.
+//! in for a token. `failure_burst` and `failure_refill_ms` bound the failed
+//! token guesses of one peer address.
 
 use std::collections::BTreeMap;
 
@@ -45,14 +46,29 @@ impl Role {
     }
 }
 
+/// Default of `auth.failure_burst`: unknown tokens a peer address may
+/// present in a row before it is locked out.
+pub const DEFAULT_FAILURE_BURST: u32 = 20;
+
+/// Default of `auth.failure_refill_ms`: ms for a locked-out peer to regain
+/// one attempt.
+pub const DEFAULT_FAILURE_REFILL_MS: u64 = 1_000;
+
+/// Largest `auth.failure_burst`.
+pub const MAX_FAILURE_BURST: u32 = 1_000_000;
+
+/// Largest `auth.failure_refill_ms` (an hour).
+pub const MAX_FAILURE_REFILL_MS: u64 = 3_600_000;
+
 /// Least estimated entropy of a token, bits ([`estimated_entropy_bits`]).
 /// A 16-character random hex token (64 bits of randomness) falls below it
 /// with probability 7.6e-8; `abababababababab` (16 bits) and one repeated
 /// character (0 bits) do not reach it.
 pub const MIN_TOKEN_ENTROPY_BITS: f64 = 28.0;
 
-/// `[auth]` section: per role, token name → token.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// `[auth]` section: per role, token name → token, and the limit on failed
+/// guesses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Tokens that may post telemetry.
@@ -71,6 +87,26 @@ pub struct AuthConfig {
     /// Serve the reader role without a credential on a non-loopback
     /// `server.listen` (otherwise the service refuses to start).
     pub reader_open: bool,
+    /// Unknown tokens one peer address may present in a row before its
+    /// requests get 429 `too_many_auth_failures`.
+    pub failure_burst: u32,
+    /// ms for a peer to regain one failed attempt.
+    pub failure_refill_ms: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            agent: BTreeMap::new(),
+            router: BTreeMap::new(),
+            reader: BTreeMap::new(),
+            admin: BTreeMap::new(),
+            certificates: BTreeMap::new(),
+            reader_open: false,
+            failure_burst: DEFAULT_FAILURE_BURST,
+            failure_refill_ms: DEFAULT_FAILURE_REFILL_MS,
+        }
+    }
 }
 
 impl AuthConfig {
@@ -114,6 +150,24 @@ impl AuthConfig {
                         .to_owned(),
                 ));
             }
+        }
+        if !(1..=MAX_FAILURE_BURST).contains(&self.failure_burst) {
+            return Err((
+                "auth.failure_burst".to_owned(),
+                format!(
+                    "must be in 1..={MAX_FAILURE_BURST} failed attempts, got {}",
+                    self.failure_burst
+                ),
+            ));
+        }
+        if !(1..=MAX_FAILURE_REFILL_MS).contains(&self.failure_refill_ms) {
+            return Err((
+                "auth.failure_refill_ms".to_owned(),
+                format!(
+                    "must be in 1..={MAX_FAILURE_REFILL_MS} ms, got {}",
+                    self.failure_refill_ms
+                ),
+            ));
         }
         Ok(())
     }
@@ -369,5 +423,35 @@ mod tests {
             .insert("dash.scorer.internal".into(), Role::Reader);
         assert!(check_reader_exposure(any, &certs, false, false).is_err());
         assert!(check_reader_exposure(any, &certs, true, false).is_ok());
+    }
+
+    #[test]
+    fn the_failure_limits_are_checked() {
+        assert!(AuthConfig::default().validate().is_ok());
+        for (a, key) in [
+            (
+                AuthConfig {
+                    failure_burst: 0,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_burst",
+            ),
+            (
+                AuthConfig {
+                    failure_refill_ms: 0,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_refill_ms",
+            ),
+            (
+                AuthConfig {
+                    failure_refill_ms: MAX_FAILURE_REFILL_MS + 1,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_refill_ms",
+            ),
+        ] {
+            assert_eq!(a.validate().unwrap_err().0, key);
+        }
     }
 }

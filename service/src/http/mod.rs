@@ -4,6 +4,7 @@
 //! Tests call `app(state).oneshot(request)` with no socket.
 
 pub mod auth;
+pub mod auth_limiter;
 pub mod endpoints;
 pub mod extract;
 mod openapi;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
     /// Rate limit of the refused-request warning.
     pub auth_warn: Arc<warn_limit::WarnLimit>,
+    /// Failed-token attempts per peer address.
+    pub auth_limiter: Arc<auth_limiter::AuthLimiter>,
     /// Rate limit of the refused-router-records warning.
     pub records_warn: Arc<warn_limit::WarnLimit>,
     /// One router batch at a time checks the log's room and queues its
@@ -92,6 +95,7 @@ impl AppState {
             in_progress,
             telemetry_warn: Arc::default(),
             auth_warn: Arc::default(),
+            auth_limiter: Arc::default(),
             records_warn: Arc::default(),
             records_turn: Arc::default(),
             promotions: Arc::default(),
