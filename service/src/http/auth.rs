@@ -1,5 +1,6 @@
-//! Who may call what: every route but `/healthz`, `/readyz` and
-//! `/openapi.json` belongs to a role ([`Role`]), and [`require`] checks the
+//! Who may call what: every route but `/healthz`, `/readyz`,
+//! `/openapi.json` and the status page `/` (static, its data comes from
+//! reader routes) belongs to a role ([`Role`]), and [`require`] checks the
 //! caller's `Authorization: Bearer <token>` against that role's tokens
 //! (`[auth]`) and the admin's, in constant time (`subtle`), or, without a
 //! token, the DNS names of its verified client certificate against
@@ -51,7 +52,7 @@ pub fn bearer_token(value: &str) -> Option<&str> {
 }
 
 /// The role of every route but the open ones (`/healthz`, `/readyz`,
-/// `/openapi.json`): what [`super::app`] layers and the OpenAPI document
+/// `/openapi.json`, `/`): what [`super::app`] layers and the OpenAPI document
 /// declares.
 pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/telemetry", Role::Agent),
@@ -68,7 +69,6 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/features", Role::Reader),
     ("/v1/model", Role::Reader),
     ("/v1/shadow", Role::Reader),
-    ("/", Role::Reader),
     ("/v1/debug/score", Role::Reader),
     ("/metrics", Role::Reader),
     ("/v1/admin/reload", Role::Admin),

@@ -190,7 +190,6 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/features", get(endpoints::operations::features))
         .route("/v1/model", get(endpoints::model::model))
         .route("/v1/shadow", get(endpoints::model::shadow))
-        .route("/", get(endpoints::explain::status_page))
         .route("/v1/debug/score", get(endpoints::explain::debug_score))
         .route("/metrics", get(prometheus::metrics));
     Router::new()
@@ -199,6 +198,7 @@ pub fn app(state: AppState) -> Router {
         .merge(role(Role::Reader, reader))
         .merge(role(Role::Admin, admin))
         .route("/openapi.json", get(openapi::openapi_json))
+        .route("/", get(endpoints::explain::status_page))
         .route("/healthz", get(endpoints::operations::healthz))
         .route("/readyz", get(endpoints::operations::readyz))
         .fallback(endpoints::operations::not_found)
