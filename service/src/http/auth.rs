@@ -487,4 +487,35 @@ mod tests {
             Err(Refusal::NotLoopback)
         );
     }
+
+    #[test]
+    fn only_unknown_tokens_on_guarded_routes_count_as_failed_attempts() {
+        let c = cfg();
+        let who: Result<Option<Identity<'_>>, Refusal> = Ok(Some(Identity {
+            role: Role::Router,
+            name: "old",
+        }));
+        assert_eq!(
+            attempt_of(&c, Role::Router, &who),
+            Some(Attempt::Succeeded("old"))
+        );
+        assert_eq!(
+            attempt_of(&c, Role::Router, &Err(Refusal::UnknownToken)),
+            Some(Attempt::Failed)
+        );
+        for why in [
+            Refusal::MissingToken,
+            Refusal::WrongRole,
+            Refusal::RepeatedAuthorization,
+        ] {
+            assert_eq!(
+                attempt_of(&c, Role::Router, &Err(why)),
+                Some(Attempt::Refused)
+            );
+        }
+        // Reader has no token here: its routes are open, a token sent there
+        // is no guess, right or wrong, and a locked-out peer still gets them.
+        assert_eq!(attempt_of(&c, Role::Reader, &who), None);
+        assert_eq!(attempt_of(&c, Role::Reader, &Ok(None)), None);
+    }
 }
