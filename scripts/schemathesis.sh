@@ -45,11 +45,6 @@ forget_after_ms = 3600000
 [log]
 dir = "${tmp}/decisions"
 
-[auth]
-# The fuzzer is one peer that follows each success with a wrong token
-# (ignored_auth), far beyond the failed-token limit's default burst.
-failure_burst = 1000000
-
 [auth.agent]
 seed = "${agent_token}"
 
