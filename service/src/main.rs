@@ -88,6 +88,17 @@ async fn serve() -> anyhow::Result<()> {
             "server.insecure_allow_unauthenticated = true: roles without [auth] tokens are open to anyone who reaches this address, who can steer traffic and write the training data"
         );
     }
+    if config.auth.reader_open
+        && config.auth.reader.is_empty()
+        && listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| !a.ip().is_loopback())
+    {
+        tracing::warn!(
+            %listen,
+            "auth.reader_open = true: the workers, stats, metrics and the status page's data are open to anyone who reaches this address"
+        );
+    }
     let tls = service::http::ServerTls::load(&config.server.tls)
         .context("cannot set up TLS")?
         .map(Arc::new);

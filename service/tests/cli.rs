@@ -83,6 +83,7 @@ fn off_loopback_without_tokens_it_refuses_to_start_naming_the_missing_keys() {
             ("SCORER_AUTH__AGENT__A1", "agent-token-0123456789"),
             ("SCORER_AUTH__ROUTER__R1", "router-token-0123456789"),
             ("SCORER_AUTH__ADMIN__OPS", "admin-token-0123456789"),
+            ("SCORER_AUTH__READER__DASH", "reader-token-0123456789"),
             ("SCORER_TELEMETRY__EWMA_ALPHA", "3.0"),
         ],
     );

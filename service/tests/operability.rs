@@ -553,7 +553,8 @@ async fn the_status_page_is_self_contained_and_reads_the_live_api() {
     assert_eq!(s, StatusCode::OK);
     assert!(html.starts_with("<!doctype html>"));
     for needle in [
-        "fetch('/v1/workers?limit=1000')",
+        "api('/v1/workers?limit=1000')",
+        "fetch(url, {headers: authHeaders()})",
         "/v1/debug/score?",
         "setInterval(refresh, 2000)",
         "<table>",

@@ -1,6 +1,8 @@
 //! The status page (`GET /`) rendered by a real headless Chromium (issue
 //! #8): the worker table fills from the live API with the workers' ids.
-//! `scripts/test.sh` installs Debian's `chromium` when it is missing.
+//! With reader tokens the page itself stays open and sends the token it is
+//! given on every call. `scripts/test.sh` installs Debian's `chromium` when
+//! it is missing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,14 +191,19 @@ async fn headless_chromium_renders_the_live_worker_table() {
     );
 }
 
-/// The page's `esc` and the functions `names`, cut from the served HTML.
+/// The page's `esc` and `TOKEN_KEY` and the functions `names`, cut from
+/// the served HTML.
 fn page_functions(names: &[&str]) -> String {
     let html = include_str!("../src/http/assets/status.html");
-    let mut out = html
-        .lines()
-        .find(|l| l.starts_with("const esc = "))
-        .expect("esc in the page")
-        .to_string();
+    let mut out = ["const esc = ", "const TOKEN_KEY = "]
+        .iter()
+        .map(|c| {
+            html.lines()
+                .find(|l| l.starts_with(c))
+                .unwrap_or_else(|| panic!("{c} in the page"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     for name in names {
         let start = html
             .find(&format!("function {name}("))
@@ -260,4 +267,103 @@ fn adjustments_that_cancel_are_not_top_adjustments() {
         evaluate_in_chromium(&["topAdjustments"], &format!("topAdjustments({adjs})")),
         "CPU 88% (-7.20)<br>queue (-1.50)"
     );
+}
+
+#[tokio::test]
+async fn with_reader_tokens_the_page_is_served_and_sends_the_token_on_every_call() {
+    let mut cfg = Config::default();
+    cfg.auth
+        .reader
+        .insert("dash".into(), "reader-token-0123456789".into());
+    let state = AppState::new(Engine::new(cfg), Arc::new(SystemClock::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app(state)).await });
+    let client = reqwest::Client::new();
+    // The page holds no data: it loads without a token.
+    let page = client
+        .get(format!("http://{addr}/"))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.expect("html");
+    // One fetch() in the page, and it sends the token from sessionStorage
+    // as a header, never in the URL.
+    assert_eq!(
+        html.matches("fetch(").count(),
+        1,
+        "every call goes through api()"
+    );
+    assert!(html.contains("fetch(url, {headers: authHeaders()})"));
+    assert!(html.contains("{'Authorization': 'Bearer ' + t}"));
+    assert!(html.contains("sessionStorage.getItem(TOKEN_KEY)"));
+    assert!(!html.contains("localStorage") && !html.contains("token="));
+    let input = html
+        .lines()
+        .find(|l| l.contains("id=\"token\""))
+        .expect("the token input");
+    assert!(
+        !input.contains("name="),
+        "a named input could be submitted in a URL: {input}"
+    );
+    // Its data does need the token, and the 401 says how to give one.
+    let r = client
+        .get(format!("http://{addr}/v1/workers?limit=1000"))
+        .send()
+        .await
+        .expect("workers");
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(r.headers()["www-authenticate"], r#"Bearer realm="scorer""#);
+    let r = client
+        .get(format!("http://{addr}/v1/workers?limit=1000"))
+        .bearer_auth("reader-token-0123456789")
+        .send()
+        .await
+        .expect("workers");
+    assert_eq!(r.status().as_u16(), 200);
+    // Rendered without a token, the page says what it needs.
+    let browser = chromium().expect("chromium is installed (scripts/test.sh installs it)");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--virtual-time-budget=2000",
+                &format!("--user-data-dir={}", profile.path().display()),
+                "--dump-dom",
+                &format!("http://{addr}/"),
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("chromium finishes within 60 s")
+    .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("<div id=\"meta\" class=\"refused\">This service needs a reader token (401)"),
+        "{dom}"
+    );
+}
+
+#[test]
+fn the_page_sends_the_stored_token_and_says_what_a_refusal_means() {
+    let expr = "(() => { const before = JSON.stringify(authHeaders()); \
+        sessionStorage.setItem(TOKEN_KEY, 'abc'); \
+        return [before, JSON.stringify(authHeaders()), refusalMessage(401, false), \
+        refusalMessage(401, true), refusalMessage(429, true, '7')].join('|'); })()";
+    let out = evaluate_in_chromium(&["authHeaders", "refusalMessage"], expr);
+    let parts: Vec<&str> = out.split('|').collect();
+    assert_eq!(parts[0], "{}");
+    assert_eq!(parts[1], r#"{"Authorization":"Bearer abc"}"#);
+    assert!(parts[2].contains("needs a reader token (401)"), "{out}");
+    assert!(parts[3].contains("was refused (401)"), "{out}");
+    assert!(parts[4].contains("retry in 7 s"), "{out}");
 }

@@ -294,6 +294,16 @@ impl Config {
         {
             return bad("server.listen", reason);
         }
+        if let Ok(listen) = self.server.listen.parse()
+            && let Err(reason) = auth::check_reader_exposure(
+                listen,
+                &self.auth,
+                self.server.tls.verifies_clients(),
+                self.server.insecure_allow_unauthenticated,
+            )
+        {
+            return bad("server.listen", reason);
+        }
         let t = &self.telemetry;
         if !(t.ewma_alpha > 0.0 && t.ewma_alpha <= 1.0) {
             return bad(

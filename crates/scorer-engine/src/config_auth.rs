@@ -3,10 +3,12 @@
 //! `SCORER_AUTH__ROUTER__EDGE_1`); several per role let a token rotate
 //! without downtime. A role without tokens is open, as everything is on
 //! loopback by default; on a non-loopback `server.listen` every writing
-//! role must have one ([`check_exposure`]). With client certificates
+//! role must have one ([`check_exposure`]), and the reader role too unless
+//! `reader_open` ([`check_reader_exposure`]). With client certificates
 //! verified (`server.tls.client_ca_path`), `[auth.certificates]` gives the
 //! DNS names of client certificates their roles, and a certificate stands
-//! in for a token.
+//! in for a token. `failure_burst` and `failure_refill_ms` bound the failed
+//! token guesses of one peer address.
 
 use std::collections::BTreeMap;
 
@@ -44,8 +46,29 @@ impl Role {
     }
 }
 
-/// `[auth]` section: per role, token name → token.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Default of `auth.failure_burst`: unknown tokens a peer address may
+/// present in a row before it is locked out.
+pub const DEFAULT_FAILURE_BURST: u32 = 20;
+
+/// Default of `auth.failure_refill_ms`: ms for a locked-out peer to regain
+/// one attempt.
+pub const DEFAULT_FAILURE_REFILL_MS: u64 = 1_000;
+
+/// Largest `auth.failure_burst`.
+pub const MAX_FAILURE_BURST: u32 = 1_000_000;
+
+/// Largest `auth.failure_refill_ms` (an hour).
+pub const MAX_FAILURE_REFILL_MS: u64 = 3_600_000;
+
+/// Least estimated entropy of a token, bits ([`estimated_entropy_bits`]).
+/// A 16-character random hex token (64 bits of randomness) falls below it
+/// with probability 7.6e-8; `abababababababab` (16 bits) and one repeated
+/// character (0 bits) do not reach it.
+pub const MIN_TOKEN_ENTROPY_BITS: f64 = 28.0;
+
+/// `[auth]` section: per role, token name → token, and the limit on failed
+/// guesses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Tokens that may post telemetry.
@@ -64,6 +87,30 @@ pub struct AuthConfig {
     /// Which router ids a router credential may use on `/v1/router/*` and
     /// the view stream: its own name, or also ids its name prefixes.
     pub router_ids: RouterIds,
+    /// Serve the reader role without a credential on a non-loopback
+    /// `server.listen` (otherwise the service refuses to start).
+    pub reader_open: bool,
+    /// Unknown tokens one peer address may present in a row before its
+    /// requests get 429 `too_many_auth_failures`.
+    pub failure_burst: u32,
+    /// ms for a peer to regain one failed attempt.
+    pub failure_refill_ms: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            agent: BTreeMap::new(),
+            router: BTreeMap::new(),
+            reader: BTreeMap::new(),
+            admin: BTreeMap::new(),
+            certificates: BTreeMap::new(),
+            reader_open: false,
+            failure_burst: DEFAULT_FAILURE_BURST,
+            failure_refill_ms: DEFAULT_FAILURE_REFILL_MS,
+            router_ids: RouterIds::default(),
+        }
+    }
 }
 
 /// `auth.router_ids`: how a router's id is tied to its credential's name.
@@ -142,6 +189,24 @@ impl AuthConfig {
                 ));
             }
         }
+        if !(1..=MAX_FAILURE_BURST).contains(&self.failure_burst) {
+            return Err((
+                "auth.failure_burst".to_owned(),
+                format!(
+                    "must be in 1..={MAX_FAILURE_BURST} failed attempts, got {}",
+                    self.failure_burst
+                ),
+            ));
+        }
+        if !(1..=MAX_FAILURE_REFILL_MS).contains(&self.failure_refill_ms) {
+            return Err((
+                "auth.failure_refill_ms".to_owned(),
+                format!(
+                    "must be in 1..={MAX_FAILURE_REFILL_MS} ms, got {}",
+                    self.failure_refill_ms
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -166,7 +231,9 @@ fn is_dns_name(n: &str) -> bool {
         })
 }
 
-/// Checks one bearer token: at least 16 characters of RFC 6750 token68.
+/// Checks one bearer token: at least 16 characters of RFC 6750 token68,
+/// with at least [`MIN_TOKEN_ENTROPY_BITS`] of estimated entropy. The
+/// reason never quotes the token.
 pub fn check_token(t: &str) -> Result<(), String> {
     if t.len() < 16 {
         return Err("must be at least 16 characters".to_owned());
@@ -179,7 +246,35 @@ pub fn check_token(t: &str) -> Result<(), String> {
                 .to_owned(),
         );
     }
+    let bits = estimated_entropy_bits(t);
+    if bits < MIN_TOKEN_ENTROPY_BITS {
+        return Err(format!(
+            "is too easy to guess: its estimated entropy is {bits:.1} bits, under \
+             {MIN_TOKEN_ENTROPY_BITS} (length × the Shannon entropy of its own characters; \
+             repeated characters or patterns score low); generate one with \
+             `openssl rand -hex 16`"
+        ));
+    }
     Ok(())
+}
+
+/// Length × the Shannon entropy (bits per character) of the distribution of
+/// `t`'s own bytes: 0 for one repeated character, 16 for `abab…` of 16.
+pub fn estimated_entropy_bits(t: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    for b in t.bytes() {
+        counts[usize::from(b)] += 1;
+    }
+    let n = t.len() as f64;
+    let per_char: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum();
+    n * per_char
 }
 
 /// RFC 6750 `b64token` (RFC 7235 `token68`): `1*( ALPHA / DIGIT / "-" /
@@ -223,6 +318,30 @@ pub fn check_exposure(
          give each writing role a token ({} have none), or set \
          server.insecure_allow_unauthenticated = true to accept that",
         missing.join(", ")
+    ))
+}
+
+/// The service may listen on `listen` with the reader role's credentials:
+/// on loopback always; elsewhere only when the reader role has a token or,
+/// with `certificates_verified`, a certificate name, or when it is opened
+/// on purpose (`auth.reader_open`, or `insecure`). `Err` says how to fix it.
+pub fn check_reader_exposure(
+    listen: std::net::SocketAddr,
+    auth: &AuthConfig,
+    certificates_verified: bool,
+    insecure: bool,
+) -> Result<(), String> {
+    if listen.ip().is_loopback()
+        || insecure
+        || auth.reader_open
+        || auth.has_credentials(Role::Reader, certificates_verified)
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{listen} is not a loopback address and auth.reader has no token, so anyone who \
+         reaches it could read the workers, metrics and status page: give the reader role \
+         a token, or set auth.reader_open = true to serve them to anyone"
     ))
 }
 
@@ -304,5 +423,90 @@ mod tests {
         // The name must end at a separator, and something must follow it.
         assert!(!RouterIds::Prefixed.allows("edge", "edge1"));
         assert!(!RouterIds::Prefixed.allows("edge", "edge-"));
+    }
+
+    #[test]
+    fn weak_tokens_are_refused_naming_the_key_never_the_token() {
+        for weak in [
+            "aaaaaaaaaaaaaaaa",
+            "abababababababab",
+            "aaaaaaaaaaaaaaaaaaaaaaaaab",
+        ] {
+            let mut a = AuthConfig::default();
+            a.router.insert("edge-1".into(), weak.into());
+            let (key, reason) = a.validate().unwrap_err();
+            assert_eq!(key, "auth.router.edge-1");
+            assert!(reason.contains("entropy"), "{reason}");
+            assert!(!reason.contains(weak), "{reason}");
+        }
+        // Random hex of 16, and the tokens of the tests and docs.
+        for strong in [
+            "5c1e0a0e3b1f7d2a",
+            "e0d3b0c58e1a9f47",
+            "0123456789abcdef",
+            "agent-token-0123456789",
+            "s3cret-s3cret-s3cret",
+        ] {
+            assert!(check_token(strong).is_ok(), "{strong}");
+        }
+        assert_eq!(estimated_entropy_bits("aaaaaaaaaaaaaaaa"), 0.0);
+        assert!((estimated_entropy_bits("abababababababab") - 16.0).abs() < 1e-9);
+        assert!((estimated_entropy_bits("0123456789abcdef") - 64.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn off_loopback_the_reader_role_needs_a_credential_unless_opened() {
+        let any: std::net::SocketAddr = "10.0.0.1:8080".parse().unwrap();
+        let lo: std::net::SocketAddr = "[::1]:8080".parse().unwrap();
+        let none = AuthConfig::default();
+        assert!(check_reader_exposure(lo, &none, false, false).is_ok());
+        let e = check_reader_exposure(any, &none, false, false).unwrap_err();
+        assert!(
+            e.contains("auth.reader") && e.contains("auth.reader_open"),
+            "{e}"
+        );
+        assert!(check_reader_exposure(any, &with(Role::Reader), false, false).is_ok());
+        assert!(check_reader_exposure(any, &none, false, true).is_ok());
+        let open = AuthConfig {
+            reader_open: true,
+            ..AuthConfig::default()
+        };
+        assert!(check_reader_exposure(any, &open, false, false).is_ok());
+        let mut certs = AuthConfig::default();
+        certs
+            .certificates
+            .insert("dash.scorer.internal".into(), Role::Reader);
+        assert!(check_reader_exposure(any, &certs, false, false).is_err());
+        assert!(check_reader_exposure(any, &certs, true, false).is_ok());
+    }
+
+    #[test]
+    fn the_failure_limits_are_checked() {
+        assert!(AuthConfig::default().validate().is_ok());
+        for (a, key) in [
+            (
+                AuthConfig {
+                    failure_burst: 0,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_burst",
+            ),
+            (
+                AuthConfig {
+                    failure_refill_ms: 0,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_refill_ms",
+            ),
+            (
+                AuthConfig {
+                    failure_refill_ms: MAX_FAILURE_REFILL_MS + 1,
+                    ..AuthConfig::default()
+                },
+                "auth.failure_refill_ms",
+            ),
+        ] {
+            assert_eq!(a.validate().unwrap_err().0, key);
+        }
     }
 }

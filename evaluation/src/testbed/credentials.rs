@@ -68,7 +68,8 @@ mod tests {
         let r = &c.auth.router[ROUTER_NAME];
         assert_ne!(a, r);
         assert_eq!(a.len(), 2 * TOKEN_BYTES);
-        // Off loopback this configuration would be allowed to start.
+        // Off loopback every writing role has a credential (the reader
+        // role, which has none, runs on loopback here).
         let far: std::net::SocketAddr = "10.0.0.1:8080".parse().unwrap();
         assert!(
             scorer_engine::config::auth::check_exposure(far, &c.auth, None, false, false).is_ok()

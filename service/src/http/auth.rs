@@ -1,5 +1,6 @@
-//! Who may call what: every route but `/healthz`, `/readyz` and
-//! `/openapi.json` belongs to a role ([`Role`]), and [`require`] checks the
+//! Who may call what: every route but `/healthz`, `/readyz`,
+//! `/openapi.json` and the status page `/` (static, its data comes from
+//! reader routes) belongs to a role ([`Role`]), and [`require`] checks the
 //! caller's `Authorization: Bearer <token>` against that role's tokens
 //! (`[auth]`) and the admin's, in constant time (`subtle`), or, without a
 //! token, the DNS names of its verified client certificate against
@@ -7,16 +8,20 @@
 //!
 //! - A role with no token is open, except admin: with no admin token
 //!   (`[auth.admin]` or `admin.token`) only loopback peers are served.
-//! - No or an unknown token: 401 `unauthorized`; a known token of another
-//!   role: 403 `forbidden`. Both carry the JSON error body, change nothing,
-//!   are counted in `scorer_auth_refusals_total{route, reason}` and logged at
-//!   warn level, rate-limited, with the peer's address (never the token).
+//! - No or an unknown token: 401 `unauthorized` with a `WWW-Authenticate`
+//!   challenge; a known token of another role: 403 `forbidden`; more than
+//!   one `Authorization` header: 400 `repeated_authorization`; a peer
+//!   locked out by the failed-token limit ([`super::auth_limiter`]): 429
+//!   `too_many_auth_failures` with `Retry-After`. All carry the JSON error
+//!   body, change nothing, are counted in
+//!   `scorer_auth_refusals_total{route, reason}` and logged at warn level,
+//!   rate-limited, with the peer's address (never the token).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rustls::server::ParsedCertificate;
@@ -25,6 +30,7 @@ use scorer_engine::config::Config;
 pub use scorer_engine::config::auth::Role;
 use subtle::ConstantTimeEq;
 
+use crate::http::auth_limiter::{Attempt, Limits};
 use crate::http::transport::tls::ClientCertificate;
 use crate::http::{ApiError, AppState};
 
@@ -46,7 +52,7 @@ pub fn bearer_token(value: &str) -> Option<&str> {
 }
 
 /// The role of every route but the open ones (`/healthz`, `/readyz`,
-/// `/openapi.json`): what [`super::app`] layers and the OpenAPI document
+/// `/openapi.json`, `/`): what [`super::app`] layers and the OpenAPI document
 /// declares.
 pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/telemetry", Role::Agent),
@@ -63,7 +69,6 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/features", Role::Reader),
     ("/v1/model", Role::Reader),
     ("/v1/shadow", Role::Reader),
-    ("/", Role::Reader),
     ("/v1/debug/score", Role::Reader),
     ("/metrics", Role::Reader),
     ("/v1/admin/reload", Role::Admin),
@@ -91,6 +96,10 @@ pub enum Refusal {
     WrongRole,
     /// Admin without an admin token, from a non-loopback peer.
     NotLoopback,
+    /// More than one `Authorization` header (RFC 9110 §5.3: it is not a list).
+    RepeatedAuthorization,
+    /// The peer spent its failed attempts (`auth.failure_burst`).
+    TooManyFailures,
 }
 
 impl Refusal {
@@ -102,6 +111,8 @@ impl Refusal {
             Self::UnknownCertificate => "unknown_certificate",
             Self::WrongRole => "wrong_role",
             Self::NotLoopback => "not_loopback",
+            Self::RepeatedAuthorization => "repeated_authorization",
+            Self::TooManyFailures => "too_many_auth_failures",
         }
     }
 }
@@ -219,10 +230,17 @@ pub fn authorize<'c>(
     }
 }
 
-/// The answer to a refused request.
-fn refusal_answer(role: Role, why: Refusal) -> ApiError {
+/// The `WWW-Authenticate` challenge of a 401 (RFC 6750 §3).
+pub const CHALLENGE: &str = "Bearer realm=\"scorer\"";
+
+/// The challenge of a 401 for a token that no role has.
+pub const CHALLENGE_INVALID_TOKEN: &str = "Bearer realm=\"scorer\", error=\"invalid_token\"";
+
+/// The answer to a refused request; `retry_after_s` for
+/// [`Refusal::TooManyFailures`].
+fn refusal_answer(role: Role, why: Refusal, retry_after_s: u64) -> Response {
     let role = role.as_str();
-    match why {
+    let error = match why {
         Refusal::MissingToken | Refusal::UnknownToken => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -247,55 +265,121 @@ fn refusal_answer(role: Role, why: Refusal) -> ApiError {
             "forbidden",
             "admin endpoints answer only on loopback unless an admin token is set ([auth.admin] or [admin] token)",
         ),
+        Refusal::RepeatedAuthorization => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "repeated_authorization",
+            "the request carries more than one Authorization header; send exactly one",
+        ),
+        Refusal::TooManyFailures => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_auth_failures",
+            format!("too many unknown tokens from this address; retry after {retry_after_s} s"),
+        ),
+    };
+    let mut resp = error.into_response();
+    let headers = resp.headers_mut();
+    match why {
+        Refusal::MissingToken | Refusal::UnknownCertificate => {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(CHALLENGE),
+            );
+        }
+        Refusal::UnknownToken => {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(CHALLENGE_INVALID_TOKEN),
+            );
+        }
+        Refusal::TooManyFailures => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+        }
+        Refusal::WrongRole | Refusal::NotLoopback | Refusal::RepeatedAuthorization => {}
     }
+    resp
 }
 
-/// Middleware: the request must be allowed for `role` (see [`authorize`]).
+/// What the failed-token limit makes of `outcome` (see [`authorize`]) on a
+/// route of `role`: routes of a role without credentials are open, so a
+/// token there is no guess, and neither is passing there.
+fn attempt_of<'a>(
+    cfg: &Config,
+    role: Role,
+    outcome: &'a Result<Option<Identity<'_>>, Refusal>,
+) -> Option<Attempt<'a>> {
+    if !has_credentials(cfg, role) && outcome.is_ok() {
+        return None;
+    }
+    Some(match outcome {
+        Ok(Some(who)) => Attempt::Succeeded(who.name),
+        Err(Refusal::UnknownToken) => Attempt::Failed,
+        Ok(None) | Err(_) => Attempt::Refused,
+    })
+}
+
+/// Middleware: the request must be allowed for `role` (see [`authorize`])
+/// and its peer not locked out by the failed-token limit
+/// ([`super::auth_limiter`]).
 pub(crate) async fn require(
     State((st, role)): State<(AppState, Role)>,
     mut req: Request,
     next: Next,
 ) -> Response {
     let cfg = st.engine.config();
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
-    let cert = req.extensions().get::<ClientCertificate>().map(|c| &*c.0);
-    match authorize(&cfg, role, presented, cert, peer) {
-        Ok(who) => {
+    let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
+    let first = values.next();
+    let outcome = if values.next().is_some() {
+        Err(Refusal::RepeatedAuthorization)
+    } else {
+        let presented = first.and_then(|v| v.to_str().ok()).and_then(bearer_token);
+        let cert = req.extensions().get::<ClientCertificate>().map(|c| &*c.0);
+        authorize(&cfg, role, presented, cert, peer)
+    };
+    let limits = Limits {
+        burst: cfg.auth.failure_burst,
+        refill_ms: cfg.auth.failure_refill_ms,
+    };
+    let gate = match (peer, attempt_of(&cfg, role, &outcome)) {
+        (Some(peer), Some(attempt)) => {
+            st.auth_limiter
+                .admit(peer.ip(), st.clock.monotonic_ms(), limits, attempt)
+        }
+        _ => Ok(()),
+    };
+    let (why, retry_after_s) = match (gate, outcome) {
+        (Ok(()), Ok(who)) => {
             if let Some(who) = who {
                 let caller = Caller(Arc::from(who.name));
                 req.extensions_mut().insert(caller);
                 req.extensions_mut().insert(CallerRole(who.role));
             }
             drop(cfg);
-            next.run(req).await
+            return next.run(req).await;
         }
-        Err(why) => {
-            let route = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
-            st.metrics.auth_refused(&route, why.as_str());
-            if let Some(held_back) = st.auth_warn.admit(st.clock.monotonic_ms()) {
-                tracing::warn!(
-                    route = %route,
-                    role = role.as_str(),
-                    reason = why.as_str(),
-                    peer = %peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-                    held_back,
-                    "request refused"
-                );
-            }
-            refusal_answer(role, why).into_response()
-        }
+        (Ok(()), Err(why)) => (why, 0),
+        (Err(retry_after_s), _) => (Refusal::TooManyFailures, retry_after_s),
+    };
+    drop(cfg);
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    st.metrics.auth_refused(&route, why.as_str());
+    if let Some(held_back) = st.auth_warn.admit(st.clock.monotonic_ms()) {
+        tracing::warn!(
+            route = %route,
+            role = role.as_str(),
+            reason = why.as_str(),
+            peer = %peer.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            held_back,
+            "request refused"
+        );
     }
+    refusal_answer(role, why, retry_after_s)
 }
 
 #[cfg(test)]
@@ -407,5 +491,36 @@ mod tests {
             name_of(&c, Role::Admin, None, None),
             Err(Refusal::NotLoopback)
         );
+    }
+
+    #[test]
+    fn only_unknown_tokens_on_guarded_routes_count_as_failed_attempts() {
+        let c = cfg();
+        let who: Result<Option<Identity<'_>>, Refusal> = Ok(Some(Identity {
+            role: Role::Router,
+            name: "old",
+        }));
+        assert_eq!(
+            attempt_of(&c, Role::Router, &who),
+            Some(Attempt::Succeeded("old"))
+        );
+        assert_eq!(
+            attempt_of(&c, Role::Router, &Err(Refusal::UnknownToken)),
+            Some(Attempt::Failed)
+        );
+        for why in [
+            Refusal::MissingToken,
+            Refusal::WrongRole,
+            Refusal::RepeatedAuthorization,
+        ] {
+            assert_eq!(
+                attempt_of(&c, Role::Router, &Err(why)),
+                Some(Attempt::Refused)
+            );
+        }
+        // Reader has no token here: its routes are open, a token sent there
+        // is no guess, right or wrong, and a locked-out peer still gets them.
+        assert_eq!(attempt_of(&c, Role::Reader, &who), None);
+        assert_eq!(attempt_of(&c, Role::Reader, &Ok(None)), None);
     }
 }

@@ -4,6 +4,7 @@
 //! Tests call `app(state).oneshot(request)` with no socket.
 
 pub mod auth;
+pub mod auth_limiter;
 pub mod endpoints;
 pub mod extract;
 mod openapi;
@@ -58,6 +59,8 @@ pub struct AppState {
     pub telemetry_warn: Arc<warn_limit::WarnLimit>,
     /// Rate limit of the refused-request warning.
     pub auth_warn: Arc<warn_limit::WarnLimit>,
+    /// Failed-token attempts per peer address.
+    pub auth_limiter: Arc<auth_limiter::AuthLimiter>,
     /// Rate limit of the refused-router-records warning.
     pub records_warn: Arc<warn_limit::WarnLimit>,
     /// One router batch at a time checks the log's room and queues its
@@ -98,6 +101,7 @@ impl AppState {
             in_progress,
             telemetry_warn: Arc::default(),
             auth_warn: Arc::default(),
+            auth_limiter: Arc::default(),
             records_warn: Arc::default(),
             records_turn: Arc::default(),
             promotions: Arc::default(),
@@ -194,7 +198,6 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/features", get(endpoints::operations::features))
         .route("/v1/model", get(endpoints::model::model))
         .route("/v1/shadow", get(endpoints::model::shadow))
-        .route("/", get(endpoints::explain::status_page))
         .route("/v1/debug/score", get(endpoints::explain::debug_score))
         .route("/metrics", get(prometheus::metrics));
     Router::new()
@@ -203,6 +206,7 @@ pub fn app(state: AppState) -> Router {
         .merge(role(Role::Reader, reader))
         .merge(role(Role::Admin, admin))
         .route("/openapi.json", get(openapi::openapi_json))
+        .route("/", get(endpoints::explain::status_page))
         .route("/healthz", get(endpoints::operations::healthz))
         .route("/readyz", get(endpoints::operations::readyz))
         .fallback(endpoints::operations::not_found)

@@ -156,12 +156,14 @@ pub(crate) async fn debug_score(
 /// The status page (`GET /`): a self-contained HTML page (no external
 /// assets) listing workers with score, state, report age, in-flight count
 /// and top adjustments, refreshing every 2 s from `/v1/workers` and
-/// `/v1/debug/score`.
+/// `/v1/debug/score` with the reader token typed into it.
 pub const STATUS_PAGE: &str = include_str!("../assets/status.html");
 
-/// `GET /`: the status page.
+/// `GET /`: the status page, open to anyone: it holds no data, and sends
+/// the reader token it is given (kept in the tab's `sessionStorage`) as
+/// `Authorization: Bearer` on the reader routes it reads.
 #[utoipa::path(get, path = "/", tag = "operations",
-    responses((status = 200, description = "Self-contained HTML status page", content_type = "text/html", body = String)))]
+    responses((status = 200, description = "Self-contained HTML status page; open (it holds no data): it asks for a reader token and sends it with the calls it makes", content_type = "text/html", body = String)))]
 pub(crate) async fn status_page() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],

@@ -43,12 +43,18 @@ pub enum AdminErrors {
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)] // Schema only.
 pub enum AuthErrors {
+    /// More than one `Authorization` header (`repeated_authorization`)
+    #[response(status = 400)]
+    RepeatedAuthorization(ErrorBody),
     /// The role has credentials and the request presents none, or an unknown token or client certificate (`unauthorized`)
-    #[response(status = 401)]
+    #[response(status = 401, headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"scorer\"`, with `error=\"invalid_token\"` when the token is unknown")))]
     Unauthorized(ErrorBody),
     /// A credential of another role, or an admin route off loopback without admin tokens (`forbidden`)
     #[response(status = 403)]
     Forbidden(ErrorBody),
+    /// The peer address presented `auth.failure_burst` unknown tokens and has not regained an attempt (`too_many_auth_failures`)
+    #[response(status = 429, headers(("Retry-After" = u64, description = "Seconds until the peer regains an attempt")))]
+    TooManyAuthFailures(ErrorBody),
 }
 
 /// The errors every endpoint with a JSON body may answer before its handler
