@@ -374,8 +374,8 @@ fn the_start_log_line_names_both_directories() {
         .find(|l| l.contains("decision log started"))
         .unwrap_or_else(|| panic!("no start line in {log}"));
     for want in [
-        format!("dir={}", dir.0.join("decisions").display()),
-        format!("outcomes_dir={}", dir.0.join("outcomes").display()),
+        format!("dir={:?}", dir.0.join("decisions")),
+        format!("outcomes_dir={:?}", dir.0.join("outcomes")),
         "candidate_features_rate=0.1".to_string(),
     ] {
         assert!(line.contains(&want), "{want} in {line}");

@@ -37,12 +37,12 @@ impl Engine {
             .find(|w| w.worker_id == worker_id)
             .ok_or_else(|| OverrideError::Invalid("the override expired as it was set".into()))?;
         tracing::warn!(
-            worker = %worker_id,
+            worker = ?worker_id,
             kind = shown.kind.as_str(),
             weight = shown.weight,
             ttl_ms = req.ttl_ms,
-            reason = %shown.reason,
-            set_by = %shown.set_by,
+            reason = ?shown.reason,
+            set_by = ?shown.set_by,
             replaced = replaced.map(|r| r.kind.as_str()),
             "worker override set"
         );
@@ -54,7 +54,7 @@ impl Engine {
     pub fn clear_override(&self, worker_id: &str, now_ms: u64) -> Option<WorkerOverride> {
         let o = self.overrides.clear(worker_id)?;
         let shown = shown(worker_id, &o, now_ms)?;
-        tracing::warn!(worker = %worker_id, kind = o.kind.as_str(), "worker override cleared");
+        tracing::warn!(worker = ?worker_id, kind = o.kind.as_str(), "worker override cleared");
         Some(shown)
     }
 
@@ -93,8 +93,8 @@ impl Engine {
     /// Drops the overrides expired at `now_ms`, logging each.
     pub(crate) fn expire_overrides(&self, now_ms: u64) {
         for (id, o) in self.overrides.expire(now_ms) {
-            tracing::warn!(worker = %id, kind = o.kind.as_str(), reason = %o.reason,
-                set_by = %o.set_by, "worker override expired");
+            tracing::warn!(worker = ?id, kind = o.kind.as_str(), reason = ?o.reason,
+                set_by = ?o.set_by, "worker override expired");
         }
     }
 }

@@ -56,13 +56,13 @@ pub(crate) fn compacted(shared: Arc<Shared>) -> super::compactor::OnDone {
                 Counters::add(&c.written_rows, done.rows);
                 Counters::add(&c.files, 1);
                 Counters::add(&c.bytes, done.bytes);
-                tracing::debug!(path = %done.path.display(), rows = done.rows,
+                tracing::debug!(path = ?done.path, rows = done.rows,
                     bytes = done.bytes, "decision log file compacted");
             }
             Ok(None) => {}
             Err(e) => {
                 Counters::add(&c.write_errors, 1);
-                tracing::error!(error = %e, kind = kind.prefix(), wal = %sealed.wal.display(),
+                tracing::error!(error = %e, kind = kind.prefix(), wal = ?sealed.wal,
                     rows = sealed.rows, "decision log compaction failed; start-up recovery will retry");
             }
         }
@@ -325,7 +325,7 @@ impl Worker {
     ) {
         match result {
             Ok(Some(sealed)) => {
-                tracing::debug!(wal = %sealed.wal.display(), rows = sealed.rows, ?reason,
+                tracing::debug!(wal = ?sealed.wal, rows = sealed.rows, ?reason,
                     "decision log file sealed");
                 self.compactor.submit(kind, sealed);
             }

@@ -176,7 +176,7 @@ impl DecisionLog {
         let sample_rate = cfg.sample_rate;
         let capacity = cfg.channel_capacity;
         let st = shared.counters.snapshot();
-        tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
+        tracing::info!(dir = ?cfg.dir, outcomes_dir = ?outcomes_dir,
             sample_rate, candidate_features_rate = cfg.candidate_features_rate,
             recovered = st.recovered, quarantined = st.quarantined, "decision log started");
         let decisions =
