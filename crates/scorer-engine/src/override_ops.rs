@@ -299,14 +299,49 @@ mod tests {
         let r = score(&e, &["w1", "w2"], "max", 1_000).unwrap();
         assert_eq!(r.pick.as_deref(), Some("w2"));
         report(&e, "w1", 0.1, 0, 20_000);
+        let err = score(&e, &["w1", "w2"], "max", 20_000).unwrap_err();
+        assert!(matches!(err, ScoreError::NoEligibleWorkers(_)), "{err}");
         assert_eq!(
-            score(&e, &["w1", "w2"], "max", 20_000).unwrap_err(),
-            ScoreError::NoEligibleWorkers
+            err.to_string(),
+            "no eligible workers: worker `w1` is disabled by an operator override; \
+             the other candidate is dead, unhealthy or has never reported"
         );
         // Cleared, it is picked again.
         e.clear_override("w1", 20_000);
         let r = score(&e, &["w1", "w2"], "max", 20_000).unwrap();
         assert_eq!(r.pick.as_deref(), Some("w1"));
+    }
+
+    #[test]
+    fn the_refusal_names_the_operators_disable_or_drain_not_dead_workers() {
+        let e = engine();
+        report(&e, "w1", 0.1, 0, 1_000);
+        e.set_override("w1", &req(OverrideKind::Disable, None, None), "ops", 1_000)
+            .unwrap();
+        let err = score(&e, &["w1"], "max", 1_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: worker `w1` is disabled by an operator override"
+        );
+        // A drain is a last resort in panic mode: refused only once w1 is dead too.
+        e.set_override("w1", &req(OverrideKind::Drain, None, None), "ops", 1_000)
+            .unwrap();
+        assert_eq!(
+            score(&e, &["w1"], "max", 1_000).unwrap().pick.as_deref(),
+            Some("w1")
+        );
+        let err = score(&e, &["w1", "ghost"], "max", 20_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: worker `w1` is drained by an operator override and has \
+             no live report; the other candidate is dead, unhealthy or has never reported"
+        );
+        e.clear_override("w1", 20_000);
+        let err = score(&e, &["w1"], "max", 20_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: every candidate is dead or has never reported"
+        );
     }
 
     /// A softmax preview: the same answer as a decision, no pick charged.
