@@ -14,7 +14,8 @@
 //! | [`naming`] | file and partition names, `dt=YYYY-MM-DD`, sequence numbers |
 //! | [`rolling`] | the pure roll decision and the one open file per kind |
 //! | [`writer`] | [`DecisionLog`]: bounded channel + background writer thread |
-//! | [`stats`] | [`LogStats`] counters |
+//! | [`source`] | [`Source`]: the service's own records or a router's, each with its queue budget |
+//! | [`stats`] | [`LogStats`] counters, drops per source |
 //! | [`recovery`] | start-up recovery of `*.inprogress` files left by a crash |
 //! | [`reader`] | loading final files back, with schema/version checks |
 //! | [`join`] | decisions ⋈ outcomes on `(decision_id, worker_id)` |
@@ -64,6 +65,7 @@ pub mod config;
 pub mod record;
 pub mod sampling;
 pub mod sink;
+pub mod source;
 
 #[cfg(feature = "parquet")]
 pub mod batch;
@@ -131,6 +133,7 @@ pub use schema::{
     META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
 };
 pub use sink::DecisionSink;
+pub use source::Source;
 #[cfg(feature = "parquet")]
 pub use stats::LogStats;
 #[cfg(feature = "parquet")]

@@ -574,6 +574,8 @@ fn files_use_the_documented_encodings_and_statistics() {
 
 #[path = "disk_full_tests.rs"]
 mod disk_full;
+#[path = "fair_queue_tests.rs"]
+mod fair_queue;
 #[path = "recovery_tests.rs"]
 mod recovery_and_reader;
 #[path = "rolling_tests.rs"]

@@ -18,6 +18,7 @@ use super::dir_lock::DirLock;
 use super::error::LogError;
 use super::record::{DecisionRecord, OutcomeRecord};
 use super::rolling::{RollReason, RollingFile, SealedFile};
+use super::source::Source;
 use super::stats::Counters;
 use super::writer::{
     DRAIN_BATCH, Msg, Shared, WRITER_APPEND_ROWS, WRITER_POLL_MS, WRITER_TICK_MS, len_u64,
@@ -38,6 +39,8 @@ pub(crate) struct Worker {
     pending_decisions: Vec<DecisionRecord>,
     pending_decision_rows: u64,
     pending_outcomes: Vec<OutcomeRecord>,
+    /// Of the pending decisions and outcomes, how many are routers'.
+    pending_router: [u64; 2],
     first_error: Option<LogError>,
     /// Set while writes fail: when to try one again (the clock's monotonic ms).
     retry_at: Option<u64>,
@@ -89,6 +92,7 @@ impl Worker {
             pending_decisions: Vec::new(),
             pending_decision_rows: 0,
             pending_outcomes: Vec::new(),
+            pending_router: [0; 2],
             first_error: None,
             retry_at: None,
             compactor,
@@ -173,11 +177,16 @@ impl Worker {
     }
 
     fn handle(&mut self, msg: Msg) {
-        if !matches!(msg, Msg::Hold) {
-            Counters::sub(&self.shared.counters.in_channel, 1);
+        if let Msg::Decision(_, source) | Msg::Outcome(_, source) = &msg {
+            Counters::sub(self.shared.counters.queued(*source), 1);
+        }
+        match &msg {
+            Msg::Decision(_, Source::Router) => self.pending_router[0] += 1,
+            Msg::Outcome(_, Source::Router) => self.pending_router[1] += 1,
+            _ => {}
         }
         match msg {
-            Msg::Decision(rec) => {
+            Msg::Decision(rec, _) => {
                 self.pending_decision_rows = self
                     .pending_decision_rows
                     .saturating_add(len_u64(rec.candidates.len()));
@@ -189,7 +198,7 @@ impl Worker {
                     self.flush(LogKind::Decisions);
                 }
             }
-            Msg::Outcome(rec) => {
+            Msg::Outcome(rec, _) => {
                 self.pending_outcomes.push(rec);
                 let limit = self.flush_threshold(LogKind::Outcomes);
                 if len_u64(self.pending_outcomes.len()) >= limit {
@@ -252,10 +261,12 @@ impl Worker {
             .is_some_and(|at| self.clock.monotonic_ms() < at)
         {
             // Writes are failing: drop, counted, until the next try.
+            let all = [self.pending_decisions.len(), self.pending_outcomes.len()];
             self.pending_decisions.clear();
             self.pending_decision_rows = 0;
             self.pending_outcomes.clear();
-            Counters::add(&self.shared.counters.dropped, len_u64(records));
+            self.count_dropped(LogKind::Decisions, len_u64(all[0]));
+            self.count_dropped(LogKind::Outcomes, len_u64(all[1]));
             return;
         }
         let batch = match kind {
@@ -275,6 +286,7 @@ impl Worker {
             .and_then(|b| self.file(kind).write(&b, now).map(|()| b.num_rows()));
         match result {
             Ok(rows) => {
+                self.pending_router[kind_index(kind)] = 0;
                 Counters::add(&self.shared.counters.open_rows, len_u64(rows));
                 if self.retry_at.take().is_some() {
                     self.shared
@@ -289,12 +301,20 @@ impl Worker {
                 std::thread::yield_now();
             }
             Err(e) => {
-                Counters::add(&self.shared.counters.dropped, len_u64(records));
+                self.count_dropped(kind, len_u64(records));
                 self.fail(kind, e);
                 return;
             }
         }
         self.roll(kind, now);
+    }
+
+    /// Counts the `n` pending records of `kind` dropped, by source.
+    fn count_dropped(&mut self, kind: LogKind, n: u64) {
+        let router = std::mem::take(&mut self.pending_router[kind_index(kind)]).min(n);
+        let c = &self.shared.counters;
+        c.dropped(Source::Router, router);
+        c.dropped(Source::Service, n - router);
     }
 
     /// Rolls both files if due (age without traffic).
@@ -355,5 +375,12 @@ impl Worker {
         if self.first_error.is_none() {
             self.first_error = Some(e);
         }
+    }
+}
+
+fn kind_index(kind: LogKind) -> usize {
+    match kind {
+        LogKind::Decisions => 0,
+        LogKind::Outcomes => 1,
     }
 }
