@@ -497,8 +497,10 @@ fn write_failures_are_counted_and_reported_by_shutdown() {
     assert_eq!((st.files, st.written_rows, st.open_rows), (0, 0, 0));
     // Stats serialize for the admin endpoint.
     let json = serde_json::to_value(st).unwrap();
-    assert_eq!(json["write_errors"], 1);
+    // The first write, and the last try at shutdown.
+    assert_eq!(json["write_errors"], 2);
     assert_eq!(json["decisions_logged"], 1);
+    assert_eq!(json["dropped_service"], 1, "lost at shutdown, counted");
 }
 
 #[test]

@@ -12,8 +12,9 @@ pub struct LogStats {
     /// Rows (one per decision, its candidates nested, plus one per outcome)
     /// in files closed and renamed to their final names by this process.
     pub written_rows: u64,
-    /// Records refused because the channel was full, or drained while
-    /// writes were failing (not counting sampled-out records, records
+    /// Records refused because their source's share of the channel was
+    /// full (as it fills while writes fail), or lost at a shutdown while
+    /// writes still failed (not counting sampled-out records, records
     /// offered while disabled or after shutdown):
     /// `dropped_service + dropped_router`.
     pub dropped: u64,
@@ -33,13 +34,17 @@ pub struct LogStats {
     pub decisions_logged: u64,
     /// Outcome records accepted into the channel.
     pub outcomes_logged: u64,
-    /// Write, seal, compaction or rename failures; the rows already in the
-    /// write-ahead file stay there for start-up recovery.
+    /// Write, seal, compaction or rename failures, each retry counted. A
+    /// failed append is written again in the same write-ahead file once
+    /// writes succeed; a failed seal or compaction leaves the file for
+    /// start-up recovery.
     pub write_errors: u64,
     /// Gauge: rows in write-ahead files not yet compacted.
     pub open_rows: u64,
-    /// Gauge: 1 while writes fail (disk full, I/O error): the writer drops
-    /// what it drains (counted in `dropped`) and retries every second.
+    /// Gauge: 1 while writes fail (disk full, I/O error): the writer holds
+    /// what it could not write, takes nothing more from the channel (which
+    /// fills; then records are dropped at its door, counted in `dropped`)
+    /// and retries every second.
     pub writes_failing: u64,
 }
 

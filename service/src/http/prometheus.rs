@@ -480,7 +480,7 @@ fn registry(st: &AppState) -> Registry {
         failing.set(i64::from(l.writes_failing > 0));
         r.register(
             "scorer_log_writes_failing",
-            "1 while decision-log writes fail (disk full, I/O error): records are dropped, counted, and a write retried every second",
+            "1 while decision-log writes fail (disk full, I/O error): what could not be written is held and retried every second; the queue fills, then records are dropped, counted",
             failing,
         );
     }
