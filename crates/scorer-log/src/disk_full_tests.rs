@@ -7,6 +7,7 @@ use std::io::Write;
 
 use super::*;
 use crate::wal::{WalFile, WalOpener};
+use scorer_core::clock::Clock;
 
 /// A real file on a disk with `room` bytes left: a write past it writes
 /// what fits, then fails with ENOSPC, as a full disk does.
@@ -173,4 +174,34 @@ fn a_shutdown_on_a_disk_still_full_counts_what_it_loses() {
         1 + 3,
         "the held decision, the queued outcomes: {st:?}"
     );
+}
+
+#[test]
+fn a_compaction_that_fails_is_tried_again_before_the_next_one() {
+    let tmp = TempDir::new("compaction-retry");
+    let decisions_dir = tmp.path().join("decisions");
+    let c = clock();
+    let config = LogConfig {
+        max_rows: 1,
+        ..cfg(tmp.path())
+    };
+    let log = start(config, &c);
+    // Something in the way of the first file's Parquet output.
+    let first = crate::naming::final_path(&decisions_dir, LogKind::Decisions, c.wall_ms(), 1);
+    let blocker = crate::naming::inprogress_path(&first);
+    std::fs::create_dir_all(&blocker).unwrap();
+    assert!(log.log_decision(decision(0, 2)));
+    wait_until("compaction failed", || log.stats().write_errors == 1);
+    assert_eq!((log.stats().written_rows, log.stats().open_rows), (0, 1));
+    assert_eq!(wal_files(&decisions_dir).len(), 1, "kept");
+
+    std::fs::remove_dir(&blocker).unwrap();
+    assert!(log.log_decision(decision(1, 2)));
+    // Without a restart: the next roll compacts the earlier file first.
+    wait_until("both compacted", || log.stats().written_rows == 2);
+    assert_eq!(log.stats().open_rows, 0);
+    assert!(wal_files(&decisions_dir).is_empty());
+    log.shutdown().unwrap_err(); // the failure is reported at shutdown
+    let d = read_dir(&decisions_dir, LogKind::Decisions).unwrap();
+    assert_eq!(d.rows, 2 * 2);
 }

@@ -17,6 +17,7 @@ use super::LogKind;
 use arrow::array::RecordBatch;
 
 use super::batch::{decisions_batch_sampled, outcomes_batch};
+use super::compact::CompactError;
 use super::compactor::Compactor;
 use super::config::LogConfig;
 use super::dir_lock::DirLock;
@@ -61,7 +62,11 @@ pub(crate) struct Worker {
 pub(crate) fn compacted(shared: Arc<Shared>) -> super::compactor::OnDone {
     Box::new(move |kind, sealed, result| {
         let c = &shared.counters;
-        Counters::sub(&c.open_rows, sealed.rows);
+        if !matches!(result, Err(CompactError::Log(_))) {
+            // Compacted, or unreadable: no longer waiting (a write failure
+            // is retried by the compactor).
+            Counters::sub(&c.open_rows, sealed.rows);
+        }
         match result {
             Ok(Some(done)) => {
                 Counters::add(&c.written_rows, done.rows);
@@ -74,7 +79,7 @@ pub(crate) fn compacted(shared: Arc<Shared>) -> super::compactor::OnDone {
             Err(e) => {
                 Counters::add(&c.write_errors, 1);
                 tracing::error!(error = %e, kind = kind.prefix(), wal = ?sealed.wal,
-                    rows = sealed.rows, "decision log compaction failed; start-up recovery will retry");
+                    rows = sealed.rows, "decision log compaction failed; tried again before the next one, then at start-up");
             }
         }
     })
