@@ -2,7 +2,9 @@
 //!
 //! The request path only checks sampling and does a non-blocking `try_send` on one
 //! bounded channel shared by decisions and outcomes; it never waits on I/O or on
-//! the writer. One thread drains the channel, buffers records until
+//! the writer. Each [`Source`] has its own budget of the channel's slots
+//! (`channel_capacity` for the service's records, `router_queue_share` of
+//! it for routers'), so one source's flood never drops the other's. One thread drains the channel, buffers records until
 //! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
 //! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
 //! `log.flush_ms` passed, converts them to one `RecordBatch` and appends
