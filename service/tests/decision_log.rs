@@ -374,8 +374,8 @@ fn the_start_log_line_names_both_directories() {
         .find(|l| l.contains("decision log started"))
         .unwrap_or_else(|| panic!("no start line in {log}"));
     for want in [
-        format!("dir={}", dir.0.join("decisions").display()),
-        format!("outcomes_dir={}", dir.0.join("outcomes").display()),
+        format!("dir={:?}", dir.0.join("decisions")),
+        format!("outcomes_dir={:?}", dir.0.join("outcomes")),
         "candidate_features_rate=0.1".to_string(),
     ] {
         assert!(line.contains(&want), "{want} in {line}");
@@ -429,4 +429,92 @@ async fn a_callers_name_is_the_provenance_of_its_decisions_and_outcomes() {
     };
     assert_eq!(caller(&d.batches[0]), "edge-1");
     assert_eq!(caller(&o.batches[0]), "edge-1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_router_flood_never_drops_the_services_own_decisions() {
+    let dir = TempDir::new("router-flood");
+    let t = logged_app(&dir.0, |c| {
+        c.channel_capacity = 16;
+        c.router_queue_share = 0.5;
+    });
+    let batch = json!({"snapshots": [snap("a", WALL, 0.2)]});
+    assert_eq!(t.post_json("/v1/telemetry", &batch).await.0, StatusCode::OK);
+    let log = t.state.engine.decision_log().expect("log").clone();
+    // The writer takes nothing: the queue is all the log can hold, 16 of
+    // the service's records and 8 of the routers'.
+    let hold = log.hold_writer();
+    let (mut router_ok, mut router_busy) = (0, 0);
+    for i in 0..12u64 {
+        // Twice the whole queue of router records, 4 a batch, interleaved
+        // with the service's own decisions.
+        let outcomes: Vec<Value> = (0..4)
+            .map(|j| {
+                json!({"decision_id": format!("r1-{:016x}", i * 4 + j), "worker_id": "a",
+                       "ts_ms": WALL, "latency_ms": 1.0, "success": true})
+            })
+            .collect();
+        let records = json!({"router_id": "r1", "outcomes": outcomes});
+        let (s, b) = t.post_json("/v1/router/decisions", &records).await;
+        match s {
+            StatusCode::OK => router_ok += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(b["error"]["code"], "log_busy", "{b}");
+                router_busy += 1;
+            }
+            other => panic!("{other}: {b}"),
+        }
+        // 16 decisions in all: the service's whole queue.
+        for k in 0..if i < 4 { 2 } else { 1 } {
+            let score = json!({"key": format!("user:{i}:{k}"), "candidates": ["a"]});
+            let (s, b) = t.post_json("/v1/score", &score).await;
+            assert_eq!(s, StatusCode::OK, "{b}");
+        }
+    }
+    assert_eq!((router_ok, router_busy), (2, 10));
+    // Straight into the sink, past the routers' budget: dropped, counted.
+    let sink = t.state.engine.decision_sink().expect("sink").clone();
+    for i in 0..5u64 {
+        let rec = scorer_log::OutcomeRecord {
+            decision_id: format!("r2-{i:016x}"),
+            worker_id: "a".into(),
+            ts_ms: 0,
+            latency_ms: 1.0,
+            success: true,
+            caller: None,
+        };
+        assert!(!sink.log_router_outcome(rec));
+    }
+    let st = log.stats();
+    assert_eq!(
+        (st.decisions_logged, st.dropped_service),
+        (16, 0),
+        "every one of the service's decisions queued: {st:?}"
+    );
+    assert_eq!((st.dropped_router, st.dropped), (5, 5), "{st:?}");
+    let metrics = t.metrics().await;
+    for want in [
+        r#"scorer_log_records_dropped_total{source="service"} 0"#,
+        r#"scorer_log_records_dropped_total{source="router"} 5"#,
+    ] {
+        assert!(metrics.contains(want), "{want} in {metrics}");
+    }
+    let (_, stats) = t.get("/v1/log/stats").await;
+    assert_eq!(
+        (
+            &stats["stats"]["dropped_service"],
+            &stats["stats"]["dropped_router"]
+        ),
+        (&json!(0), &json!(5)),
+        "{stats}"
+    );
+    drop(hold);
+    log.shutdown().expect("clean close");
+    let decisions = read_dir(&dir.0.join("decisions"), LogKind::Decisions).unwrap();
+    let outcomes = read_dir(&dir.0.join("outcomes"), LogKind::Outcomes).unwrap();
+    assert_eq!(
+        (decisions.rows, outcomes.rows),
+        (16, 8),
+        "each candidate row; the two batches taken"
+    );
 }

@@ -408,7 +408,10 @@ fn all_in_cooldown_is_panic_mode_all_dead_is_an_error() {
             &mut sim.rng,
         )
         .unwrap_err();
-    assert_eq!(err, scorer_engine::ScoreError::NoEligibleWorkers);
+    assert!(
+        matches!(err, scorer_engine::ScoreError::NoEligibleWorkers(_)),
+        "{err}"
+    );
     let empty = ScoreRequest::new("k", vec![]);
     let err = sim
         .engine

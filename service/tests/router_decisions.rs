@@ -220,6 +220,7 @@ async fn a_batch_the_log_cannot_take_is_answered_503_and_logged_later() {
         TempDir(std::env::temp_dir().join(format!("scorer-router-busy-{}", std::process::id())));
     let mut cfg = logged_config(&root.0);
     cfg.log.channel_capacity = 8;
+    cfg.log.router_queue_share = 1.0;
     cfg.server.max_feedback_batch = 8;
     let app = logged_app(&cfg);
     let outcomes: Vec<Value> = (0..6)

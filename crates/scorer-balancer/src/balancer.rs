@@ -275,7 +275,7 @@ impl Balancer {
                     source,
                 })
             }
-            Err(ScoreError::NoEligibleWorkers | ScoreError::Selection(_)) => {
+            Err(ScoreError::NoEligibleWorkers(_) | ScoreError::Selection(_)) => {
                 Ok(self.uniform(req, decision_id, rng))
             }
             Err(e) => Err(PickError::Invalid(e)),

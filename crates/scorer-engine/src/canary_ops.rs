@@ -115,8 +115,8 @@ impl Engine {
             stable_hash = %status.stable_hash,
             fraction = status.fraction,
             key_prefix = status.key_prefix.as_deref(),
-            reason = %status.reason,
-            set_by = %status.set_by,
+            reason = ?status.reason,
+            set_by = ?status.set_by,
             "config canary started"
         );
         self.canary.store(Some(Arc::new(canary)));

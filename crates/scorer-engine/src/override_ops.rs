@@ -37,12 +37,12 @@ impl Engine {
             .find(|w| w.worker_id == worker_id)
             .ok_or_else(|| OverrideError::Invalid("the override expired as it was set".into()))?;
         tracing::warn!(
-            worker = %worker_id,
+            worker = ?worker_id,
             kind = shown.kind.as_str(),
             weight = shown.weight,
             ttl_ms = req.ttl_ms,
-            reason = %shown.reason,
-            set_by = %shown.set_by,
+            reason = ?shown.reason,
+            set_by = ?shown.set_by,
             replaced = replaced.map(|r| r.kind.as_str()),
             "worker override set"
         );
@@ -54,7 +54,7 @@ impl Engine {
     pub fn clear_override(&self, worker_id: &str, now_ms: u64) -> Option<WorkerOverride> {
         let o = self.overrides.clear(worker_id)?;
         let shown = shown(worker_id, &o, now_ms)?;
-        tracing::warn!(worker = %worker_id, kind = o.kind.as_str(), "worker override cleared");
+        tracing::warn!(worker = ?worker_id, kind = o.kind.as_str(), "worker override cleared");
         Some(shown)
     }
 
@@ -93,8 +93,8 @@ impl Engine {
     /// Drops the overrides expired at `now_ms`, logging each.
     pub(crate) fn expire_overrides(&self, now_ms: u64) {
         for (id, o) in self.overrides.expire(now_ms) {
-            tracing::warn!(worker = %id, kind = o.kind.as_str(), reason = %o.reason,
-                set_by = %o.set_by, "worker override expired");
+            tracing::warn!(worker = ?id, kind = o.kind.as_str(), reason = ?o.reason,
+                set_by = ?o.set_by, "worker override expired");
         }
     }
 }
@@ -299,14 +299,49 @@ mod tests {
         let r = score(&e, &["w1", "w2"], "max", 1_000).unwrap();
         assert_eq!(r.pick.as_deref(), Some("w2"));
         report(&e, "w1", 0.1, 0, 20_000);
+        let err = score(&e, &["w1", "w2"], "max", 20_000).unwrap_err();
+        assert!(matches!(err, ScoreError::NoEligibleWorkers(_)), "{err}");
         assert_eq!(
-            score(&e, &["w1", "w2"], "max", 20_000).unwrap_err(),
-            ScoreError::NoEligibleWorkers
+            err.to_string(),
+            "no eligible workers: worker `w1` is disabled by an operator override; \
+             the other candidate is dead, unhealthy or has never reported"
         );
         // Cleared, it is picked again.
         e.clear_override("w1", 20_000);
         let r = score(&e, &["w1", "w2"], "max", 20_000).unwrap();
         assert_eq!(r.pick.as_deref(), Some("w1"));
+    }
+
+    #[test]
+    fn the_refusal_names_the_operators_disable_or_drain_not_dead_workers() {
+        let e = engine();
+        report(&e, "w1", 0.1, 0, 1_000);
+        e.set_override("w1", &req(OverrideKind::Disable, None, None), "ops", 1_000)
+            .unwrap();
+        let err = score(&e, &["w1"], "max", 1_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: worker `w1` is disabled by an operator override"
+        );
+        // A drain is a last resort in panic mode: refused only once w1 is dead too.
+        e.set_override("w1", &req(OverrideKind::Drain, None, None), "ops", 1_000)
+            .unwrap();
+        assert_eq!(
+            score(&e, &["w1"], "max", 1_000).unwrap().pick.as_deref(),
+            Some("w1")
+        );
+        let err = score(&e, &["w1", "ghost"], "max", 20_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: worker `w1` is drained by an operator override and has \
+             no live report; the other candidate is dead, unhealthy or has never reported"
+        );
+        e.clear_override("w1", 20_000);
+        let err = score(&e, &["w1"], "max", 20_000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no eligible workers: every candidate is dead or has never reported"
+        );
     }
 
     /// A softmax preview: the same answer as a decision, no pick charged.

@@ -14,6 +14,7 @@ use crate::Engine;
 use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse};
 use crate::canary::ConfigArm::{Canary, Stable};
 use crate::decision::Decision;
+use crate::no_eligible::NoEligible;
 use crate::stages::{self, DecisionStage as Stage, NoObserver, StageObserver};
 use scorer_core::scoring::RequestContext;
 use scorer_core::selection::SelectionError;
@@ -47,9 +48,11 @@ pub enum ScoreError {
     /// `temperature` is negative, NaN or infinite (422).
     #[error("`temperature` must be finite and >= 0, got {}", scorer_core::fmt::exact(*.0))]
     BadTemperature(f64),
-    /// Every candidate is dead or unknown (503).
-    #[error("no eligible workers: every candidate is dead or has never reported")]
-    NoEligibleWorkers,
+    /// No candidate can be picked: each is dead, unknown, unhealthy, or
+    /// drained or disabled by an operator (503); the message names the
+    /// operators' overrides.
+    #[error("no eligible workers: {0}")]
+    NoEligibleWorkers(NoEligible),
     /// The selector refused its input; a bug, answered 500 and logged.
     #[error("selection failed: {0}")]
     Selection(SelectionError),

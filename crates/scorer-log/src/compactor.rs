@@ -1,7 +1,10 @@
 //! The compaction thread: sealed write-ahead files become Parquet files off
 //! the writer thread, so a roll-over never stops the writer from draining
-//! the request path's channel. Jobs run in order; [`Compactor::finish`]
-//! waits for the last one (shutdown closes every file before it returns).
+//! the request path's channel. Jobs run in order; one that fails writing
+//! (a full disk) is tried again before each later job and once more at
+//! [`Compactor::finish`], which waits for the last one (shutdown closes
+//! every file before it returns); what still fails is left to start-up
+//! recovery.
 
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,6 +15,7 @@ use parquet::file::properties::WriterProperties;
 use super::LogKind;
 use super::compact::{CompactError, Compacted, compact};
 use super::error::LogError;
+use super::naming::inprogress_path;
 use super::rolling::SealedFile;
 
 /// Name of the compaction thread.
@@ -51,19 +55,35 @@ impl Compactor {
         let handle = std::thread::Builder::new()
             .name(COMPACTOR_THREAD_NAME.to_owned())
             .spawn(move || {
-                for job in rx {
+                let mut failed: Vec<Job> = Vec::new();
+                let run = |job: Job, failed: &mut Vec<Job>| {
                     let result = compact(&job.sealed.wal, &job.sealed.final_path, job.kind, &props);
                     on_done(job.kind, &job.sealed, &result);
-                    if let Err(e) = result {
-                        let e = match e {
-                            CompactError::Log(e) => e,
-                            CompactError::Unreadable(reason) => {
-                                LogError::io(&job.sealed.wal, std::io::Error::other(reason))
-                            }
-                        };
-                        let mut first = errors.lock().unwrap_or_else(PoisonError::into_inner);
-                        first.get_or_insert(e);
+                    let Err(e) = result else {
+                        return;
+                    };
+                    let e = match e {
+                        CompactError::Log(e) => {
+                            // Free what a full disk let it write; try again later.
+                            let _ = std::fs::remove_file(inprogress_path(&job.sealed.final_path));
+                            failed.push(job);
+                            e
+                        }
+                        CompactError::Unreadable(reason) => {
+                            LogError::io(&job.sealed.wal, std::io::Error::other(reason))
+                        }
+                    };
+                    let mut first = errors.lock().unwrap_or_else(PoisonError::into_inner);
+                    first.get_or_insert(e);
+                };
+                for job in rx {
+                    for earlier in std::mem::take(&mut failed) {
+                        run(earlier, &mut failed);
                     }
+                    run(job, &mut failed);
+                }
+                for earlier in std::mem::take(&mut failed) {
+                    run(earlier, &mut Vec::new());
                 }
             })
             .map_err(|e| LogError::Thread(e.to_string()))?;

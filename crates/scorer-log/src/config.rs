@@ -35,6 +35,12 @@ pub const DEFAULT_ROW_GROUP_ROWS: usize = 4_096;
 /// writer keeps up unless the CPU is saturated; past the capacity records are
 /// dropped and counted rather than queued without bound.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 8_192;
+/// Default for [`LogConfig::router_queue_share`]: routers' records may
+/// queue up to a quarter of `channel_capacity` (2 048 records by default,
+/// 32 of the balancer's 64-record batches), on top of the service's own
+/// `channel_capacity`, so a router flood never takes a slot of the
+/// service's own decisions.
+pub const DEFAULT_ROUTER_QUEUE_SHARE: f64 = 0.25;
 /// Default for [`LogConfig::flush_ms`]: under sustained traffic, records
 /// reach the write-ahead file at least every 200 ms, which bounds what a
 /// crash of the process loses.
@@ -85,8 +91,14 @@ pub struct LogConfig {
     pub max_age_ms: u64,
     /// Maximum rows per Parquet row group (≥ 1), counted as `max_rows` is.
     pub row_group_rows: usize,
-    /// Capacity of the bounded channel to the writer thread, in records (≥ 1).
+    /// Capacity of the bounded channel to the writer thread for the
+    /// service's own records, in records (≥ 1).
     pub channel_capacity: usize,
+    /// Routers' records (`POST /v1/router/decisions`) may queue at most
+    /// this fraction of `channel_capacity`, in [0, 1], in slots of their
+    /// own beside the service's: the service's records are never dropped
+    /// to make room for them. 0 refuses every router record.
+    pub router_queue_share: f64,
     /// Under sustained traffic, pending records are appended to the
     /// write-ahead file at least this often, ms (1..=60 000); a process
     /// crash loses at most the last `flush_ms` of accepted records.
@@ -108,6 +120,7 @@ impl Default for LogConfig {
             max_age_ms: DEFAULT_MAX_AGE_MS,
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            router_queue_share: DEFAULT_ROUTER_QUEUE_SHARE,
             flush_ms: DEFAULT_FLUSH_MS,
             fsync: FsyncPolicy::Roll,
         }
@@ -119,13 +132,15 @@ impl LogConfig {
     ///
     /// # Errors
     /// A message starting with the offending key and giving its value:
-    /// `sample_rate` or `candidate_features_rate` outside [0, 1] or NaN, an
+    /// `sample_rate`, `candidate_features_rate` or `router_queue_share`
+    /// outside [0, 1] or NaN, an
     /// empty `dir`/`outcomes_dir`, or
     /// `max_rows`, `max_bytes`, `max_age_ms`, `row_group_rows`, `channel_capacity` < 1.
     pub fn validate(&self) -> Result<(), String> {
         let fractions = [
             ("sample_rate", self.sample_rate),
             ("candidate_features_rate", self.candidate_features_rate),
+            ("router_queue_share", self.router_queue_share),
         ];
         for (key, value) in fractions {
             if !(value.is_finite() && (0.0..=1.0).contains(&value)) {
@@ -169,6 +184,14 @@ impl LogConfig {
         Ok(())
     }
 
+    /// Records the routers may queue: `router_queue_share ×
+    /// channel_capacity`, rounded down.
+    pub fn router_capacity(&self) -> usize {
+        let share = self.router_queue_share.clamp(0.0, 1.0);
+        let n = (share * self.channel_capacity as f64).floor() as usize;
+        n.min(self.channel_capacity)
+    }
+
     /// The outcomes directory: `outcomes_dir`, or `outcomes` next to `dir`.
     pub fn resolved_outcomes_dir(&self) -> PathBuf {
         match &self.outcomes_dir {
@@ -192,6 +215,7 @@ mod tests {
         assert_eq!(c.validate(), Ok(()));
         assert_eq!(c.resolved_outcomes_dir(), PathBuf::from("data/outcomes"));
         assert_eq!(c.max_bytes, 268_435_456);
+        assert_eq!(c.router_capacity(), 2_048);
     }
 
     #[test]
@@ -212,6 +236,8 @@ mod tests {
         assert!(bad(|c| c.max_age_ms = 0).starts_with("max_age_ms"));
         assert!(bad(|c| c.row_group_rows = 0).starts_with("row_group_rows"));
         assert!(bad(|c| c.channel_capacity = 0).starts_with("channel_capacity"));
+        assert!(bad(|c| c.router_queue_share = 1.01).starts_with("router_queue_share"));
+        assert!(bad(|c| c.router_queue_share = f64::NAN).starts_with("router_queue_share"));
         assert!(bad(|c| c.flush_ms = 0).starts_with("flush_ms"));
         assert!(bad(|c| c.flush_ms = 60_001).starts_with("flush_ms"));
     }

@@ -14,7 +14,8 @@
 //! | [`naming`] | file and partition names, `dt=YYYY-MM-DD`, sequence numbers |
 //! | [`rolling`] | the pure roll decision and the one open file per kind |
 //! | [`writer`] | [`DecisionLog`]: bounded channel + background writer thread |
-//! | [`stats`] | [`LogStats`] counters |
+//! | [`source`] | [`Source`]: the service's own records or a router's, each with its queue budget |
+//! | [`stats`] | [`LogStats`] counters, drops per source |
 //! | [`recovery`] | start-up recovery of `*.inprogress` files left by a crash |
 //! | [`reader`] | loading final files back, with schema/version checks |
 //! | [`join`] | decisions ⋈ outcomes on `(decision_id, worker_id)` |
@@ -24,8 +25,10 @@
 //!
 //! The request path calls [`DecisionLog::log_decision`] / [`DecisionLog::log_outcome`],
 //! which only check sampling and do a non-blocking `try_send` on one bounded channel
-//! (capacity [`LogConfig::channel_capacity`]); a full channel drops the record and
-//! counts it in [`LogStats::dropped`]. One background thread drains the channel,
+//! (capacity [`LogConfig::channel_capacity`] for the service's records, and
+//! [`LogConfig::router_queue_share`] of it more for routers' records, sent with
+//! [`DecisionLog::log_decision_from`]); a source's full budget drops its record and
+//! counts it in [`LogStats::dropped`] (and per [`Source`]). One background thread drains the channel,
 //! builds `RecordBatch`es of one row per decision (its candidates in a nested
 //! list column) and
 //! appends them to the open file of its kind (decisions or outcomes) with
@@ -48,10 +51,12 @@
 //!
 //! ## Durability
 //!
-//! The unit of durability is a closed file: a crash loses the rows of the open
-//! files (at most [`LogConfig::max_age_ms`] worth, or [`LogConfig::max_rows`]) plus
-//! whatever sat in the channel. [`recovery`] renames any leftover in-progress file
-//! that is complete and moves the rest to `quarantine/`.
+//! Appended batches are in the write-ahead file: a crash of the process loses
+//! at most the last [`LogConfig::flush_ms`] plus whatever sat in the channel;
+//! [`recovery`] compacts leftover write-ahead files at start-up and moves
+//! unreadable leftovers to `quarantine/`. A full disk loses nothing accepted:
+//! a failed write is held and resumed in the same file once writes succeed
+//! ([`wal::WalWriter::drain`]).
 //!
 //! ## Training
 //!
@@ -64,6 +69,7 @@ pub mod config;
 pub mod record;
 pub mod sampling;
 pub mod sink;
+pub mod source;
 
 #[cfg(feature = "parquet")]
 pub mod batch;
@@ -131,6 +137,7 @@ pub use schema::{
     META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
 };
 pub use sink::DecisionSink;
+pub use source::Source;
 #[cfg(feature = "parquet")]
 pub use stats::LogStats;
 #[cfg(feature = "parquet")]

@@ -529,8 +529,10 @@ fn write_failures_are_counted_and_reported_by_shutdown() {
     assert_eq!((st.files, st.written_rows, st.open_rows), (0, 0, 0));
     // Stats serialize for the admin endpoint.
     let json = serde_json::to_value(st).unwrap();
-    assert_eq!(json["write_errors"], 1);
+    // The first write, and the last try at shutdown.
+    assert_eq!(json["write_errors"], 2);
     assert_eq!(json["decisions_logged"], 1);
+    assert_eq!(json["dropped_service"], 1, "lost at shutdown, counted");
 }
 
 #[test]
@@ -606,6 +608,8 @@ fn files_use_the_documented_encodings_and_statistics() {
 
 #[path = "disk_full_tests.rs"]
 mod disk_full;
+#[path = "fair_queue_tests.rs"]
+mod fair_queue;
 #[path = "recovery_tests.rs"]
 mod recovery_and_reader;
 #[path = "rolling_tests.rs"]

@@ -379,7 +379,7 @@ impl LoadedLog {
                 Ok(())
             }
             Ok(FileContents::Mismatch(reason)) => {
-                tracing::warn!(path = %path.display(), %reason, "skipping decision log file");
+                tracing::warn!(path = ?path, %reason, "skipping decision log file");
                 self.skipped.push((path, reason));
                 Ok(())
             }

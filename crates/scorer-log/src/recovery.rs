@@ -89,8 +89,8 @@ fn quarantine(root: &Path, path: &Path, reason: String) -> Result<(PathBuf, Stri
         sync_dir(dir)?;
     }
     tracing::warn!(
-        from = %path.display(),
-        to = %target.display(),
+        from = ?path,
+        to = ?target,
         %reason,
         "quarantined an unreadable decision log leftover"
     );
@@ -149,7 +149,7 @@ pub fn recover_dir_with(root: &Path, props: &WriterProperties) -> Result<Recover
                 if let Some(dir) = final_path.parent() {
                     sync_dir(dir)?;
                 }
-                tracing::warn!(path = %final_path.display(), "recovered in-progress decision log file");
+                tracing::warn!(path = ?final_path, "recovered in-progress decision log file");
                 report.recovered.push(final_path);
             }
             (verdict, _) => {
@@ -168,11 +168,11 @@ pub fn recover_dir_with(root: &Path, props: &WriterProperties) -> Result<Recover
             Ok(Some(done)) => {
                 match &done.torn {
                     Some(reason) => {
-                        tracing::warn!(path = %done.path.display(), rows = done.rows, %reason,
+                        tracing::warn!(path = ?done.path, rows = done.rows, %reason,
                             "recovered a write-ahead file up to its torn tail");
                         report.torn.push((done.path.clone(), reason.clone()));
                     }
-                    None => tracing::warn!(path = %done.path.display(), rows = done.rows,
+                    None => tracing::warn!(path = ?done.path, rows = done.rows,
                         "recovered a write-ahead file"),
                 }
                 report.recovered.push(done.path);

@@ -275,7 +275,9 @@ impl RollingFile {
     /// rows survive a crash of the process.
     ///
     /// # Errors
-    /// Creating the directory or file, or writing, failed.
+    /// Creating the directory or file failed (the batch is not taken), or
+    /// writing failed: then the file holds the batch
+    /// ([`RollingFile::pending`]) until [`RollingFile::retry`] writes it.
     pub fn write(&mut self, batch: &RecordBatch, now_ms: u64) -> Result<(), LogError> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -286,11 +288,39 @@ impl RollingFile {
         let Some(open) = self.open.as_mut() else {
             return Ok(()); // ok: set just above
         };
-        open.wal.append(batch)?;
-        open.rows = open
-            .rows
-            .saturating_add(u64::try_from(batch.num_rows()).unwrap_or(u64::MAX));
-        Ok(())
+        let result = open.wal.append(batch);
+        if result.is_ok() || open.wal.pending() {
+            open.rows = open
+                .rows
+                .saturating_add(u64::try_from(batch.num_rows()).unwrap_or(u64::MAX));
+        }
+        result
+    }
+
+    /// Whether a write-ahead file is open.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Whether the open file holds rows a failed write left in memory.
+    pub fn pending(&self) -> bool {
+        self.open.as_ref().is_some_and(|o| o.wal.pending())
+    }
+
+    /// Rows a failed write left in memory (see [`WalWriter::pending_rows`]).
+    pub fn pending_rows(&self) -> u64 {
+        self.open.as_ref().map_or(0, |o| o.wal.pending_rows())
+    }
+
+    /// Writes what a failed write left in memory, in the same file.
+    ///
+    /// # Errors
+    /// The write failed again.
+    pub fn retry(&mut self) -> Result<(), LogError> {
+        match self.open.as_mut() {
+            Some(open) => open.wal.drain(),
+            None => Ok(()),
+        }
     }
 
     /// Seals the open file if [`roll_reason`] says so at `now_ms`.
@@ -333,13 +363,6 @@ impl RollingFile {
             final_path: open.final_path,
             rows: open.rows,
         }))
-    }
-
-    /// Drops the open file without sealing it (after an error); the
-    /// write-ahead file stays on disk for start-up recovery. Returns the
-    /// rows it held.
-    pub fn abandon(&mut self) -> u64 {
-        self.open.take().map_or(0, |o| o.rows)
     }
 
     fn open_file(&mut self, now_ms: u64) -> Result<OpenFile, LogError> {

@@ -24,6 +24,25 @@ pub trait DecisionSink: std::any::Any + Send + Sync + std::fmt::Debug {
     fn room(&self) -> usize {
         usize::MAX
     }
+
+    /// Queue one decision a router made (`POST /v1/router/decisions`),
+    /// within the routers' own budget: never at the cost of the host's own
+    /// records. By default as [`DecisionSink::log_decision`].
+    fn log_router_decision(&self, rec: DecisionRecord) -> bool {
+        self.log_decision(rec)
+    }
+
+    /// Queue one outcome a router reported, as
+    /// [`DecisionSink::log_router_decision`].
+    fn log_router_outcome(&self, rec: OutcomeRecord) -> bool {
+        self.log_outcome(rec)
+    }
+
+    /// Routers' records the sink can take now without dropping, within
+    /// their budget, as an estimate (by default [`DecisionSink::room`]).
+    fn router_room(&self) -> usize {
+        self.room()
+    }
 }
 
 #[cfg(feature = "parquet")]
@@ -42,5 +61,17 @@ impl DecisionSink for crate::DecisionLog {
 
     fn room(&self) -> usize {
         crate::DecisionLog::room(self)
+    }
+
+    fn log_router_decision(&self, rec: DecisionRecord) -> bool {
+        self.log_decision_from(crate::Source::Router, rec)
+    }
+
+    fn log_router_outcome(&self, rec: OutcomeRecord) -> bool {
+        self.log_outcome_from(crate::Source::Router, rec)
+    }
+
+    fn router_room(&self) -> usize {
+        crate::DecisionLog::router_room(self)
     }
 }

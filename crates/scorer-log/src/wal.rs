@@ -6,7 +6,7 @@
 //! readers see.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,33 +50,19 @@ pub fn file_opener() -> WalOpener {
     })
 }
 
-/// Buffer of the write-ahead writer, bytes (a batch is flushed whole anyway).
-const WAL_BUFFER_BYTES: usize = 256 * 1024;
-
-/// A writer that counts the bytes through it.
-#[derive(Debug)]
-struct Counting<W> {
-    inner: W,
-    bytes: u64,
-}
-
-impl<W: Write> Write for Counting<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.bytes = self
-            .bytes
-            .saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// An open write-ahead file.
+/// An open write-ahead file. Each batch is encoded in memory, then written
+/// out; a write that fails part-way (ENOSPC, EIO) keeps the bytes not yet
+/// on disk, and [`WalWriter::drain`] writes them on a later try, so the
+/// file resumes exactly where it stopped: no torn batch, no new file.
 pub struct WalWriter {
-    writer: StreamWriter<Counting<BufWriter<Box<dyn WalFile>>>>,
+    stream: StreamWriter<Vec<u8>>,
+    file: Box<dyn WalFile>,
+    /// Encoded bytes not on disk yet.
+    unwritten: Vec<u8>,
+    /// Bytes encoded so far (on disk or in `unwritten`).
+    bytes: u64,
+    /// Rows of the batches not wholly on disk.
+    unwritten_rows: u64,
     path: PathBuf,
     fsync: FsyncPolicy,
 }
@@ -85,17 +71,20 @@ impl std::fmt::Debug for WalWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WalWriter")
             .field("path", &self.path)
-            .field("bytes", &self.bytes())
+            .field("bytes", &self.bytes)
+            .field("unwritten", &self.unwritten.len())
             .finish()
     }
 }
 
 impl WalWriter {
-    /// Creates `path` (which must not exist) with `open` and writes the
-    /// stream's schema.
+    /// Creates `path` (which must not exist) with `open` and encodes the
+    /// stream's schema; the schema reaches the disk with the first
+    /// [`WalWriter::append`] (or [`WalWriter::drain`]), so a full disk
+    /// leaves at most this one file, which a later try completes.
     ///
     /// # Errors
-    /// [`LogError::Io`] if the file exists or cannot be written.
+    /// [`LogError::Io`] if the file exists or cannot be created.
     pub fn create(
         path: &Path,
         schema: &Schema,
@@ -103,54 +92,115 @@ impl WalWriter {
         open: &WalOpener,
     ) -> Result<Self, LogError> {
         let file = open(path).map_err(|e| LogError::io(path, e))?;
-        let sink = Counting {
-            inner: BufWriter::with_capacity(WAL_BUFFER_BYTES, file),
+        let stream = StreamWriter::try_new(Vec::new(), schema).map_err(|e| arrow_err(path, e))?;
+        let mut w = Self {
+            stream,
+            file,
+            unwritten: Vec::new(),
             bytes: 0,
-        };
-        let mut writer = StreamWriter::try_new(sink, schema).map_err(|e| arrow_err(path, e))?;
-        writer.flush().map_err(|e| arrow_err(path, e))?;
-        Ok(Self {
-            writer,
+            unwritten_rows: 0,
             path: path.to_owned(),
             fsync,
-        })
+        };
+        w.take_encoded();
+        Ok(w)
     }
 
-    /// Appends `batch` and hands it to the kernel (and to the disk with
-    /// [`FsyncPolicy::Batch`]): once this returns, a crash of the process
-    /// no longer loses it.
+    /// Encodes `batch` into the stream, then [drains](WalWriter::drain)
+    /// it to the kernel (and to the disk with [`FsyncPolicy::Batch`]):
+    /// once this returns `Ok`, a crash of the process no longer loses it.
     ///
     /// # Errors
-    /// [`LogError::Io`] on a failed write, flush or fsync (e.g. ENOSPC).
+    /// [`LogError::Io`] on a failed write or fsync (e.g. ENOSPC): the
+    /// batch is kept ([`WalWriter::pending`]) for the next drain. A batch
+    /// that does not fit the schema is not taken: an error with nothing
+    /// pending.
     pub fn append(&mut self, batch: &RecordBatch) -> Result<(), LogError> {
-        self.writer
+        self.stream
             .write(batch)
             .map_err(|e| arrow_err(&self.path, e))?;
-        self.writer.flush().map_err(|e| arrow_err(&self.path, e))?;
+        self.take_encoded();
+        self.unwritten_rows = self
+            .unwritten_rows
+            .saturating_add(u64::try_from(batch.num_rows()).unwrap_or(u64::MAX));
+        self.drain()
+    }
+
+    /// Writes the encoded bytes not yet on disk, resuming where a failed
+    /// write stopped; `Ok` at once when there are none.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] when a write or fsync fails again.
+    pub fn drain(&mut self) -> Result<(), LogError> {
+        if self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let mut done = 0;
+        let result = loop {
+            if done == self.unwritten.len() {
+                break self.file.flush();
+            }
+            match self.file.write(&self.unwritten[done..]) {
+                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.unwritten.drain(..done);
+        result.map_err(|e| LogError::io(&self.path, e))?;
+        self.unwritten_rows = 0;
         if self.fsync == FsyncPolicy::Batch {
-            self.file()
+            self.file
                 .sync(false)
                 .map_err(|e| LogError::io(&self.path, e))?;
         }
         Ok(())
     }
 
-    /// Bytes written so far (Arrow IPC: about the in-memory size).
+    /// Whether encoded bytes wait for a write that failed.
+    pub fn pending(&self) -> bool {
+        !self.unwritten.is_empty()
+    }
+
+    /// Rows of the batches a failed write left (partly) in memory: lost
+    /// if the file is dropped before a drain succeeds.
+    pub fn pending_rows(&self) -> u64 {
+        self.unwritten_rows
+    }
+
+    /// Bytes of the stream so far (Arrow IPC: about the in-memory size).
     pub fn bytes(&self) -> u64 {
-        self.writer.get_ref().bytes
+        self.bytes
     }
 
-    fn file(&self) -> &dyn WalFile {
-        self.writer.get_ref().inner.get_ref().as_ref()
+    /// The path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// Writes the end-of-stream marker and fsyncs the file.
+    fn take_encoded(&mut self) {
+        let encoded = self.stream.get_mut();
+        self.bytes = self
+            .bytes
+            .saturating_add(u64::try_from(encoded.len()).unwrap_or(u64::MAX));
+        if self.unwritten.is_empty() {
+            std::mem::swap(&mut self.unwritten, encoded);
+        } else {
+            self.unwritten.append(encoded);
+        }
+    }
+
+    /// Writes the end-of-stream marker (and whatever a failed write left)
+    /// and fsyncs the file.
     ///
     /// # Errors
     /// [`LogError::Io`] on a failed write or fsync; the file stays for recovery.
     pub fn seal(mut self) -> Result<PathBuf, LogError> {
-        self.writer.finish().map_err(|e| arrow_err(&self.path, e))?;
-        self.file()
+        self.stream.finish().map_err(|e| arrow_err(&self.path, e))?;
+        self.take_encoded();
+        self.drain()?;
+        self.file
             .sync(true)
             .map_err(|e| LogError::io(&self.path, e))?;
         Ok(self.path)

@@ -2,7 +2,9 @@
 //!
 //! The request path only checks sampling and does a non-blocking `try_send` on one
 //! bounded channel shared by decisions and outcomes; it never waits on I/O or on
-//! the writer. One thread drains the channel, buffers records until
+//! the writer. Each [`Source`] has its own budget of the channel's slots
+//! (`channel_capacity` for the service's records, `router_queue_share` of
+//! it for routers'), so one source's flood never drops the other's. One thread drains the channel, buffers records until
 //! `min(`[`WRITER_APPEND_ROWS`]`, row_group_rows, rows left before max_rows)`
 //! rows (or [`WRITER_APPEND_ROWS`] candidates) are pending, traffic pauses for a poll interval, or
 //! `log.flush_ms` passed, converts them to one `RecordBatch` and appends
@@ -32,6 +34,7 @@ use super::record::{DecisionRecord, OutcomeRecord};
 use super::recovery::recover_dir_with;
 use super::rolling::{RollingFile, writer_properties};
 use super::sampling::sampled_at;
+use super::source::Source;
 use super::stats::{Counters, LogStats};
 use super::wal::{WalOpener, file_opener};
 use super::worker::{Worker, compacted};
@@ -59,8 +62,8 @@ pub const WRITER_THREAD_NAME: &str = "decision-log-writer";
 /// A queued message; a decision is boxed because the bounded channel
 /// allocates every slot up front (inline, 65 536 slots were ~19 MB).
 pub(crate) enum Msg {
-    Decision(Box<DecisionRecord>),
-    Outcome(OutcomeRecord),
+    Decision(Box<DecisionRecord>, Source),
+    Outcome(OutcomeRecord, Source),
     /// Park until every [`WriterHold`] is dropped (or shutdown).
     Hold,
 }
@@ -92,7 +95,10 @@ impl Shared {
 pub struct DecisionLog {
     enabled: bool,
     sample_rate: f64,
+    /// The service's own records the channel holds.
     capacity: usize,
+    /// Routers' records the channel holds, beside the service's.
+    router_capacity: usize,
     tx: RwLock<Option<SyncSender<Msg>>>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<Result<(), LogError>>>>,
@@ -151,6 +157,7 @@ impl DecisionLog {
                 enabled: false,
                 sample_rate: cfg.sample_rate,
                 capacity: 0,
+                router_capacity: 0,
                 tx: RwLock::new(None),
                 shared,
                 thread: Mutex::new(None),
@@ -175,15 +182,18 @@ impl DecisionLog {
         }
         let sample_rate = cfg.sample_rate;
         let capacity = cfg.channel_capacity;
+        let router_capacity = cfg.router_capacity();
         let st = shared.counters.snapshot();
-        tracing::info!(dir = %cfg.dir.display(), outcomes_dir = %outcomes_dir.display(),
+        tracing::info!(dir = ?cfg.dir, outcomes_dir = ?outcomes_dir,
             sample_rate, candidate_features_rate = cfg.candidate_features_rate,
             recovered = st.recovered, quarantined = st.quarantined, "decision log started");
         let decisions =
             RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg).with_opener(opener.clone());
         let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg).with_opener(opener);
         let compactor = Compactor::spawn(writer_properties(&cfg), compacted(shared.clone()))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(cfg.channel_capacity);
+        // Each source's slots, and one for a hold, so that a send within a
+        // source's budget always finds a free slot.
+        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + router_capacity + 1);
         let worker = Worker::new(
             rx,
             cfg,
@@ -201,6 +211,7 @@ impl DecisionLog {
             enabled: true,
             sample_rate,
             capacity,
+            router_capacity,
             tx: RwLock::new(Some(tx)),
             shared,
             thread: Mutex::new(Some(handle)),
@@ -214,31 +225,64 @@ impl DecisionLog {
         self.enabled && sampled_at(decision_id, self.sample_rate)
     }
 
-    /// Queues a decision without blocking. Returns true if accepted; false if not
-    /// sampled, disabled or shut down (none counted), or if the channel is full or
-    /// the writer is gone (counted in `dropped`).
+    /// Queues one of the service's own decisions without blocking. Returns
+    /// true if accepted; false if not sampled, disabled or shut down (none
+    /// counted), or if the service's share of the channel is full or the
+    /// writer is gone (counted in `dropped_service`).
     pub fn log_decision(&self, rec: DecisionRecord) -> bool {
-        if !self.sampled(&rec.decision_id) {
-            return false;
-        }
-        self.offer(Msg::Decision(Box::new(rec)), true)
+        self.log_decision_from(Source::Service, rec)
     }
 
-    /// Queues an outcome without blocking, kept iff its decision is
-    /// [sampled](Self::sampled). Returns as [`DecisionLog::log_decision`].
+    /// Queues an outcome of one of the service's decisions without
+    /// blocking, kept iff its decision is [sampled](Self::sampled). Returns
+    /// as [`DecisionLog::log_decision`].
     pub fn log_outcome(&self, rec: OutcomeRecord) -> bool {
+        self.log_outcome_from(Source::Service, rec)
+    }
+
+    /// Queues a decision of `source`, within that source's budget of the
+    /// channel (`channel_capacity` for the service, `router_queue_share`
+    /// of it for routers): a full budget drops the record, counted for its
+    /// source, and never takes the other source's slots.
+    pub fn log_decision_from(&self, source: Source, rec: DecisionRecord) -> bool {
         if !self.sampled(&rec.decision_id) {
             return false;
         }
-        self.offer(Msg::Outcome(rec), false)
+        self.offer(Msg::Decision(Box::new(rec), source), source, true)
     }
 
-    fn offer(&self, msg: Msg, decision: bool) -> bool {
+    /// Queues an outcome of `source`, as [`DecisionLog::log_decision_from`].
+    pub fn log_outcome_from(&self, source: Source, rec: OutcomeRecord) -> bool {
+        if !self.sampled(&rec.decision_id) {
+            return false;
+        }
+        self.offer(Msg::Outcome(rec, source), source, false)
+    }
+
+    fn budget(&self, source: Source) -> u64 {
+        len_u64(match source {
+            Source::Service => self.capacity,
+            Source::Router => self.router_capacity,
+        })
+    }
+
+    fn offer(&self, msg: Msg, source: Source, decision: bool) -> bool {
         let guard = self.tx.read().unwrap_or_else(PoisonError::into_inner);
         let Some(tx) = guard.as_ref() else {
             return false;
         };
         let c = &self.shared.counters;
+        let budget = self.budget(source);
+        let queued = c.queued(source);
+        let reserved = queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < budget).then_some(n + 1)
+            })
+            .is_ok();
+        if !reserved {
+            c.dropped(source, 1);
+            return false;
+        }
         match tx.try_send(msg) {
             Ok(()) => {
                 let counter = if decision {
@@ -247,34 +291,35 @@ impl DecisionLog {
                     &c.outcomes_logged
                 };
                 Counters::add(counter, 1);
-                Counters::add(&c.in_channel, 1);
                 true
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                Counters::add(&c.dropped, 1);
+                Counters::sub(queued, 1);
+                c.dropped(source, 1);
                 false
             }
         }
     }
 
-    /// Records the channel can take now without dropping (an estimate:
-    /// other threads may fill it meanwhile). 0 when disabled or closed.
+    /// The service's own records the channel can take now without dropping
+    /// (an estimate: other threads may fill it meanwhile). 0 when disabled
+    /// or closed.
     pub fn room(&self) -> usize {
-        if !self.enabled
-            || self
-                .shared
-                .closed
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        self.room_of(Source::Service)
+    }
+
+    /// Routers' records the channel can take now without dropping, within
+    /// their budget (`router_queue_share`); as [`DecisionLog::room`].
+    pub fn router_room(&self) -> usize {
+        self.room_of(Source::Router)
+    }
+
+    fn room_of(&self, source: Source) -> usize {
+        if !self.enabled || self.shared.closed.load(Ordering::Relaxed) {
             return 0;
         }
-        let queued = self
-            .shared
-            .counters
-            .in_channel
-            .load(std::sync::atomic::Ordering::Relaxed);
-        self.capacity
-            .saturating_sub(usize::try_from(queued).unwrap_or(usize::MAX))
+        let queued = self.shared.counters.queued(source).load(Ordering::Relaxed);
+        usize::try_from(self.budget(source).saturating_sub(queued)).unwrap_or(usize::MAX)
     }
 
     /// A snapshot of the counters (see [`LogStats`] for each one's meaning).

@@ -41,7 +41,7 @@ impl Slot {
     fn load(dir: &Path, cfg: &ModelConfig, now_wall_ms: u64) -> Slot {
         match load_model_dir(dir, cfg, now_wall_ms) {
             Ok(m) => {
-                tracing::info!(dir = %dir.display(), version = %m.card.model_version,
+                tracing::info!(dir = ?dir, version = ?m.card.model_version,
                     golden_rows = m.golden_rows, golden_max_abs_diff = m.golden_max_abs_diff,
                     "model loaded");
                 Slot::Ready(Arc::new(m))
@@ -140,7 +140,7 @@ impl ModelHub {
                     "ab" => "arm B's keys score on rules alone",
                     _ => "no shadow scores are computed",
                 };
-                tracing::warn!(dir = %dir.display(), role, error = %message, "model refused; {consequence}");
+                tracing::warn!(dir = ?dir, role, error = %message, "model refused; {consequence}");
             }
         }
         Self::with_set(set, clock)
@@ -210,7 +210,7 @@ impl ModelHub {
             _ => None,
         });
         if let Some((role, dir, error)) = refused {
-            tracing::warn!(dir = %dir.display(), role, %error, "model reload refused; keeping the current models");
+            tracing::warn!(dir = ?dir, role, %error, "model reload refused; keeping the current models");
             return ReloadReport {
                 applied: false,
                 generation: current,

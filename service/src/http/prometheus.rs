@@ -81,6 +81,11 @@ struct SlotLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QuantileLabels {
     quantile: String,
 }
@@ -445,11 +450,14 @@ fn registry(st: &AppState) -> Registry {
             "Decision-log rows in closed files (one per decision or outcome)",
             l.written_rows,
         );
-        counter(
-            &mut r,
+        let dropped: Family<SourceLabels, Counter> = Family::default();
+        for (source, n) in [("service", l.dropped_service), ("router", l.dropped_router)] {
+            dropped.get_or_create(&SourceLabels { source }).inc_by(n);
+        }
+        r.register(
             "scorer_log_records_dropped",
-            "Decision-log records dropped (channel full, or writes failing)",
-            l.dropped,
+            "Decision-log records dropped (their source's queue budget full, or writes failing), by source: the service's own or routers'",
+            dropped,
         );
         counter(
             &mut r,
@@ -473,7 +481,7 @@ fn registry(st: &AppState) -> Registry {
         failing.set(i64::from(l.writes_failing > 0));
         r.register(
             "scorer_log_writes_failing",
-            "1 while decision-log writes fail (disk full, I/O error): records are dropped, counted, and a write retried every second",
+            "1 while decision-log writes fail (disk full, I/O error): what could not be written is held and retried every second; the queue fills, then records are dropped, counted",
             failing,
         );
     }

@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 use crate::decision::Decision;
+use crate::no_eligible::NoEligible;
 use crate::overrides::OverrideKind;
 use crate::score::ScoreError;
 use crate::weight::selection_weight;
@@ -16,7 +17,8 @@ use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};
 /// Runs the dynamics stage and sets `d.selectable` and `d.panic`.
 ///
 /// # Errors
-/// [`ScoreError::NoEligibleWorkers`] when nothing is selectable.
+/// [`ScoreError::NoEligibleWorkers`] when nothing is selectable, naming
+/// the candidates an operator drained or disabled.
 pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreError> {
     let now_ms = d.now_ms;
     for (s, id) in d.scored.iter_mut().zip(&d.ids) {
@@ -87,9 +89,24 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
         (Vec::new(), false)
     };
     if d.selectable.is_empty() {
-        return Err(ScoreError::NoEligibleWorkers);
+        return Err(ScoreError::NoEligibleWorkers(no_eligible(d)));
     }
     Ok(())
+}
+
+/// Why nothing is selectable: the candidates an operator drained or
+/// disabled, named, and the others counted.
+fn no_eligible(d: &Decision<'_>) -> NoEligible {
+    let mut why = NoEligible::default();
+    for (s, id) in d.scored.iter().zip(&d.ids) {
+        match s.operator {
+            Some(kind @ (OverrideKind::Drain | OverrideKind::Disable)) => {
+                why.push_overridden(id, kind, s.live);
+            }
+            _ => why.others += 1,
+        }
+    }
+    why
 }
 
 /// Applies the operators' overrides in force: a drained or disabled
@@ -216,7 +233,13 @@ mod tests {
         report(&e, "a", 0.1, 0, 0);
         let req = request(&["a", "ghost"]);
         let mut d = decision(&req, &e, 20_000);
-        assert_eq!(run(&mut d, &e), Err(ScoreError::NoEligibleWorkers));
+        assert_eq!(
+            run(&mut d, &e),
+            Err(ScoreError::NoEligibleWorkers(NoEligible {
+                others: 2,
+                ..NoEligible::default()
+            }))
+        );
         assert!(d.selectable.is_empty());
     }
 }

@@ -160,7 +160,7 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
     let mut body = switch_on_own_thread(st.engine.clone(), cfg, to.clone(), st.clock.wall_ms())
         .await
         .inspect_err(|e| {
-            tracing::warn!(dir = %shown(&to.dir), error = %e.message, "model {action} refused; nothing changed");
+            tracing::warn!(dir = ?shown(&to.dir), error = %e.message, "model {action} refused; nothing changed");
         })?;
     let before = st.promotions.get();
     st.promotions.set(PromotionState {
@@ -175,7 +175,7 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
             .or_else(|| before.promoted.map(|(_, s)| s))
             .map(|s| (to.clone(), s)),
     });
-    tracing::info!(from = %from.dir.display(), to = %to.dir.display(), enabled = to.enabled,
+    tracing::info!(from = ?from.dir, to = ?to.dir, enabled = to.enabled,
         version = %body["model_version"], "model {action} applied");
     body["applied"] = Value::Bool(true);
     body["dir"] = json!(to.dir);

@@ -288,11 +288,11 @@ pub(crate) async fn router_decisions(
         .await
         .ok();
     if turn.is_some() {
-        while log.room() < sampled && tokio::time::Instant::now() < give_up {
+        while log.router_room() < sampled && tokio::time::Instant::now() < give_up {
             tokio::time::sleep(std::time::Duration::from_millis(LOG_POLL_MS)).await;
         }
     }
-    let (Some(_turn), true) = (turn, log.room() >= sampled) else {
+    let (Some(_turn), true) = (turn, log.router_room() >= sampled) else {
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "log_busy",
@@ -328,7 +328,7 @@ pub(crate) async fn router_decisions(
             checked,
             log.as_ref(),
             |r| &r.decision_id,
-            |r| log.log_decision(r),
+            |r| log.log_router_decision(r),
         );
     }
     let mut keys = HashSet::with_capacity(outcomes.len());
@@ -348,7 +348,7 @@ pub(crate) async fn router_decisions(
             checked,
             log.as_ref(),
             |r| &r.decision_id,
-            |r| log.log_outcome(r),
+            |r| log.log_router_outcome(r),
         );
     }
     if answer.decisions.refused + answer.outcomes.refused > 0

@@ -119,7 +119,7 @@ impl From<IngestError> for ApiError {
 impl From<ScoreError> for ApiError {
     fn from(e: ScoreError) -> Self {
         match e {
-            ScoreError::NoEligibleWorkers => Self::new(
+            ScoreError::NoEligibleWorkers(_) => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no_eligible_workers",
                 e.to_string(),
