@@ -12,6 +12,8 @@ pub const DEFAULT_VIEW_STREAMS_PER_CREDENTIAL: usize = 16;
 pub const DEFAULT_VIEW_STREAMS_MAX: usize = 1_024;
 /// Default [`LimitsConfig::reserved_connections_share`].
 pub const DEFAULT_RESERVED_CONNECTIONS_SHARE: f64 = 0.75;
+/// Default [`LimitsConfig::view_stream_budget_bytes`]: 8 MiB.
+pub const DEFAULT_VIEW_STREAM_BUDGET_BYTES: u64 = 8 * 1024 * 1024;
 
 /// `[limits]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +29,10 @@ pub struct LimitsConfig {
     /// take, kept for health checks, scoring and every other short request,
     /// in [0, 1). Default 0.75: streams together hold at most a quarter.
     pub reserved_connections_share: f64,
+    /// Bytes a view stream may have queued and not yet taken by its
+    /// client's socket; past it the stream is cut off and the client told
+    /// to reconnect. Default 8 MiB.
+    pub view_stream_budget_bytes: u64,
 }
 
 impl Default for LimitsConfig {
@@ -35,6 +41,7 @@ impl Default for LimitsConfig {
             view_streams_per_credential: DEFAULT_VIEW_STREAMS_PER_CREDENTIAL,
             view_streams_max: DEFAULT_VIEW_STREAMS_MAX,
             reserved_connections_share: DEFAULT_RESERVED_CONNECTIONS_SHARE,
+            view_stream_budget_bytes: DEFAULT_VIEW_STREAM_BUDGET_BYTES,
         }
     }
 }
@@ -59,6 +66,12 @@ impl LimitsConfig {
             return Err((
                 "limits.reserved_connections_share",
                 format!("must be in [0, 1), got {share}"),
+            ));
+        }
+        if self.view_stream_budget_bytes == 0 {
+            return Err((
+                "limits.view_stream_budget_bytes",
+                "must be at least 1".to_owned(),
             ));
         }
         Ok(())
@@ -123,5 +136,9 @@ mod tests {
                 "limits.reserved_connections_share"
             );
         }
+        assert_eq!(
+            bad(|l| l.view_stream_budget_bytes = 0),
+            "limits.view_stream_budget_bytes"
+        );
     }
 }

@@ -58,7 +58,8 @@ impl ConnectionLimits {
 /// Serve `router` on `listener` until `shutdown` resolves, then stop
 /// accepting and wait for the open connections to finish their requests.
 ///
-/// Every request carries the peer's [`ConnectInfo<SocketAddr>`], and over
+/// Every request carries the peer's [`ConnectInfo<SocketAddr>`], the count
+/// of bytes its connection has written ([`super::stream_queue::WrittenBytes`]), and over
 /// TLS with a verified client certificate, its [`ClientCertificate`]. A
 /// connection accepted while `max_connections` are open is closed at once.
 /// With `tls`, every connection is TLS: the handshake must finish within
@@ -151,10 +152,12 @@ impl Connection {
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let peer = self.peer;
+        let written = watch.written();
         let service = self
             .router
             .map_request(move |mut req: axum::http::Request<Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(peer));
+                req.extensions_mut().insert(written.clone());
                 if let Some(cert) = &cert {
                     req.extensions_mut().insert(cert.clone());
                 }
