@@ -85,7 +85,9 @@ impl ViewHub {
             latest.insert(Arc::from(s.worker_id.as_str()), (s.clone(), received_ms));
         }
         drop(latest);
-        if self.feed.receiver_count() > 0 {
+        // Only while a stream follows: the hub's task keeps a receiver for
+        // good, and a stream's first full view holds what came before it.
+        if self.views.receiver_count() > 0 {
             let items: Published = batch.iter().map(|s| (s.clone(), received_ms)).collect();
             // No receiver between the check and the send is not an error.
             let _ = self.feed.send(items);

@@ -1,7 +1,7 @@
 //! A view stream over a real socket whose client stops reading: the bytes
 //! its socket does not take count against `limits.view_stream_budget_bytes`,
-//! so it is cut off, its queue freed and its place given back, while the
-//! service keeps answering.
+//! so it is cut off, its queue freed, its place given back and its
+//! connection closed, while the service keeps answering.
 
 mod common;
 
@@ -12,7 +12,7 @@ use common::{TestApp, no_warmup, test_app};
 use scorer_core::clock::Clock;
 use serde_json::json;
 use service::http::ConnectionLimits;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 
 /// Budget of the test's streams, bytes: well below one full view.
@@ -80,10 +80,27 @@ async fn a_client_that_stops_reading_is_cut_off_and_its_queue_freed() {
         common::metric_value(&m, "scorer_view_stream_queued_bytes"),
         Some(0.0)
     );
+    // The client that still does not read has its connection closed: once
+    // it reads again, the stream ends in a close, not a kept-alive wait.
+    tokio::time::sleep(Duration::from_millis(
+        service::http::endpoints::view::CUT_GRACE_MS + 500,
+    ))
+    .await;
+    let ends = async {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match stalled.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), ends)
+        .await
+        .expect("the connection is closed");
     // The service still answers on other connections.
     let health = reqwest::get(format!("http://{addr}/healthz"))
         .await
         .expect("healthz");
     assert_eq!(health.status().as_u16(), 200);
-    drop(stalled);
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::http::auth::Caller;
 use crate::http::error_body::ErrorBody;
-use crate::http::transport::stream_queue::{self, StreamQueue, WrittenBytes};
+use crate::http::transport::stream_queue::{self, ConnectionCloser, StreamQueue, WrittenBytes};
 use crate::http::transport::streams::{
     ANONYMOUS, STREAM_RETRY_AFTER_S, StreamLimit, StreamOwner, StreamPermit,
 };
@@ -23,6 +23,7 @@ use scorer_engine::view::{View, is_valid_router_id};
 
 #[path = "view_subscriber.rs"]
 mod view_subscriber;
+pub use view_subscriber::CUT_GRACE_MS;
 use view_subscriber::Subscriber;
 
 /// Longest bounded stream, events.
@@ -65,6 +66,7 @@ pub(crate) async fn view(
     caller: Option<Extension<Caller>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     written: Option<Extension<WrittenBytes>>,
+    closer: Option<Extension<ConnectionCloser>>,
     q: Result<Query<ViewQuery>, QueryRejection>,
 ) -> Response {
     let q = match q {
@@ -95,6 +97,7 @@ pub(crate) async fn view(
         router_id,
         credential,
         permit,
+        closer: closer.map(|Extension(c)| c),
         st,
     };
     tokio::spawn(view_subscriber::run(subscriber));

@@ -2,8 +2,9 @@
 //! and the other routers' load into this stream's events, and queues them
 //! within the stream's byte budget (`limits.view_stream_budget_bytes`).
 //! A stream whose client does not take its bytes is cut off: its queue
-//! is dropped, a last comment says why, and its place among the open
-//! streams is freed.
+//! is dropped, a last comment says why, its place among the open streams
+//! is freed, and its connection is closed unless the client takes the
+//! comment within [`CUT_GRACE_MS`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,15 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::http::AppState;
-use crate::http::transport::stream_queue::{Pushed, StreamQueue};
+use crate::http::transport::stream_queue::{ConnectionCloser, Pushed, StreamQueue};
 use crate::http::transport::streams::StreamPermit;
 use crate::load_board::OthersLoad;
 use crate::view_hub::wire::{self, SharedView};
 use scorer_engine::view::{LOAD_INTERVAL_MS, ViewKind, WorkerLoad};
+
+/// How long a cut-off stream's client has to take its last comment before
+/// its connection is closed, ms.
+pub const CUT_GRACE_MS: u64 = 1_000;
 
 /// One stream's state.
 pub(crate) struct Subscriber {
@@ -30,6 +35,8 @@ pub(crate) struct Subscriber {
     pub router_id: Option<String>,
     pub credential: Arc<str>,
     pub permit: StreamPermit,
+    /// Closes the stream's connection (absent without one).
+    pub closer: Option<ConnectionCloser>,
 }
 
 /// Why a stream stops producing.
@@ -61,6 +68,7 @@ pub(crate) async fn run(s: Subscriber) {
         router_id,
         credential,
         permit,
+        closer,
     } = s;
     let mut out = Sending {
         seq: 0,
@@ -124,6 +132,16 @@ pub(crate) async fn run(s: Subscriber) {
                 "cut off: {unsent_bytes} bytes unsent, over limits.view_stream_budget_bytes \
                  ({budget}); reconnect"
             )));
+            drop(permit);
+            let grace = Duration::from_millis(CUT_GRACE_MS);
+            if let Some(closer) = closer
+                && tokio::time::timeout(grace, queue.reader_dropped())
+                    .await
+                    .is_err()
+            {
+                closer.close();
+            }
+            return;
         }
         Err(Stop::Done) => queue.end(),
         // The service is shutting down: end at once, without what is queued.

@@ -32,6 +32,23 @@ impl WrittenBytes {
     }
 }
 
+/// Closes the connection a request came on, from its handler: for a
+/// stream cut off whose client does not take even its last bytes.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionCloser(pub Arc<Notify>);
+
+impl ConnectionCloser {
+    /// Asks the connection to close now.
+    pub fn close(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once [`Self::close`] was called.
+    pub async fn closed(&self) {
+        self.0.notified().await;
+    }
+}
+
 /// What became of an event offered to [`StreamQueue::push`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pushed {
@@ -60,6 +77,7 @@ struct Inner {
 pub struct StreamQueue {
     inner: Mutex<Inner>,
     ready: Notify,
+    gone: Notify,
     budget_bytes: u64,
     written: Option<(WrittenBytes, u64)>,
     queued_gauge: Gauge,
@@ -73,6 +91,7 @@ impl StreamQueue {
         Self {
             inner: Mutex::default(),
             ready: Notify::new(),
+            gone: Notify::new(),
             budget_bytes,
             written: written.map(|w| {
                 let base = w.get();
@@ -154,6 +173,14 @@ impl StreamQueue {
         self.lock().reader_gone
     }
 
+    /// Resolves once the client is gone (its body dropped: the answer
+    /// ended, or the connection closed).
+    pub async fn reader_dropped(&self) {
+        if !self.reader_gone() {
+            self.gone.notified().await;
+        }
+    }
+
     /// Bytes queued now.
     pub fn queued_bytes(&self) -> u64 {
         self.lock().queued_bytes
@@ -184,7 +211,7 @@ impl StreamQueue {
         }
     }
 
-    fn reader_dropped(&self) {
+    fn drop_reader(&self) {
         let mut inner = self.lock();
         inner.reader_gone = true;
         let dropped = std::mem::take(&mut inner.queued_bytes);
@@ -192,6 +219,7 @@ impl StreamQueue {
         drop(inner);
         self.queued_gauge
             .dec_by(i64::try_from(dropped).unwrap_or(i64::MAX));
+        self.gone.notify_one();
     }
 }
 
@@ -200,7 +228,7 @@ struct Reader(Arc<StreamQueue>);
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.0.reader_dropped();
+        self.0.drop_reader();
     }
 }
 
