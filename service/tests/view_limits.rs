@@ -95,6 +95,8 @@ async fn one_stream_past_a_credentials_limit_is_refused_and_counted_and_another_
 
     // A closed stream frees its place.
     held.pop();
+    let mut open_now = app.state.view_streams.watch_open();
+    open_now.wait_for(|&n| n == 3).await.unwrap();
     let again = open(&app, Some(EDGE_A), [10, 0, 0, 1]).await;
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(

@@ -179,3 +179,153 @@ async fn each_router_is_streamed_the_other_routers_load_without_its_own() {
     let (status, _) = app.get("/v1/view?router_id=has%20space").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// The frames of the next event on `body` (an event ends with a blank
+/// line; a large one comes as several frames).
+async fn next_event_frames(body: &mut Body) -> Vec<axum::body::Bytes> {
+    let mut frames = Vec::new();
+    loop {
+        let f = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        let ends = f.ends_with(b"\n\n");
+        frames.push(f);
+        if ends {
+            return frames;
+        }
+    }
+}
+
+async fn report_many(app: &TestApp, n: usize) {
+    let now = app.clock.wall_ms();
+    let snapshots: Vec<_> = (0..n)
+        .map(|i| {
+            json!({"worker_id": format!("worker-{i:04}"), "timestamp_ms": now, "cpu_usage": 0.5,
+                   "queue_depth": 3, "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0})
+        })
+        .collect();
+    let (status, answer) = app
+        .post_json("/v1/telemetry", &json!({ "snapshots": snapshots }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_stream_sends_the_same_serialised_view_bytes() {
+    let app = test_app(no_warmup());
+    report_many(&app, 100).await;
+    let mut a = open(&app, "router_id=a").await;
+    let mut b = open(&app, "router_id=b").await;
+    // Each stream's first full view is its own; the next, the hub's.
+    let (a0, b0) = (
+        next_event_frames(&mut a).await,
+        next_event_frames(&mut b).await,
+    );
+    let (a1, b1) = (
+        next_event_frames(&mut a).await,
+        next_event_frames(&mut b).await,
+    );
+    let text = |frames: &[axum::body::Bytes]| {
+        String::from_utf8(frames.iter().flat_map(|f| f.to_vec()).collect()).unwrap()
+    };
+    let (va, vb) = (&view_events(&text(&a1))[0], &view_events(&text(&b1))[0]);
+    assert_eq!(
+        (va.kind, va.seq, va.workers.len()),
+        (ViewKind::Full, 1, 100)
+    );
+    assert_eq!(va.workers, vb.workers);
+    // The workers' bytes are one buffer, shared by both streams.
+    let workers = |frames: &[axum::body::Bytes]| {
+        frames
+            .iter()
+            .find(|f| f.starts_with(b",\"config_hash\""))
+            .cloned()
+            .expect("the workers as their own frame")
+    };
+    assert_eq!(workers(&a1).as_ptr(), workers(&b1).as_ptr());
+    assert_ne!(workers(&a0).as_ptr(), workers(&b0).as_ptr());
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_events_are_the_bytes_the_whole_view_serialises_to() {
+    let app = test_app(no_warmup());
+    report_many(&app, 3).await;
+    let (status, body) = app
+        .send(
+            Request::put("/v1/admin/workers/worker-0001/override")
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    r#"{"kind":"drain","ttl_ms":60000,"reason":"disk \"a\""}"#,
+                ))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let load =
+        json!({"router_id": "r2", "outstanding": [{"worker_id": "worker-0002", "outstanding": 3}]});
+    assert_eq!(
+        app.post_json("/v1/router/load", &load).await.0,
+        StatusCode::OK
+    );
+    app.clock.advance(40);
+    let stream = open(&app, "router_id=r1&max_events=1").await;
+    let text = stream.collect().await.unwrap().to_bytes();
+    let text = std::str::from_utf8(&text).unwrap();
+    let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+
+    // What the stream wrote before, one View serialised per subscriber.
+    let (engine, now) = (&app.state.engine, app.clock.monotonic_ms());
+    let mut old = app.state.view_hub.full(engine, now, 0);
+    let others = app.state.load_board.others(Some("r1"), now);
+    old.load = Some(others.load);
+    old.load_age_ms = Some(others.age_ms);
+    old.load_routers = Some(others.routers);
+    old.overrides = Some(engine.override_table().list(now));
+    assert_eq!(data, serde_json::to_string(&old).unwrap());
+    let parsed: View = serde_json::from_str(data).unwrap();
+    assert_eq!(parsed, old);
+    assert_eq!(parsed.overrides.as_ref().unwrap().len(), 1);
+    assert_eq!(parsed.load.as_ref().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_that_never_reads_is_cut_off_past_its_byte_budget() {
+    let mut cfg = no_warmup();
+    cfg.limits.view_stream_budget_bytes = 1;
+    let app = test_app(cfg);
+    report(&app, "w1", 0.1, 0).await;
+    let stalled = open(&app, "").await;
+    // A reader that takes each event stays.
+    let mut reading = open(&app, "").await;
+    let first = next_event_frames(&mut reading).await;
+    assert!(first[0].starts_with(b"event: view\nid: 0\n"));
+    let mut open_now = app.state.view_streams.watch_open();
+    report(&app, "w2", 0.9, 40).await;
+    // The stalled stream's second event finds its first unsent, past the
+    // budget: it is cut off and its place freed.
+    let cut = open_now.wait_for(|&n| n == 1);
+    tokio::time::timeout(std::time::Duration::from_secs(10), cut)
+        .await
+        .expect("cut off within 10 s of the service's time")
+        .unwrap();
+    let m = app.metrics().await;
+    assert_eq!(
+        common::metric_value(&m, "scorer_view_stream_cutoffs_total"),
+        Some(1.0)
+    );
+    assert_eq!(common::metric_value(&m, "scorer_view_streams"), Some(1.0));
+    let delta = next_event_frames(&mut reading).await;
+    let delta = &view_events(std::str::from_utf8(&delta[0]).unwrap())[0];
+    assert_eq!((delta.kind, delta.seq), (ViewKind::Delta, 1));
+    // What the stalled stream had queued is gone: only the reason is left.
+    assert_eq!(
+        common::metric_value(&app.metrics().await, "scorer_view_stream_queued_bytes"),
+        Some(0.0)
+    );
+    let rest = stalled.collect().await.unwrap().to_bytes();
+    let rest = std::str::from_utf8(&rest).unwrap();
+    assert!(rest.starts_with(": cut off: "), "{rest}");
+    assert!(
+        rest.contains("limits.view_stream_budget_bytes (1); reconnect"),
+        "{rest}"
+    );
+    assert!(!rest.contains("event: view"), "{rest}");
+}

@@ -16,6 +16,8 @@ pub const DEFAULT_RESERVED_CONNECTIONS_SHARE: f64 = 0.75;
 pub const DEFAULT_ROUTERS_PER_CREDENTIAL: usize = 16;
 /// Default [`LimitsConfig::router_records_per_s`].
 pub const DEFAULT_ROUTER_RECORDS_PER_S: f64 = 50_000.0;
+/// Default [`LimitsConfig::view_stream_budget_bytes`]: 8 MiB.
+pub const DEFAULT_VIEW_STREAM_BUDGET_BYTES: u64 = 8 * 1024 * 1024;
 
 /// `[limits]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +40,10 @@ pub struct LimitsConfig {
     /// one credential may send per second, with a burst of one second's
     /// worth or one full batch. Default 50000.
     pub router_records_per_s: f64,
+    /// Bytes a view stream may have queued and not yet taken by its
+    /// client's socket; past it the stream is cut off and the client told
+    /// to reconnect. Default 8 MiB.
+    pub view_stream_budget_bytes: u64,
 }
 
 impl Default for LimitsConfig {
@@ -48,6 +54,7 @@ impl Default for LimitsConfig {
             reserved_connections_share: DEFAULT_RESERVED_CONNECTIONS_SHARE,
             routers_per_credential: DEFAULT_ROUTERS_PER_CREDENTIAL,
             router_records_per_s: DEFAULT_ROUTER_RECORDS_PER_S,
+            view_stream_budget_bytes: DEFAULT_VIEW_STREAM_BUDGET_BYTES,
         }
     }
 }
@@ -85,6 +92,12 @@ impl LimitsConfig {
             return Err((
                 "limits.reserved_connections_share",
                 format!("must be in [0, 1), got {share}"),
+            ));
+        }
+        if self.view_stream_budget_bytes == 0 {
+            return Err((
+                "limits.view_stream_budget_bytes",
+                "must be at least 1".to_owned(),
             ));
         }
         Ok(())
@@ -160,5 +173,9 @@ mod tests {
                 "limits.reserved_connections_share"
             );
         }
+        assert_eq!(
+            bad(|l| l.view_stream_budget_bytes = 0),
+            "limits.view_stream_budget_bytes"
+        );
     }
 }

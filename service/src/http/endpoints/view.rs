@@ -2,33 +2,30 @@
 //! server-sent events (one `view` event per [`View`], its `id` the event's
 //! `seq`). See [`crate::view_hub`] for what each event holds and when.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
 use serde::Deserialize;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::{broadcast, watch};
-use tokio::time::Instant;
 
 use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::ErrorBody;
 use crate::http::router_identity::{RouterCredential, check_router_id};
+use crate::http::transport::stream_queue::{self, ConnectionCloser, StreamQueue, WrittenBytes};
 use crate::http::transport::streams::{
     ANONYMOUS, STREAM_RETRY_AFTER_S, StreamLimit, StreamOwner, StreamPermit,
 };
 use crate::http::{ApiError, AppState};
-use crate::load_board::OthersLoad;
-use crate::view_hub::{DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, Published, ViewHub};
-use scorer_engine::view::{LOAD_INTERVAL_MS, View, WorkerLoad, is_valid_router_id};
+use scorer_engine::view::{View, is_valid_router_id};
+
+#[path = "view_subscriber.rs"]
+mod view_subscriber;
+pub use view_subscriber::CUT_GRACE_MS;
+use view_subscriber::Subscriber;
 
 /// Longest bounded stream, events.
 const MAX_EVENTS: u64 = 1_000_000;
@@ -51,10 +48,12 @@ pub(crate) struct ViewQuery {
 /// `GET /v1/view`: a full view on connect and every second, the accepted
 /// telemetry as deltas coalesced over 5 ms, the other routers' load and the
 /// operators' overrides when either changed (checked every 5 ms), and a
-/// full view at once after falling behind. Router role.
+/// full view at once after falling behind; a stream with more unsent bytes
+/// than `limits.view_stream_budget_bytes` is cut off. Router role.
 #[utoipa::path(get, path = "/v1/view", tag = "scoring", params(ViewQuery),
     responses(
-        (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event",
+        (status = 200, description = "`text/event-stream`: `event: view`, `id: <seq>`, `data: <View as JSON>` per event; \
+            a stream cut off for not keeping up ends with the comment `: cut off: …; reconnect`",
             content((View = "text/event-stream"))),
         (status = 403, description = "`router_id` is not the router credential's (`router_id_not_yours`; see `auth.router_ids`), or another role's credential (`forbidden`)", body = ErrorBody),
         (status = 422, description = "A bad query parameter (`invalid_query`)", body = ErrorBody),
@@ -69,32 +68,56 @@ pub(crate) async fn view(
     caller: Option<Extension<Caller>>,
     role: Option<Extension<CallerRole>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    written: Option<Extension<WrittenBytes>>,
+    closer: Option<Extension<ConnectionCloser>>,
     q: Result<Query<ViewQuery>, QueryRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {
-    let q = q
-        .map_err(|e| ApiError::unprocessable(e.body_text()).into_response())?
-        .0;
-    let (router_id, max_events) = checked(q).map_err(IntoResponse::into_response)?;
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return ApiError::unprocessable(e.body_text()).into_response(),
+    };
+    let (router_id, max_events) = match checked(q) {
+        Ok(checked) => checked,
+        Err(e) => return e.into_response(),
+    };
     if let Some(id) = &router_id {
         let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
-        check_router_id(cred, st.engine.config().auth.router_ids, id)
-            .map_err(IntoResponse::into_response)?;
+        if let Err(e) = check_router_id(cred, st.engine.config().auth.router_ids, id) {
+            return e.into_response();
+        }
     }
-    let permit = admit(&st, caller, peer).map_err(|limit| too_many_streams(&st, limit))?;
-    let s = Streaming {
-        rx: st.view_hub.subscribe(),
+    let credential = caller
+        .as_ref()
+        .map_or_else(|| Arc::from(ANONYMOUS), |Extension(c)| c.0.clone());
+    let permit = match admit(&st, caller, peer) {
+        Ok(permit) => permit,
+        Err(limit) => return too_many_streams(&st, limit),
+    };
+    let queue = Arc::new(StreamQueue::new(
+        st.engine.config().limits.view_stream_budget_bytes,
+        written.map(|Extension(w)| w),
+        st.view_streams.queued_gauge(),
+    ));
+    let subscriber = Subscriber {
+        views: st.view_hub.follow(&st.engine, &st.clock),
         closed: st.view_hub.closed(),
-        st,
-        seq: 0,
-        next_full: Instant::now(),
-        next_load: Instant::now(),
+        queue: queue.clone(),
         left: max_events,
         router_id,
-        last_load: None,
-        last_overrides: None,
-        _permit: permit,
+        credential,
+        permit,
+        closer: closer.map(|Extension(c)| c),
+        st,
     };
-    Ok(Sse::new(futures_util::stream::unfold(s, next_event)))
+    tokio::spawn(view_subscriber::run(subscriber));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        stream_queue::body(queue),
+    )
+        .into_response()
 }
 
 /// The query's router id and event bound, when both are in range.
@@ -189,116 +212,4 @@ fn too_many_streams(st: &AppState, limit: StreamLimit) -> Response {
     // A refused client must not keep the connection it asked on either.
     h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
-}
-
-struct Streaming {
-    st: AppState,
-    rx: broadcast::Receiver<Published>,
-    closed: watch::Receiver<bool>,
-    seq: u64,
-    next_full: Instant,
-    next_load: Instant,
-    left: Option<u64>,
-    router_id: Option<String>,
-    /// The load last sent.
-    last_load: Option<Vec<WorkerLoad>>,
-    /// The override table's generation last sent.
-    last_overrides: Option<u64>,
-    /// Its place among the open streams.
-    _permit: StreamPermit,
-}
-
-/// What the next event is.
-enum Next {
-    Full,
-    Delta(Vec<Published>),
-    Load(OthersLoad),
-}
-
-async fn next_event(mut s: Streaming) -> Option<(Result<Event, Infallible>, Streaming)> {
-    if s.left == Some(0) || *s.closed.borrow() {
-        return None;
-    }
-    let next = if s.seq == 0 {
-        Next::Full
-    } else {
-        loop {
-            tokio::select! {
-                _ = s.closed.changed() => return None,
-                () = tokio::time::sleep_until(s.next_full) => break Next::Full,
-                () = tokio::time::sleep_until(s.next_load) => {
-                    s.next_load = Instant::now() + Duration::from_millis(LOAD_INTERVAL_MS);
-                    let others = others(&s);
-                    let generation = s.st.engine.override_table().generation();
-                    if s.last_load.as_ref() != Some(&others.load) || s.last_overrides != Some(generation) {
-                        break Next::Load(others);
-                    }
-                }
-                r = s.rx.recv() => break match r {
-                    Ok(first) => coalesce(&mut s.rx, first).await,
-                    Err(RecvError::Lagged(_)) => Next::Full,
-                    Err(RecvError::Closed) => return None,
-                },
-            }
-        }
-    };
-    let (engine, now_ms) = (&s.st.engine, s.st.clock.monotonic_ms());
-    let carries_overrides = !matches!(next, Next::Delta(_));
-    let mut view = match next {
-        Next::Full => {
-            s.next_full = Instant::now() + Duration::from_millis(DEFAULT_FULL_INTERVAL_MS);
-            let mut v = s.st.view_hub.full(engine, now_ms, s.seq);
-            let others = others(&s);
-            s.last_load = Some(with_load(&mut v, others));
-            v
-        }
-        Next::Delta(batches) => ViewHub::delta(engine, &batches, now_ms, s.seq),
-        Next::Load(others) => {
-            let mut v = ViewHub::delta(engine, &[], now_ms, s.seq);
-            s.last_load = Some(with_load(&mut v, others));
-            v
-        }
-    };
-    if carries_overrides {
-        let table = engine.override_table();
-        view.overrides = Some(table.list(now_ms));
-        s.last_overrides = Some(table.generation());
-    }
-    let event = Event::default()
-        .event("view")
-        .id(s.seq.to_string())
-        .json_data(&view)
-        .unwrap_or_else(|e| Event::default().comment(format!("view not serialised: {e}")));
-    s.seq += 1;
-    s.left = s.left.map(|n| n - 1);
-    Some((Ok(event), s))
-}
-
-/// `view` carries `others`; returns the load, for the stream to remember
-/// as last sent.
-fn with_load(view: &mut View, others: OthersLoad) -> Vec<WorkerLoad> {
-    view.load = Some(others.load.clone());
-    view.load_age_ms = Some(others.age_ms);
-    view.load_routers = Some(others.routers);
-    others.load
-}
-
-/// The other routers' load now.
-fn others(s: &Streaming) -> OthersLoad {
-    let now_ms = s.st.clock.monotonic_ms();
-    s.st.load_board.others(s.router_id.as_deref(), now_ms)
-}
-
-/// `first` and whatever arrives within the coalescing window; a full view
-/// instead when the stream fell behind meanwhile.
-async fn coalesce(rx: &mut broadcast::Receiver<Published>, first: Published) -> Next {
-    tokio::time::sleep(Duration::from_millis(DEFAULT_COALESCE_MS)).await;
-    let mut batches = vec![first];
-    loop {
-        match rx.try_recv() {
-            Ok(b) => batches.push(b),
-            Err(TryRecvError::Lagged(_)) => return Next::Full,
-            Err(TryRecvError::Empty | TryRecvError::Closed) => return Next::Delta(batches),
-        }
-    }
 }

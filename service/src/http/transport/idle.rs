@@ -1,6 +1,6 @@
 //! Idle detection for one connection: an I/O wrapper that records when a
-//! byte was last read or written, and a future that resolves once none has
-//! moved for a given time.
+//! byte was last read or written (and how many were written), and a future
+//! that resolves once none has moved for a given time.
 
 use std::io;
 use std::pin::Pin;
@@ -12,12 +12,15 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+use super::stream_queue::WrittenBytes;
+
 /// `inner` with its last read or write recorded (ms since `opened`).
 #[derive(Debug)]
 pub struct Tracked<T> {
     inner: T,
     opened: Instant,
     last_ms: Arc<AtomicU64>,
+    written: WrittenBytes,
 }
 
 /// The idle side of a [`Tracked`] stream.
@@ -25,21 +28,25 @@ pub struct Tracked<T> {
 pub struct IdleWatch {
     opened: Instant,
     last_ms: Arc<AtomicU64>,
+    written: WrittenBytes,
 }
 
 /// Wrap `inner`; the returned watch observes its traffic.
 pub fn track<T>(inner: T) -> (Tracked<T>, IdleWatch) {
     let opened = Instant::now();
     let last_ms = Arc::new(AtomicU64::new(0));
+    let written = WrittenBytes::default();
     let watch = IdleWatch {
         opened,
         last_ms: last_ms.clone(),
+        written: written.clone(),
     };
     (
         Tracked {
             inner,
             opened,
             last_ms,
+            written,
         },
         watch,
     )
@@ -53,6 +60,11 @@ impl<T> Tracked<T> {
 }
 
 impl IdleWatch {
+    /// The count of bytes the stream has written.
+    pub fn written(&self) -> WrittenBytes {
+        self.written.clone()
+    }
+
     /// Resolves once no byte has been read or written for `timeout`.
     pub async fn idle_for(self, timeout: Duration) {
         loop {
@@ -88,8 +100,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let out = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
+        if let Poll::Ready(Ok(n)) = out
+            && n > 0
+        {
             self.touch();
+            self.written.0.fetch_add(n as u64, Ordering::Relaxed);
         }
         out
     }
@@ -100,8 +115,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let out = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
+        if let Poll::Ready(Ok(n)) = out
+            && n > 0
+        {
             self.touch();
+            self.written.0.fetch_add(n as u64, Ordering::Relaxed);
         }
         out
     }

@@ -10,6 +10,7 @@ pub mod idle;
 pub mod limits;
 pub mod parse_errors;
 pub mod serve;
+pub mod stream_queue;
 pub mod streams;
 pub mod strict;
 pub mod tls;

@@ -26,6 +26,7 @@ use tower::ServiceExt;
 
 use super::idle;
 use super::parse_errors;
+use super::stream_queue::ConnectionCloser;
 use super::tls::{ClientCertificate, ServerTls};
 use scorer_engine::config::ServerConfig;
 
@@ -58,7 +59,9 @@ impl ConnectionLimits {
 /// Serve `router` on `listener` until `shutdown` resolves, then stop
 /// accepting and wait for the open connections to finish their requests.
 ///
-/// Every request carries the peer's [`ConnectInfo<SocketAddr>`], and over
+/// Every request carries the peer's [`ConnectInfo<SocketAddr>`], the count
+/// of bytes its connection has written ([`super::stream_queue::WrittenBytes`]),
+/// a handle that closes its connection ([`ConnectionCloser`]), and over
 /// TLS with a verified client certificate, its [`ClientCertificate`]. A
 /// connection accepted while `max_connections` are open is closed at once.
 /// With `tls`, every connection is TLS: the handshake must finish within
@@ -151,10 +154,15 @@ impl Connection {
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let peer = self.peer;
+        let written = watch.written();
+        let closer = ConnectionCloser::default();
+        let close = closer.clone();
         let service = self
             .router
             .map_request(move |mut req: axum::http::Request<Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(peer));
+                req.extensions_mut().insert(written.clone());
+                req.extensions_mut().insert(close.clone());
                 if let Some(cert) = &cert {
                     req.extensions_mut().insert(cert.clone());
                 }
@@ -173,6 +181,9 @@ impl Connection {
             }
             () = watch.idle_for(self.limits.idle_timeout) => {
                 tracing::debug!(%peer, "closing a connection idle for server.idle_timeout_ms");
+            }
+            () = closer.closed() => {
+                tracing::debug!(%peer, "closing a connection its handler gave up on");
             }
         }
     }

@@ -81,11 +81,15 @@ struct Open {
 #[derive(Debug, Default)]
 pub struct StreamLimiter {
     open: Mutex<Open>,
+    open_now: tokio::sync::watch::Sender<usize>,
     gauge: Gauge,
     refusals: Family<RefusalLabels, Counter>,
     cutoffs: Counter,
+    queued: Gauge,
     /// Rate limit of the refused-stream warning.
     pub warn: WarnLimit,
+    /// Rate limit of the cut-off-stream warning.
+    pub cut_warn: WarnLimit,
 }
 
 /// A place among the open streams, freed on drop.
@@ -152,9 +156,19 @@ impl StreamLimiter {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).total
     }
 
+    /// The count of open streams, as it changes.
+    pub fn watch_open(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.open_now.subscribe()
+    }
+
     /// Counts a stream cut off for falling behind its byte budget.
     pub fn cut_off(&self) {
         self.cutoffs.inc();
+    }
+
+    /// The gauge of bytes queued in every stream, for each stream's queue.
+    pub fn queued_gauge(&self) -> Gauge {
+        self.queued.clone()
     }
 
     /// Adds the stream metrics to a scrape's registry.
@@ -174,6 +188,11 @@ impl StreamLimiter {
             "View streams cut off for holding more unsent bytes than limits.view_stream_budget_bytes",
             self.cutoffs.clone(),
         );
+        r.register(
+            "scorer_view_stream_queued_bytes",
+            "Bytes queued in every view stream and not yet handed to its connection",
+            self.queued.clone(),
+        );
     }
 }
 
@@ -190,6 +209,7 @@ impl Drop for StreamPermit {
         self.limiter
             .gauge
             .set(i64::try_from(open.total).unwrap_or(i64::MAX));
+        self.limiter.open_now.send_replace(open.total);
     }
 }
 
