@@ -145,11 +145,11 @@ fn report_workers(port: u16, n: usize) {
 }
 
 /// A view stream on its own connection: the status of its answer, and,
-/// when `read`, a thread that reads it until `stop`.
+/// with `read`, a thread that reads it until `stop`, counting the bytes there.
 fn open_stream(
     port: u16,
     token: &str,
-    read: bool,
+    read: Option<&Arc<AtomicUsize>>,
     stop: &Arc<AtomicBool>,
 ) -> Option<(u16, TcpStream)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -161,11 +161,16 @@ fn open_stream(
     let mut first = [0u8; 12];
     s.read_exact(&mut first).ok()?;
     let status = std::str::from_utf8(&first[9..12]).ok()?.parse().ok()?;
-    if read && status == 200 {
-        let (mut r, stop) = (s.try_clone().ok()?, stop.clone());
+    if let Some(bytes) = read.filter(|_| status == 200) {
+        let (mut r, stop, bytes) = (s.try_clone().ok()?, stop.clone(), bytes.clone());
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
-            while !stop.load(Ordering::Relaxed) && r.read(&mut buf).is_ok_and(|n| n > 0) {}
+            while !stop.load(Ordering::Relaxed) {
+                match r.read(&mut buf) {
+                    Ok(n) if n > 0 => bytes.fetch_add(n, Ordering::Relaxed),
+                    _ => break,
+                };
+            }
         });
     }
     Some((status, s))
@@ -269,12 +274,16 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let workers: usize = env_or("ONE_TOKEN_WORKERS", 2_000);
-    let secs: f64 = env_or("ONE_TOKEN_SECS", 5.0);
-    let attempts: usize = env_or("ONE_TOKEN_ATTEMPTS", 5_000);
-    let readers: usize = env_or("ONE_TOKEN_READERS", 200);
-    let stalled: usize = env_or("ONE_TOKEN_STALLED", 300);
-    let stall_secs: u64 = env_or("ONE_TOKEN_STALL_SECS", 20);
+    // `cargo test --all-targets` runs benches once in test mode: keep that quick.
+    let quick =
+        std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
+    let pick = |full, small| if quick { small } else { full };
+    let workers: usize = env_or("ONE_TOKEN_WORKERS", pick(2_000, 50));
+    let secs: f64 = env_or("ONE_TOKEN_SECS", if quick { 0.3 } else { 5.0 });
+    let attempts: usize = env_or("ONE_TOKEN_ATTEMPTS", pick(5_000, 40));
+    let readers: usize = env_or("ONE_TOKEN_READERS", pick(200, 10));
+    let stalled: usize = env_or("ONE_TOKEN_STALLED", pick(300, 10));
+    let stall_secs: u64 = env_or("ONE_TOKEN_STALL_SECS", pick(20, 1) as u64);
     let svc = start_service();
     let (port, pid) = (svc.port, svc.child.id());
     wait_ready(port);
@@ -294,10 +303,11 @@ fn main() {
 
     // 2. One token opens streams until refused.
     let stop = Arc::new(AtomicBool::new(false));
+    let read_bytes = Arc::new(AtomicUsize::new(0));
     let (mut held, refused, failed) = (Vec::new(), AtomicUsize::new(0), AtomicUsize::new(0));
     let token = router_token(1);
     for _ in 0..attempts {
-        match open_stream(port, &token, true, &stop) {
+        match open_stream(port, &token, Some(&read_bytes), &stop) {
             Some((200, s)) => held.push(s),
             Some((429, _)) => {
                 refused.fetch_add(1, Ordering::Relaxed);
@@ -321,19 +331,27 @@ fn main() {
 
     // 3. Many routers follow the view.
     let stop = Arc::new(AtomicBool::new(false));
+    let read_bytes = Arc::new(AtomicUsize::new(0));
     let mut held = Vec::new();
     for i in 0..readers {
-        if let Some((200, s)) = open_stream(port, &router_token(i % ROUTER_TOKENS), true, &stop) {
+        let token = router_token(i % ROUTER_TOKENS);
+        if let Some((200, s)) = open_stream(port, &token, Some(&read_bytes), &stop) {
             held.push(s);
         }
     }
     std::thread::sleep(Duration::from_secs(1));
-    let (cpu0, t0) = (cpu_s(pid), Instant::now());
+    let (cpu0, t0, bytes0) = (
+        cpu_s(pid),
+        Instant::now(),
+        read_bytes.load(Ordering::Relaxed),
+    );
     let (p50, p99) = score_round(port, workers, secs);
-    let cpu = (cpu_s(pid) - cpu0) / t0.elapsed().as_secs_f64();
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_s(pid) - cpu0) / wall;
+    let mib_s = (read_bytes.load(Ordering::Relaxed) - bytes0) as f64 / wall / 1_048_576.0;
     let per_sub_ms = (cpu - idle_cpu).max(0.0) * 1e3 / held.len().max(1) as f64;
     println!(
-        "readers  score p50 {p50:8.0} µs  p99 {p99:8.0} µs  ({:.2}× none)  {} streams reading; service cpu {cpu:.2} cores, fan-out {per_sub_ms:.2} ms of cpu per s per subscriber",
+        "readers  score p50 {p50:8.0} µs  p99 {p99:8.0} µs  ({:.2}× none)  {} streams reading {mib_s:.1} MiB/s in all; service cpu {cpu:.2} cores ({idle_cpu:.2} in none): fan-out {per_sub_ms:.2} ms of cpu per s per subscriber",
         p99 / base_p99,
         held.len()
     );
@@ -345,7 +363,7 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut held = Vec::new();
     for i in 0..stalled {
-        if let Some((200, s)) = open_stream(port, &router_token(i % ROUTER_TOKENS), false, &stop) {
+        if let Some((200, s)) = open_stream(port, &router_token(i % ROUTER_TOKENS), None, &stop) {
             held.push(s);
         }
     }
