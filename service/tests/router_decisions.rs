@@ -69,22 +69,31 @@ async fn report(app: &TestApp, id: &str, cpu: f64) {
     );
 }
 
+/// A logging service with workers w1 and w2, and router edge-7's balancer
+/// on its first view, keeping up to `capacity` records.
+async fn edge7_on_two_workers(
+    cfg: &Config,
+    capacity: usize,
+) -> (TestApp, Balancer, Arc<RecordBuffer>) {
+    let app = logged_app(cfg);
+    report(&app, "w1", 0.1).await;
+    report(&app, "w2", 0.6).await;
+    let view = &first_view(&app).await;
+    let wall = Arc::new(ManualClock::new(0, WALL + 5));
+    let records = Arc::new(RecordBuffer::new(capacity, &cfg.log, wall));
+    let b = Balancer::new(cfg.clone(), BalancerConfig::new("edge-7"))
+        .unwrap()
+        .with_records(records.clone());
+    b.apply_view(view, 0, WALL).unwrap();
+    (app, b, records)
+}
+
 #[tokio::test]
 async fn a_routers_decisions_and_outcomes_land_in_the_services_log_tagged_by_their_ids() {
     let root =
         TempDir(std::env::temp_dir().join(format!("scorer-router-log-{}", std::process::id())));
     let cfg = logged_config(&root.0);
-    let app = logged_app(&cfg);
-    report(&app, "w1", 0.1).await;
-    report(&app, "w2", 0.6).await;
-    let view = &first_view(&app).await;
-
-    let wall = Arc::new(ManualClock::new(0, WALL + 5));
-    let records = Arc::new(RecordBuffer::new(1024, &cfg.log, wall));
-    let b = Balancer::new(cfg.clone(), BalancerConfig::new("edge-7"))
-        .unwrap()
-        .with_records(records.clone());
-    b.apply_view(view, 0, WALL).unwrap();
+    let (app, b, records) = edge7_on_two_workers(&cfg, 1024).await;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let req = ScoreRequest::new("user:1:a", vec!["w1".into(), "w2".into()]);
     let picks: Vec<_> = (0..40)
@@ -257,16 +266,7 @@ async fn records_the_service_would_never_write_are_refused_each_by_name() {
     let root =
         TempDir(std::env::temp_dir().join(format!("scorer-router-odd-{}", std::process::id())));
     let cfg = logged_config(&root.0);
-    let app = logged_app(&cfg);
-    report(&app, "w1", 0.1).await;
-    report(&app, "w2", 0.6).await;
-    let view = &first_view(&app).await;
-    let wall = Arc::new(ManualClock::new(0, WALL + 5));
-    let records = Arc::new(RecordBuffer::new(64, &cfg.log, wall));
-    let b = Balancer::new(cfg.clone(), BalancerConfig::new("edge-7"))
-        .unwrap()
-        .with_records(records.clone());
-    b.apply_view(view, 0, WALL).unwrap();
+    let (app, b, records) = edge7_on_two_workers(&cfg, 64).await;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let req = ScoreRequest::new("user:1:a", vec!["w1".into(), "w2".into()]);
     let p = b.pick(&req, 0, &mut rng).unwrap();

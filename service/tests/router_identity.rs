@@ -61,6 +61,10 @@ async fn report_workers(app: &TestApp, ids: &[&str]) {
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
+async fn post_load(app: &TestApp, token: &str, body: &Value) -> (StatusCode, Value) {
+    call(app, token, "POST", "/v1/router/load", Some(body)).await
+}
+
 fn load(router: &str, workers: &[(&str, u32)]) -> Value {
     let outstanding: Vec<Value> = workers
         .iter()
@@ -74,25 +78,11 @@ async fn one_router_cannot_report_stream_or_log_as_another() {
     let app = test_app(config(RouterIds::Exact));
     report_workers(&app, &["w1", "w2"]).await;
     // edge-1's own load counts.
-    let (status, body) = call(
-        &app,
-        EDGE1,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[("w1", 3)])),
-    )
-    .await;
+    let (status, body) = post_load(&app, EDGE1, &load("edge-1", &[("w1", 3)])).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
     // edge-2 can neither overwrite nor erase it...
-    let (status, body) = call(
-        &app,
-        EDGE2,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[])),
-    )
-    .await;
+    let (status, body) = post_load(&app, EDGE2, &load("edge-1", &[])).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "router_id_not_yours");
     let others = app.state.load_board.others(None, app.clock.monotonic_ms());
@@ -112,33 +102,12 @@ async fn one_router_cannot_report_stream_or_log_as_another() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
 
     // Under its own id, each goes through; an admin may act for any router.
-    let (status, _) = call(
-        &app,
-        EDGE2,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-2", &[("w2", 1)])),
-    )
-    .await;
+    let (status, _) = post_load(&app, EDGE2, &load("edge-2", &[("w2", 1)])).await;
     assert_eq!(status, StatusCode::OK);
-    let (status, _) = call(
-        &app,
-        OPS,
-        "POST",
-        "/v1/router/load",
-        Some(&load("probe", &[])),
-    )
-    .await;
+    let (status, _) = post_load(&app, OPS, &load("probe", &[])).await;
     assert_eq!(status, StatusCode::OK);
     // A shared fleet credential may not use prefixed ids in exact mode.
-    let (status, _) = call(
-        &app,
-        FLEET,
-        "POST",
-        "/v1/router/load",
-        Some(&load("fleet-3", &[])),
-    )
-    .await;
+    let (status, _) = post_load(&app, FLEET, &load("fleet-3", &[])).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
@@ -148,45 +117,17 @@ async fn a_prefixed_credential_reports_for_a_bounded_fleet_of_its_own_ids() {
     report_workers(&app, &["w1"]).await;
     for i in 0..16 {
         let id = format!("fleet-{i}");
-        let (status, body) = call(
-            &app,
-            FLEET,
-            "POST",
-            "/v1/router/load",
-            Some(&load(&id, &[])),
-        )
-        .await;
+        let (status, body) = post_load(&app, FLEET, &load(&id, &[])).await;
         assert_eq!(status, StatusCode::OK, "{id}: {body}");
     }
-    let (status, body) = call(
-        &app,
-        FLEET,
-        "POST",
-        "/v1/router/load",
-        Some(&load("fleet-16", &[])),
-    )
-    .await;
+    let (status, body) = post_load(&app, FLEET, &load("fleet-16", &[])).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(body["error"]["code"], "too_many_routers");
     // The fleet's credential cannot squeeze other routers out of the table.
-    let (status, _) = call(
-        &app,
-        EDGE1,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[])),
-    )
-    .await;
+    let (status, _) = post_load(&app, EDGE1, &load("edge-1", &[])).await;
     assert_eq!(status, StatusCode::OK);
     // Nor pass for edge-1 by prefix: `fleet` does not prefix it.
-    let (status, _) = call(
-        &app,
-        FLEET,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[])),
-    )
-    .await;
+    let (status, _) = post_load(&app, FLEET, &load("edge-1", &[])).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
@@ -196,14 +137,7 @@ async fn a_load_report_names_at_most_the_pool_and_only_known_workers_count() {
     report_workers(&app, &["w1", "w2", "w3"]).await;
     let invented: Vec<String> = (0..100_000).map(|i| format!("made-up-{i}")).collect();
     let named: Vec<(&str, u32)> = invented.iter().map(|w| (w.as_str(), 1)).collect();
-    let (status, body) = call(
-        &app,
-        EDGE1,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &named)),
-    )
-    .await;
+    let (status, body) = post_load(&app, EDGE1, &load("edge-1", &named)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(
         body["error"]["message"]
@@ -216,28 +150,15 @@ async fn a_load_report_names_at_most_the_pool_and_only_known_workers_count() {
     assert_eq!(app.state.load_board.others(None, now).routers, 0);
 
     // Within the pool, a made-up worker is left out and counted.
-    let (status, body) = call(
-        &app,
-        EDGE1,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[("w1", 2), ("made-up", 7)])),
-    )
-    .await;
+    let (status, body) =
+        post_load(&app, EDGE1, &load("edge-1", &[("w1", 2), ("made-up", 7)])).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["unknown_workers"], 1);
     let others = app.state.load_board.others(None, now);
     assert_eq!(others.load.len(), 1);
     assert_eq!(others.load[0].worker_id, "w1");
     // u32::MAX outstanding on one worker is refused by name.
-    let (status, body) = call(
-        &app,
-        EDGE1,
-        "POST",
-        "/v1/router/load",
-        Some(&load("edge-1", &[("w1", u32::MAX)])),
-    )
-    .await;
+    let (status, body) = post_load(&app, EDGE1, &load("edge-1", &[("w1", u32::MAX)])).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(
         body["error"]["message"]
