@@ -68,6 +68,9 @@ pub(crate) async fn router_load(
             };
             let label = limits.credential.unwrap_or(ANONYMOUS);
             st.view_streams.count_refusal("router", label, limit);
+            if let Some(held_back) = st.records_warn.admit(now_ms) {
+                tracing::warn!(credential = ?label, limit, held_back, "router load refused: too many routers");
+            }
             Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_routers",
