@@ -7,6 +7,7 @@ pub mod auth;
 pub mod auth_limiter;
 pub mod endpoints;
 pub mod extract;
+mod log_metrics;
 mod openapi;
 pub mod prometheus;
 pub mod record_rate;

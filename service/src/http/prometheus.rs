@@ -81,11 +81,6 @@ struct SlotLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SourceLabels {
-    source: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QuantileLabels {
     quantile: String,
 }
@@ -290,7 +285,7 @@ pub(super) async fn track(State(st): State<AppState>, req: Request, next: Next) 
     resp
 }
 
-fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+pub(super) fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
     r.register(name, help, ConstCounter::new(v));
 }
 
@@ -443,47 +438,7 @@ fn registry(st: &AppState) -> Registry {
     );
 
     if let Some(log) = e.decision_log() {
-        let l = log.stats();
-        counter(
-            &mut r,
-            "scorer_log_rows_written",
-            "Decision-log rows in closed files (one per decision or outcome)",
-            l.written_rows,
-        );
-        let dropped: Family<SourceLabels, Counter> = Family::default();
-        for (source, n) in [("service", l.dropped_service), ("router", l.dropped_router)] {
-            dropped.get_or_create(&SourceLabels { source }).inc_by(n);
-        }
-        r.register(
-            "scorer_log_records_dropped",
-            "Decision-log records dropped (their source's queue budget full, or writes failing), by source: the service's own or routers'",
-            dropped,
-        );
-        counter(
-            &mut r,
-            "scorer_log_files",
-            "Decision-log files closed",
-            l.files,
-        );
-        counter(
-            &mut r,
-            "scorer_log_bytes",
-            "Decision-log bytes in closed files",
-            l.bytes,
-        );
-        counter(
-            &mut r,
-            "scorer_log_write_errors",
-            "Decision-log write errors",
-            l.write_errors,
-        );
-        let failing: Gauge = Gauge::default();
-        failing.set(i64::from(l.writes_failing > 0));
-        r.register(
-            "scorer_log_writes_failing",
-            "1 while decision-log writes fail (disk full, I/O error): what could not be written is held and retried every second; the queue fills, then records are dropped, counted",
-            failing,
-        );
+        super::log_metrics::register(&mut r, &log.stats());
     }
 
     let cfg = e.config();
