@@ -300,4 +300,12 @@ async fn records_the_service_would_never_write_are_refused_each_by_name() {
             "outcomes[2].ts_ms"
         ]
     );
+    // A record is an object: its fields in order as an array are refused,
+    // as in every other body.
+    let positional = json!({"router_id": "edge-7",
+        "outcomes": [["edge-7-00000000000000b1", "w1", WALL, 1.5, true]]});
+    let (status, answer) = app.post_json("/v1/router/decisions", &positional).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["outcomes"]["refused"], 1, "{answer}");
+    assert_eq!(answer["errors"][0]["field"], "outcomes[0]");
 }

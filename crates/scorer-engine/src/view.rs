@@ -105,9 +105,11 @@ pub fn is_valid_router_id(id: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerLoad {
-    /// The worker.
+    /// The worker, 1..=128 bytes.
+    #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
-    /// Picks without an outcome yet.
+    /// Picks without an outcome yet (a router reports at most 1000000 per
+    /// worker; the view sums the routers' reports).
     #[schema(format = "uint32")]
     pub outstanding: u32,
 }

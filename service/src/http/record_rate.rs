@@ -80,6 +80,19 @@ impl RecordRate {
     }
 }
 
+impl RecordRate {
+    /// Gives back `n` records taken for `credential` whose batch was not
+    /// logged after all (the log was busy), up to the bucket's size at
+    /// `per_s`.
+    pub fn refund(&self, credential: Option<&Arc<str>>, n: usize, per_s: f64) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let key: &str = credential.map_or(ANONYMOUS, |c| c);
+        if let Some(b) = buckets.get_mut(key) {
+            b.tokens = (b.tokens + n as f64).min(burst(per_s));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +112,9 @@ mod tests {
         // Two seconds later edge-1's 2 000 fit, and nothing more.
         assert_eq!(r.take(Some(&edge1), 2_000, 1_000.0, 2_000), Ok(()));
         assert!(r.take(Some(&edge1), 1, 1_000.0, 2_000).is_err());
+        // A batch the log could not take is given back.
+        r.refund(Some(&edge1), 1_000, 1_000.0);
+        assert_eq!(r.take(Some(&edge1), 1_000, 1_000.0, 2_000), Ok(()));
         // The open role shares one bucket.
         assert_eq!(r.take(None, MAX_ROUTER_BATCH, 1_000.0, 0), Ok(()));
         assert!(r.take(None, 1, 1_000.0, 0).is_err());

@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 
 use crate::http::auth::{Caller, CallerRole};
 use crate::http::error_body::{ErrorBody, JsonBodyErrors};
-use crate::http::extract::json::{JsonBytes, batch_envelope_error};
+use crate::http::extract::json::{JsonBytes, batch_envelope_error, parse};
 use crate::http::router_identity::{RouterCredential, check_router_id};
 use crate::http::transport::streams::ANONYMOUS;
 use crate::http::{ApiError, AppState, RETRY_AFTER_S};
@@ -105,10 +105,12 @@ fn unique(seen: &mut HashSet<(String, String)>, key: (String, String)) -> Result
     }
 }
 
+/// One record parsed as strictly as every other body (an array in place
+/// of an object, a duplicate key or an unknown field is refused).
 fn parsed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, RecordError> {
-    serde_json::from_str(raw.get()).map_err(|e| RecordError {
+    parse(raw.get().as_bytes()).map_err(|e| RecordError {
         field: String::new(),
-        reason: e.to_string(),
+        reason: e.message,
     })
 }
 
@@ -293,6 +295,9 @@ pub(crate) async fn router_decisions(
         }
     }
     let (Some(_turn), true) = (turn, log.router_room() >= sampled) else {
+        // Nothing was logged: the batch's records are not charged.
+        st.record_rate
+            .refund(caller.as_ref(), n, cfg.limits.router_records_per_s);
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "log_busy",

@@ -56,7 +56,7 @@ pub(crate) struct ViewQuery {
             a stream cut off for not keeping up ends with the comment `: cut off: …; reconnect`",
             content((View = "text/event-stream"))),
         (status = 403, description = "`router_id` is not the router credential's (`router_id_not_yours`; see `auth.router_ids`), or another role's credential (`forbidden`)", body = ErrorBody),
-        (status = 422, description = "A bad query parameter (`invalid_query`)", body = ErrorBody),
+        (status = 422, description = "A bad query parameter (`invalid_request`)", body = ErrorBody),
         (status = 429, description = "Too many view streams open (`too_many_streams`): for this credential \
             (`limits.view_streams_per_credential`), in all (`limits.view_streams_max`), or the streams' share \
             of the connections (`limits.reserved_connections_share`); retry after `Retry-After` seconds",
