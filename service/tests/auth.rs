@@ -9,12 +9,10 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{no_warmup, test_app};
+use common::no_warmup;
 use reqwest::header::HeaderMap;
 use scorer_engine::config::Config;
 use serde_json::{Value, json};
-use service::http::ConnectionLimits;
-use tokio::net::TcpListener;
 
 const AGENT: &str = "agent-token-0123456789";
 const ROUTER_OLD: &str = "router-old-0123456789";
@@ -33,18 +31,7 @@ fn config() -> Config {
 }
 
 async fn start(cfg: Config) -> (SocketAddr, common::TestApp) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let limits = ConnectionLimits::from_config(&cfg.server);
-    let t = test_app(cfg);
-    tokio::spawn(service::http::serve(
-        listener,
-        t.router.clone(),
-        limits,
-        None,
-        std::future::pending(),
-    ));
-    (addr, t)
+    common::serve_on_socket(cfg).await
 }
 
 /// Status and JSON body of `method path` with `token` and `body`.

@@ -12,26 +12,14 @@ use axum::http::StatusCode;
 use common::{WALL, no_warmup, test_app};
 use scorer_engine::config::Config;
 use serde_json::{Value, json};
-use service::http::ConnectionLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Longest any socket wait in these tests may take before it counts as "never".
 const PATIENCE: Duration = Duration::from_secs(5);
 
 async fn start(cfg: Config) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let limits = ConnectionLimits::from_config(&cfg.server);
-    let t = test_app(cfg);
-    tokio::spawn(service::http::serve(
-        listener,
-        t.router,
-        limits,
-        None,
-        std::future::pending(),
-    ));
-    addr
+    common::serve_on_socket(cfg).await.0
 }
 
 /// Reads until the peer closes; the bytes read and how long it took, or

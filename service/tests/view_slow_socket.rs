@@ -8,12 +8,11 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{TestApp, no_warmup, test_app};
+use common::{TestApp, no_warmup};
 use scorer_core::clock::Clock;
 use serde_json::json;
-use service::http::ConnectionLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpSocket;
 
 /// Budget of the test's streams, bytes: well below one full view.
 const BUDGET_BYTES: u64 = 256 * 1024;
@@ -23,18 +22,7 @@ const WORKERS: usize = 10_000;
 async fn start() -> (SocketAddr, TestApp) {
     let mut cfg = no_warmup();
     cfg.limits.view_stream_budget_bytes = BUDGET_BYTES;
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let limits = ConnectionLimits::from_config(&cfg.server);
-    let t = test_app(cfg);
-    tokio::spawn(service::http::serve(
-        listener,
-        t.router.clone(),
-        limits,
-        None,
-        std::future::pending(),
-    ));
-    (addr, t)
+    common::serve_on_socket(cfg).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,6 +36,25 @@ pub fn test_app(config: Config) -> TestApp {
     }
 }
 
+/// `test_app(config)` served over a real socket on 127.0.0.1 (with the
+/// binary's connection limits), and its address.
+pub async fn serve_on_socket(config: Config) -> (std::net::SocketAddr, TestApp) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let limits = service::http::ConnectionLimits::from_config(&config.server);
+    let t = test_app(config);
+    tokio::spawn(service::http::serve(
+        listener,
+        t.router.clone(),
+        limits,
+        None,
+        std::future::pending(),
+    ));
+    (addr, t)
+}
+
 /// An app whose reload source returns whatever the test last put in
 /// `next` (the second value), with `log` attached.
 pub fn reloadable(
