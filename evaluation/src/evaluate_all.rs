@@ -415,6 +415,9 @@ pub fn evaluation_markdown(
                 if name == "pause" {
                     target_line(&mut s, &targets::testbed_pause_target(r));
                 }
+                if r.policies.iter().any(|p| p.cache.is_some()) {
+                    target_line(&mut s, &targets::testbed_cache_target(r));
+                }
                 if name == crate::testbed::drain::DRAIN {
                     target_line(
                         &mut s,

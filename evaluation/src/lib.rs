@@ -24,6 +24,7 @@
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
 pub mod baselines;
+pub mod cache_summary;
 pub mod calibration;
 pub mod embedded_arm;
 pub mod embedded_calibration;

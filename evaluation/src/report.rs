@@ -311,7 +311,11 @@ pub fn router_notes(policies: &[PolicyResult]) -> String {
 
 /// The Markdown table of `policies` followed by [`COLUMNS`].
 pub fn table_with_columns(policies: &[PolicyResult]) -> String {
-    format!("{}\n{COLUMNS}\n", table(policies))
+    format!(
+        "{}\n{COLUMNS}\n{}",
+        table(policies),
+        crate::cache_summary::cache_table(policies)
+    )
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {

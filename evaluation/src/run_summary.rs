@@ -116,6 +116,9 @@ pub struct PolicyResult {
     /// (interval, worker) pairs with a pick (simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub herding: Option<f64>,
+    /// With caches: hit rates and the origin's traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache_summary::CacheSummary>,
 }
 
 impl PolicyResult {
@@ -150,6 +153,7 @@ impl PolicyResult {
             cores: None,
             self_check: None,
             herding: None,
+            cache: None,
         }
     }
 
@@ -220,6 +224,10 @@ impl PolicyResult {
             cores: None,
             self_check: None,
             herding: rec.herding.map(round3),
+            cache: rec
+                .cache
+                .as_ref()
+                .map(crate::cache_summary::CacheSummary::from_record),
         }
     }
 }

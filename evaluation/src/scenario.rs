@@ -19,6 +19,8 @@
 //! | `many-routers-fault` | 8 routers; worker 0 5× slower for 60 s, worker 1 down for 30 s | retries of many routers piling onto whichever worker looks idle |
 //! | `hidden-signal` | a quarter of the workers (3 of 12) hold a memtable that fills to 4 GiB over 20 s and flushes; their PUTs cost up to 4× as it fills, GETs nothing | a slowdown only one telemetry signal (`memtable_bytes`) and the request type explain: the room a learned model has over rules and latency-only balancers |
 //! | `drain` | the operator drains worker 0 for 30 s, then returns it; the worker stays healthy | maintenance: its share must fall below 1% of picks within one report interval (HAProxy `set server … state drain`, Envoy EDS `DRAINING`) |
+//! | `cache-affinity` | each worker caches a quarter of the keys; a miss costs 10× a hit | data locality against stability, the core of a KV-aware score ([`cache_presets`]) |
+//! | `hot-key`, `cold-restart`, `cache-many-routers`, `cache-heterogeneous` | a hot large key; a worker back with an empty cache; 8 routers; speeds and cache sizes spread 4× | locality that must not melt a worker, flood a cold one, herd, or ignore speed |
 //!
 //! Units: times in ms, speeds and factors are multipliers, load is a fraction
 //! of the healthy cluster's capacity.
@@ -29,9 +31,15 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cache;
+mod cache_presets;
 mod fault;
 mod hidden_signal;
 mod many_routers;
+pub use cache::{
+    CacheSpec, EvictionPolicy, HotKey, MAX_CACHE_KEYS, MAX_PREFIXES, validate_prefixes,
+};
+pub use cache_presets::CACHE_SCENARIOS;
 pub use fault::Fault;
 use hidden_signal::hidden_signal;
 pub use hidden_signal::{
@@ -49,6 +57,10 @@ pub struct WorkerSpec {
     pub speed: f64,
     /// Requests served at once; more wait in a FIFO queue.
     pub concurrency: usize,
+    /// Keys its cache holds, if not the scenario's
+    /// [`CacheSpec::capacity_keys`] (with a cache only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_keys: Option<usize>,
 }
 
 impl Default for WorkerSpec {
@@ -57,6 +69,7 @@ impl Default for WorkerSpec {
         Self {
             speed: 1.0,
             concurrency: 1,
+            cache_keys: None,
         }
     }
 }
@@ -95,8 +108,21 @@ pub struct Scenario {
     pub max_retries: u32,
     /// Distinct keys.
     pub keys: usize,
-    /// Zipf exponent of key popularity.
+    /// Zipf exponent of key popularity (within a prefix, with prefixes).
     pub zipf_s: f64,
+    /// Key prefixes (`tenant:{t}:…`), each with `keys / prefixes` keys; 0 =
+    /// none (keys `user:{rank}:profile`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prefixes: usize,
+    /// Zipf exponent of prefix popularity.
+    pub prefix_zipf_s: f64,
+    /// The workers' caches ([`CacheSpec`]); none = every request costs
+    /// the same wherever it goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheSpec>,
+    /// A key that turns hot mid-run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_key: Option<HotKey>,
     /// Injected faults.
     pub faults: Vec<Fault>,
     /// Window for shares, oscillation and plots, ms.
@@ -149,6 +175,14 @@ pub const DEFAULT_SCORER_TIMEOUT_MS: f64 = 50.0;
 /// Default [`Scenario::telemetry_delay_ms`].
 pub const DEFAULT_TELEMETRY_DELAY_MS: f64 = 1.0;
 
+/// Default [`Scenario::prefix_zipf_s`].
+pub const DEFAULT_PREFIX_ZIPF_S: f64 = 0.8;
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Most routers in one scenario (one baseline instance each).
 pub const MAX_ROUTERS: usize = 1_000;
 
@@ -166,7 +200,7 @@ impl Default for Scenario {
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 15] = [
+pub const SCENARIOS: [&str; 20] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -182,6 +216,11 @@ pub const SCENARIOS: [&str; 15] = [
     "many-routers-128",
     "many-routers-heterogeneous",
     "many-routers-fault",
+    "cache-affinity",
+    "hot-key",
+    "cold-restart",
+    "cache-many-routers",
+    "cache-heterogeneous",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -199,13 +238,7 @@ impl Scenario {
         Self {
             name: name.to_owned(),
             description: description.to_owned(),
-            workers: vec![
-                WorkerSpec {
-                    speed: 1.0,
-                    concurrency: 1,
-                };
-                n
-            ],
+            workers: vec![WorkerSpec::default(); n],
             load: 0.7,
             duration_ms,
             report_interval_ms: 2_000.0,
@@ -219,6 +252,10 @@ impl Scenario {
             max_retries: 2,
             keys: 100_000,
             zipf_s: 0.99,
+            prefixes: 0,
+            prefix_zipf_s: DEFAULT_PREFIX_ZIPF_S,
+            cache: None,
+            hot_key: None,
             faults: Vec::new(),
             window_ms: 1_000.0,
             routers: 1,
@@ -378,7 +415,9 @@ impl Scenario {
                 s
             }
             "hidden-signal" => hidden_signal(n, d),
-            other => match many_routers(other, n, d, at) {
+            other => match many_routers(other, n, d, at)
+                .or_else(|| cache_presets::cache_preset(other, n, d, at))
+            {
                 Some(s) => s,
                 None => {
                     return Err(format!(
@@ -396,9 +435,13 @@ impl Scenario {
     }
 
     /// Mean service time of one request at speed 1, ms (mix of GET/PUT and sizes).
+    /// With a cache, a GET costs its blend at [`CacheSpec::load_hit_rate`].
     pub fn mean_cost_ms(&self) -> f64 {
-        let kind =
-            (1.0 - self.put_fraction) * self.get_cost_ms + self.put_fraction * self.put_cost_ms;
+        let get = self
+            .cache
+            .as_ref()
+            .map_or(self.get_cost_ms, |c| c.get_cost_at_ms(c.load_hit_rate));
+        let kind = (1.0 - self.put_fraction) * get + self.put_fraction * self.put_cost_ms;
         kind * (1.0 - self.large_fraction + self.large_fraction * self.large_factor)
     }
 

@@ -13,7 +13,10 @@
 
 use std::path::Path;
 
-use crate::scenario::{Fault, MAX_DURATION_S, MAX_ROUTERS, MAX_WORKERS, Scenario, WorkerSpec};
+use crate::scenario::{
+    CacheSpec, Fault, MAX_CACHE_KEYS, MAX_DURATION_S, MAX_ROUTERS, MAX_WORKERS, Scenario,
+    WorkerSpec, validate_prefixes,
+};
 
 /// Most retries per request.
 pub const MAX_RETRIES: u32 = 10;
@@ -169,11 +172,12 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             "`workers` must list 2..={MAX_WORKERS} workers, got {n}"
         ));
     }
-    for (i, WorkerSpec { speed, concurrency }) in sc.workers.iter().enumerate() {
-        positive(&format!("workers[{i}].speed"), *speed)?;
-        if *concurrency == 0 {
+    for (i, w) in sc.workers.iter().enumerate() {
+        positive(&format!("workers[{i}].speed"), w.speed)?;
+        if w.concurrency == 0 {
             return Err(format!("`workers[{i}].concurrency` must be at least 1"));
         }
+        check_worker_cache(i, w, sc)?;
     }
     let max_ms = MAX_DURATION_S * 1000.0;
     if !(sc.duration_ms.is_finite() && (1_000.0..=max_ms).contains(&sc.duration_ms)) {
@@ -210,6 +214,14 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             "`zipf_s` must be a finite number >= 0, got {}",
             sc.zipf_s
         ));
+    }
+    validate_prefixes(sc.prefixes, sc.prefix_zipf_s, sc.keys)?;
+    if let Some(c) = &sc.cache {
+        c.validate()?;
+        check_total_cache(sc, c)?;
+    }
+    if let Some(h) = &sc.hot_key {
+        h.validate(sc.duration_ms)?;
     }
     positive("window_ms", sc.window_ms)?;
     if sc.window_ms > sc.duration_ms {
@@ -254,6 +266,39 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
         }
     }
     check_drains(sc)
+}
+
+/// A worker's own cache size is 1..=[`MAX_CACHE_KEYS`] and needs a
+/// scenario cache; all caches together hold at most [`MAX_CACHE_KEYS`].
+fn check_worker_cache(i: usize, w: &WorkerSpec, sc: &Scenario) -> Result<(), String> {
+    let Some(keys) = w.cache_keys else {
+        return Ok(());
+    };
+    let Some(c) = &sc.cache else {
+        return Err(format!(
+            "`workers[{i}].cache_keys` needs a `[cache]` table (the scenario has no caches)"
+        ));
+    };
+    if !(1..=MAX_CACHE_KEYS).contains(&keys) {
+        return Err(format!(
+            "`workers[{i}].cache_keys` must be in 1..={MAX_CACHE_KEYS}, got {keys}"
+        ));
+    }
+    check_total_cache(sc, c)
+}
+
+fn check_total_cache(sc: &Scenario, c: &CacheSpec) -> Result<(), String> {
+    let total: usize = sc
+        .workers
+        .iter()
+        .map(|w| w.cache_keys.unwrap_or(c.capacity_keys))
+        .fold(0usize, usize::saturating_add);
+    if total > MAX_CACHE_KEYS {
+        return Err(format!(
+            "the workers' caches hold {total} keys in all; at most {MAX_CACHE_KEYS} (`cache.capacity_keys`, `workers[].cache_keys`)"
+        ));
+    }
+    Ok(())
 }
 
 /// A worker is drained by one fault at a time, and one worker at least is

@@ -15,8 +15,10 @@
 use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
 
+mod cache;
 mod embedded;
 mod model;
+pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
@@ -368,6 +370,7 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
         out.push(slow_worker_target(r));
     }
     out.extend(model_targets(sims));
+    out.extend(cache_targets(sims));
     out
 }
 

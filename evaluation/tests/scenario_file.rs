@@ -97,3 +97,64 @@ fn errors_name_the_bad_key() {
     });
     assert!(run_sim(&o).unwrap_err().contains("put_fraction"));
 }
+
+#[test]
+fn the_cache_example_sets_every_cache_key_and_runs_with_hit_rates() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/cache.toml");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let cache = toml::Value::try_from(evaluation::scenario::CacheSpec::default()).expect("toml");
+    for key in cache.as_table().expect("table").keys() {
+        assert!(
+            text.contains(&format!("\n{key} =")),
+            "cache.toml does not set `{key}`"
+        );
+    }
+    let mut sc = load(&path).expect("cache.toml");
+    assert_eq!(sc.workers[5].cache_keys, Some(1_250));
+    sc.duration_ms = 3_000.0;
+    sc.hot_key = None;
+    let mut o = SimOptions::new("ignored");
+    o.custom = Some(sc);
+    o.policies = vec!["round-robin".to_owned(), "oracle".to_owned()];
+    let r = run_sim(&o).expect("run");
+    for p in &r.policies {
+        let c = p.cache.as_ref().expect("hit rates");
+        assert!(
+            c.hit_rate > 0.0 && c.hit_rate < 1.0,
+            "{}: {}",
+            p.name,
+            c.hit_rate
+        );
+        assert_eq!(c.hit_rate_per_worker.len(), 6);
+        assert!(c.origin_bytes >= c.origin_reads * 4_096);
+    }
+}
+
+#[test]
+fn a_bad_cache_key_is_named() {
+    let base = "[[workers]]\n[[workers]]\n";
+    for (text, key) in [
+        (
+            format!("{base}[cache]\nmiss_cost_ms = -1.0\n"),
+            "cache.miss_cost_ms",
+        ),
+        (format!("{base}[cache]\npolicy = \"lfu\"\n"), "policy"),
+        (format!("{base}[cache]\ncapacity = 5\n"), "capacity"),
+        (
+            format!("{base}[cache]\ncapacity_keys = 0\n"),
+            "cache.capacity_keys",
+        ),
+        (
+            "[[workers]]\ncache_keys = 5\n[[workers]]\n".to_owned(),
+            "needs a `[cache]`",
+        ),
+        (format!("prefixes = 200000\n{base}"), "`prefixes`"),
+        (
+            format!("{base}[hot_key]\nfrom_ms = 1.0\nshare = 2.0\nsize_factor = 1.0\n"),
+            "hot_key.share",
+        ),
+    ] {
+        let e = parse(&text).unwrap_err();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}

@@ -65,6 +65,28 @@ impl Zipf {
         let u: f64 = rng.random();
         self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1) + 1
     }
+
+    /// Ranks, `n`.
+    pub fn len(&self) -> usize {
+        self.cdf.len()
+    }
+
+    /// Whether it has no ranks (never: `n ≥ 1`).
+    pub fn is_empty(&self) -> bool {
+        self.cdf.is_empty()
+    }
+
+    /// `P(rank)` for a rank in `1..=n` (0 outside).
+    pub fn probability(&self, rank: usize) -> f64 {
+        match rank {
+            0 => 0.0,
+            1 => self.cdf.first().copied().unwrap_or(0.0),
+            r => match (self.cdf.get(r - 1), self.cdf.get(r - 2)) {
+                (Some(a), Some(b)) => a - b,
+                _ => 0.0,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@
 //! choices and the scorer's in-service times. Time is simulated: nothing sleeps, a run is a pure function of
 //! (scenario, policy, seed).
 
+pub mod cache;
+#[cfg(test)]
+mod cache_tests;
 mod calls;
 #[cfg(test)]
 mod cost_tests;
@@ -56,10 +59,11 @@ use crate::embedded_calibration::EmbeddedPickCalibration;
 use crate::policies::{WALL_EPOCH_MS, worker_id};
 use crate::router::{Op, Outcome, PickRequest, Router};
 use crate::scenario::{Fault, Scenario};
-use dist::{Zipf, exponential, lognormal_unit_mean};
+use cache::{Key, KeySpace, WorkerCache};
+use dist::{exponential, lognormal_unit_mean};
 use event::{Event, EventQueue};
 use herding::Herding;
-pub use record::RunRecord;
+pub use record::{CacheRecord, RunRecord};
 use remote::{Buffered, InFlight, Outbox, PendingOutcome, RemoteScorer};
 use worker::{BACKGROUND_BASE, Job, SimWorker};
 
@@ -70,7 +74,7 @@ struct Request {
     asked_ms: f64,
     attempts: u32,
     op: Op,
-    key_rank: usize,
+    key: Key,
     large: bool,
     router: usize,
     /// The attempt whose score answer the router is waiting for.
@@ -99,7 +103,7 @@ pub struct Sim<'a> {
     workload_rng: ChaCha8Rng,
     service_rng: ChaCha8Rng,
     policy_rng: ChaCha8Rng,
-    zipf: Zipf,
+    keys: KeySpace,
     mean_cost_ms: f64,
     next_background: usize,
     rec: RunRecord,
@@ -125,23 +129,37 @@ impl<'a> Sim<'a> {
         let windows = (sc.duration_ms / sc.window_ms).ceil().max(1.0) as usize;
         let remote = router.remote();
         let embedded = router.embedded();
+        let keys = KeySpace::new(sc);
+        let mut workers = faults::workers(sc);
+        let cache = sc.cache.as_ref().map(|c| {
+            let capacity = |w: &SimWorker| w.spec.cache_keys.unwrap_or(c.capacity_keys);
+            let top = keys.most_popular(workers.iter().map(capacity).max().unwrap_or(0));
+            for w in &mut workers {
+                let cap = capacity(w);
+                let mut cache = WorkerCache::new(cap, c.policy);
+                cache.prefill(&top[..cap.min(top.len())]);
+                w.cache = Some(cache);
+            }
+            CacheRecord::new(n)
+        });
         Self {
             sc,
             router,
             q: EventQueue::new(),
-            workers: faults::workers(sc),
+            workers,
             ids: (0..n).map(worker_id).collect(),
             reqs: Vec::new(),
             attempts: Vec::new(),
             workload_rng: ChaCha8Rng::seed_from_u64(seed),
             service_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5e41_1ce0),
             policy_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c_1e5a),
-            zipf: Zipf::new(sc.keys, sc.zipf_s),
+            keys,
             mean_cost_ms: sc.mean_cost_ms(),
             next_background: BACKGROUND_BASE,
             rec: RunRecord {
                 window_picks: vec![vec![0; n]; windows],
                 window_ms: sc.window_ms,
+                cache,
                 ..RunRecord::default()
             },
             remote,
@@ -201,7 +219,7 @@ impl<'a> Sim<'a> {
                     Op::Get
                 };
                 let large = r.random::<f64>() < self.sc.large_fraction;
-                let key_rank = self.zipf.sample(r);
+                let key = self.keys.draw(r, t);
                 // Drawn only with several routers, so one-router runs keep
                 // their workload stream.
                 let router = if self.sc.routers > 1 {
@@ -216,7 +234,7 @@ impl<'a> Sim<'a> {
                     asked_ms: t,
                     attempts: 0,
                     op,
-                    key_rank,
+                    key,
                     large,
                     router,
                     awaiting: None,
@@ -427,17 +445,19 @@ impl<'a> Sim<'a> {
     /// The policy picks a worker for `req` at `t`.
     fn decide(&mut self, req: usize, t: f64) -> crate::router::Pick {
         let r = &self.reqs[req];
-        let (op, large, rank, router) = (r.op, r.large, r.key_rank, r.router);
-        let key = format!("user:{rank}:profile");
+        let (op, large, key_id, router) = (r.op, r.large, r.key, r.router);
+        let key = self.keys.name(key_id);
         if self.router.wants_truth() {
-            let job = Job {
-                id: usize::MAX,
-                enqueued_ms: t,
-                base_cost_ms: self.mean_job_cost_ms(op, large),
-                op,
-            };
-            for (d, w) in self.truth.iter_mut().zip(&self.workers) {
-                *d = w.expected_delay_ms(&job, t);
+            // The oracle knows what each worker's cache holds.
+            for (i, w) in self.workers.iter().enumerate() {
+                let hit = w.cache.as_ref().map(|c| c.contains(key_id.id));
+                let job = Job {
+                    id: usize::MAX,
+                    enqueued_ms: t,
+                    base_cost_ms: self.mean_job_cost_ms(op, large, key_id.hot, hit),
+                    op,
+                };
+                self.truth[i] = w.expected_delay_ms(&job, t);
             }
             self.router.truth(&self.truth);
         }
@@ -460,20 +480,71 @@ impl<'a> Sim<'a> {
         pick
     }
 
-    /// Mean service time of a request of this kind at speed 1, ms.
-    fn mean_job_cost_ms(&self, op: Op, large: bool) -> f64 {
-        let kind = match op {
-            Op::Get => self.sc.get_cost_ms,
-            Op::Put => self.sc.put_cost_ms,
+    /// Mean service time at speed 1 of a request of this kind, ms: with
+    /// a cache, a GET's `hit` or miss decides it.
+    fn mean_job_cost_ms(&self, op: Op, large: bool, hot: bool, hit: Option<bool>) -> f64 {
+        let kind = match (op, hit, &self.sc.cache) {
+            (Op::Get, Some(true), Some(c)) => c.hit_cost_ms,
+            (Op::Get, Some(false), Some(c)) => c.miss_cost_ms,
+            (Op::Get, ..) => self.sc.get_cost_ms,
+            (Op::Put, ..) => self.sc.put_cost_ms,
         };
-        kind * if large { self.sc.large_factor } else { 1.0 }
+        kind * self.size_factor(large, hot)
+    }
+
+    fn size_factor(&self, large: bool, hot: bool) -> f64 {
+        let hot = match (&self.sc.hot_key, hot) {
+            (Some(h), true) => h.size_factor,
+            _ => 1.0,
+        };
+        hot * if large { self.sc.large_factor } else { 1.0 }
+    }
+
+    /// The request reaches `worker`'s cache: a GET hits or misses (a miss
+    /// fetches from the origin and admits the key), a PUT writes through.
+    /// `None` without a cache, for a PUT, or at a worker that will not
+    /// serve it.
+    fn touch_cache(&mut self, worker: usize, op: Op, key: Key, large: bool) -> Option<bool> {
+        let size = self.size_factor(large, key.hot);
+        let w = &mut self.workers[worker];
+        if w.down || w.zombie {
+            return None;
+        }
+        let spec = self.sc.cache.as_ref()?;
+        let cache = w.cache.as_mut()?;
+        let rec = self.rec.cache.as_mut()?;
+        match op {
+            Op::Get => {
+                let hit = cache.get(key.id);
+                if hit {
+                    rec.hits[worker] += 1;
+                } else {
+                    rec.misses[worker] += 1;
+                    rec.origin_bytes += (spec.value_bytes as f64 * size) as u64;
+                }
+                Some(hit)
+            }
+            Op::Put => {
+                cache.put(key.id);
+                if spec.invalidate_on_put {
+                    for (i, other) in self.workers.iter_mut().enumerate() {
+                        if i != worker
+                            && let Some(c) = other.cache.as_mut()
+                        {
+                            c.invalidate(key.id);
+                        }
+                    }
+                }
+                None
+            }
+        }
     }
 
     /// The router sends `req` to `worker` at `t`: a new attempt.
     fn send(&mut self, req: usize, worker: usize, decision_id: Option<String>, t: f64) {
-        let (op, large, router) = {
+        let (op, large, router, key) = {
             let r = &self.reqs[req];
-            (r.op, r.large, r.router)
+            (r.op, r.large, r.router, r.key)
         };
         self.rec.attempts += 1;
         self.in_flight.sent(router, worker);
@@ -493,7 +564,8 @@ impl<'a> Sim<'a> {
             self.q.push(t + 0.1, Event::Refused { attempt });
             return;
         }
-        let base = self.mean_job_cost_ms(op, large)
+        let hit = self.touch_cache(worker, op, key, large);
+        let base = self.mean_job_cost_ms(op, large, key.hot, hit)
             * lognormal_unit_mean(&mut self.service_rng, self.sc.sigma);
         let job = Job {
             id: attempt,

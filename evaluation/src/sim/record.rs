@@ -31,4 +31,28 @@ pub struct RunRecord {
     /// With several routers: the mean number of routers that picked the
     /// same worker within one view interval ([`herding`]).
     pub herding: Option<f64>,
+    /// With caches: hits, misses and origin traffic.
+    pub cache: Option<CacheRecord>,
+}
+
+/// What the workers' caches saw in a run (GETs only: a PUT writes through).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CacheRecord {
+    /// GETs that found their key, per worker.
+    pub hits: Vec<u64>,
+    /// GETs that fetched their key from the origin, per worker.
+    pub misses: Vec<u64>,
+    /// Bytes fetched from the origin.
+    pub origin_bytes: u64,
+}
+
+impl CacheRecord {
+    /// Nothing yet, over `n` workers.
+    pub fn new(n: usize) -> Self {
+        Self {
+            hits: vec![0; n],
+            misses: vec![0; n],
+            origin_bytes: 0,
+        }
+    }
 }

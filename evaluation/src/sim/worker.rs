@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use scorer_core::telemetry::Snapshot;
 
+use super::cache::WorkerCache;
 use crate::router::Op;
 use crate::scenario::WorkerSpec;
 
@@ -53,7 +54,7 @@ impl Memtable {
 pub const BACKGROUND_BASE: usize = usize::MAX / 2;
 
 /// Worker state during a run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SimWorker {
     /// Static description.
     pub spec: WorkerSpec,
@@ -70,6 +71,8 @@ pub struct SimWorker {
     pub zombie: bool,
     /// A memtable whose size slows PUTs, reported in snapshots.
     pub memtable: Option<Memtable>,
+    /// What it holds warm, with a scenario cache.
+    pub cache: Option<WorkerCache>,
     busy_integral_ms: f64,
     last_change_ms: f64,
     interval_start_ms: f64,
@@ -88,6 +91,7 @@ impl SimWorker {
             down: false,
             zombie: false,
             memtable: None,
+            cache: None,
             busy_integral_ms: 0.0,
             last_change_ms: 0.0,
             interval_start_ms: 0.0,
@@ -149,11 +153,15 @@ impl SimWorker {
         (true, self.start_next(now_ms))
     }
 
-    /// Crash at `now_ms`: every queued and in-service job is lost; returns
-    /// their ids (the clients see their connections reset).
+    /// Crash at `now_ms`: every queued and in-service job is lost and the
+    /// cache emptied; returns the jobs' ids (the clients see their
+    /// connections reset).
     pub fn crash(&mut self, now_ms: f64) -> Vec<usize> {
         self.account(now_ms);
         self.down = true;
+        if let Some(c) = &mut self.cache {
+            c.clear();
+        }
         let mut lost: Vec<usize> = self.in_service.drain(..).map(|(j, ..)| j).collect();
         lost.extend(self.queue.drain(..).map(|j| j.id));
         lost
@@ -277,6 +285,7 @@ mod tests {
         let mut w = SimWorker::new(WorkerSpec {
             speed: 2.0,
             concurrency: 1,
+            ..WorkerSpec::default()
         });
         // Idle: only its own 4 ms at speed 2.
         assert_eq!(w.expected_delay_ms(&job(9, 4.0), 0.0), 2.0);
@@ -292,6 +301,7 @@ mod tests {
         let mut two = SimWorker::new(WorkerSpec {
             speed: 1.0,
             concurrency: 2,
+            ..WorkerSpec::default()
         });
         two.enqueue(job(1, 10.0), 0.0);
         assert_eq!(two.expected_delay_ms(&job(9, 3.0), 0.0), 3.0);

@@ -1,0 +1,115 @@
+//! What the caches did under one arm: hit rates overall and per worker,
+//! and the origin's traffic.
+//!
+//! Definitions: the hit rate is GETs that found their key / GETs that
+//! reached a worker (a PUT writes through and is no lookup); a worker that
+//! served no GET has hit rate `null`; `origin_bytes` is what the misses
+//! fetched from the origin.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::run_summary::PolicyResult;
+use crate::sim::CacheRecord;
+
+/// One arm's cache figures in results.json.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CacheSummary {
+    /// Hits / GETs, over every worker.
+    pub hit_rate: f64,
+    /// Hits / GETs, per worker.
+    pub hit_rate_per_worker: Vec<Option<f64>>,
+    /// GETs that missed: reads from the origin.
+    pub origin_reads: u64,
+    /// Bytes fetched from the origin.
+    pub origin_bytes: u64,
+}
+
+impl CacheSummary {
+    /// The summary of a simulated run's caches.
+    pub fn from_record(rec: &CacheRecord) -> Self {
+        let rate = |h: u64, m: u64| (h + m > 0).then(|| round4(h as f64 / (h + m) as f64));
+        let (hits, misses): (u64, u64) = (rec.hits.iter().sum(), rec.misses.iter().sum());
+        Self {
+            hit_rate: rate(hits, misses).unwrap_or(0.0),
+            hit_rate_per_worker: rec
+                .hits
+                .iter()
+                .zip(&rec.misses)
+                .map(|(&h, &m)| rate(h, m))
+                .collect(),
+            origin_reads: misses,
+            origin_bytes: rec.origin_bytes,
+        }
+    }
+}
+
+/// The cache table under a scenario's main table: per arm the hit rate,
+/// its lowest and highest worker, origin reads and MiB, the picks of the
+/// least and most loaded worker as multiples of the fair share, and the
+/// latency percentiles. Empty when no arm ran with caches.
+pub fn cache_table(policies: &[PolicyResult]) -> String {
+    let mut s = String::new();
+    for p in policies {
+        let Some(c) = &p.cache else { continue };
+        if s.is_empty() {
+            s.push_str(
+                "\n| policy | hit rate | worker hit rates (lowest–highest) | origin reads | origin MiB | worker load (lowest–highest, × fair) | p50 ms | p99 ms | p99.9 ms |\n\
+                 |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            );
+        }
+        let rates: Vec<f64> = c.hit_rate_per_worker.iter().flatten().copied().collect();
+        let (lo, hi) = min_max(&rates);
+        let picks: Vec<f64> = p.picks_per_worker.iter().map(|&x| x as f64).collect();
+        let fair = picks.iter().sum::<f64>() / picks.len().max(1) as f64;
+        let (plo, phi) = min_max(&picks);
+        let ms = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.2}"));
+        let _ = writeln!(
+            s,
+            "| {} | {:.1}% | {:.1}–{:.1}% | {} | {:.1} | {:.2}–{:.2} | {} | {} | {} |",
+            p.name,
+            c.hit_rate * 100.0,
+            lo * 100.0,
+            hi * 100.0,
+            c.origin_reads,
+            c.origin_bytes as f64 / 1_048_576.0,
+            plo / fair.max(1e-9),
+            phi / fair.max(1e-9),
+            ms(p.p50_ms),
+            ms(p.p99_ms),
+            ms(p.p999_ms),
+        );
+    }
+    if !s.is_empty() {
+        s.push_str("\nhit rate = GETs that found their key in the worker's cache / GETs; origin = what the misses fetched; worker load = picks per worker over the run. Definitions: `evaluation/src/cache_summary.rs`.\n");
+    }
+    s
+}
+
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::NAN, f64::NAN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hit_rates_count_gets_per_worker_and_overall() {
+        let rec = CacheRecord {
+            hits: vec![3, 0, 0],
+            misses: vec![1, 4, 0],
+            origin_bytes: 5 * 4_096,
+        };
+        let s = CacheSummary::from_record(&rec);
+        assert_eq!(s.hit_rate, 0.375);
+        assert_eq!(s.hit_rate_per_worker, vec![Some(0.75), Some(0.0), None]);
+        assert_eq!((s.origin_reads, s.origin_bytes), (5, 20_480));
+    }
+}
