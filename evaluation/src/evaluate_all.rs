@@ -15,13 +15,16 @@ use crate::targets::{self, TargetCheck};
 /// diagnostics `rules-max`, `rules-softmax`, `rules-prequal` and `model`
 /// (the `service` arm under its older name; all still runnable with
 /// `--policies`), to keep the run time reasonable on a small machine.
-pub const ALL_POLICIES: [&str; 12] = [
+pub const ALL_POLICIES: [&str; 15] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
     "least-request-all",
     "envoy",
+    "hash-bounded",
+    "cache-aware",
+    "kv-cost",
     "oracle",
     "service",
     "service-rules",

@@ -25,6 +25,9 @@ pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
     RGBColor(152, 78, 163),  // p2c-peak-ewma: purple
     RGBColor(0, 0, 139),     // least-request-all: navy
     RGBColor(255, 20, 147),  // envoy: deep pink
+    RGBColor(128, 128, 0),   // hash-bounded: olive
+    RGBColor(106, 90, 205),  // cache-aware: slate blue
+    RGBColor(135, 206, 250), // kv-cost: sky blue
     RGBColor(255, 215, 0),   // oracle: yellow
     RGBColor(0, 90, 0),      // service: dark green
     RGBColor(128, 128, 128), // service-rules: grey

@@ -1,7 +1,8 @@
 //! The compared policies by name, and the service arms.
 //!
 //! Names (used in results.json): `round-robin`, `random`,
-//! `p2c-least-request`, `p2c-peak-ewma`, `least-request-all`, `envoy`
+//! `p2c-least-request`, `p2c-peak-ewma`, `least-request-all`, `envoy`,
+//! and the locality baselines `hash-bounded`, `cache-aware`, `kv-cost`
 //! (baselines, see [`crate::baselines`]), `oracle` (the physical-limit
 //! anchor, simulator only: [`crate::oracle`]),
 //! `service` (the service exactly as shipped: default configuration, the
@@ -45,20 +46,24 @@ use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
 use crate::baselines::{
-    envoy::Envoy, least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
+    cache_aware::CacheAware, envoy::Envoy, hash_bounded::HashBounded, kv_cost::KvCost,
+    least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
     p2c_peak_ewma::P2cPeakEwma, random::Random, round_robin::RoundRobin,
 };
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Every policy name, in report order: the baselines, what users run
 /// (`service`, `service-rules`), then the diagnostic arms.
-pub const POLICIES: [&str; 16] = [
+pub const POLICIES: [&str; 19] = [
     "round-robin",
     "random",
     "p2c-least-request",
     "p2c-peak-ewma",
     "least-request-all",
     "envoy",
+    "hash-bounded",
+    "cache-aware",
+    "kv-cost",
     "oracle",
     "service",
     "service-rules",
@@ -182,6 +187,9 @@ pub fn build(
         "p2c-peak-ewma" => Box::new(P2cPeakEwma::new(n)),
         "least-request-all" => Box::new(LeastRequestAll::new(n)),
         "envoy" => Box::new(Envoy::new(n)),
+        "hash-bounded" => Box::new(HashBounded::new(n)),
+        "cache-aware" => Box::new(CacheAware::new(n)),
+        "kv-cost" => Box::new(KvCost::new(n)),
         "oracle" => Box::new(crate::oracle::Oracle::new(n)),
         "service" => {
             Box::new(ServiceRouter::shipped(n, log, service_config.clone()).with_models(models?))

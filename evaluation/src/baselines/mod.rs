@@ -23,6 +23,16 @@
 //!   (consecutive 5xx, success rate, ejection backoff, `max_ejection_percent`)
 //!   and the 50 % healthy-panic threshold.
 //!
+//! The locality baselines route by the request's key:
+//!
+//! - [`hash_bounded::HashBounded`]: consistent hashing with bounded loads
+//!   (Mirrokni, Thorup, Zadimoghaddam, SODA 2018) as HAProxy runs it with
+//!   `hash-type consistent` and `hash-balance-factor 125`.
+//! - [`cache_aware::CacheAware`]: SGLang's cache-aware policy (approximate
+//!   prefix tree per worker, shortest queue when imbalanced).
+//! - [`kv_cost::KvCost`]: NVIDIA Dynamo's KV-router cost in approximate
+//!   mode (keys routed to a worker within a TTL count as cached).
+//!
 //! All keep their own in-flight counts from picks and outcomes, as a proxy
 //! does; none sees worker telemetry. Their parameters are the published
 //! defaults, never tuned for these scenarios. Each module's docs cite the
@@ -30,7 +40,10 @@
 
 mod endpoints;
 pub(crate) use endpoints::Endpoints;
+pub mod cache_aware;
 pub mod envoy;
+pub mod hash_bounded;
+pub mod kv_cost;
 pub mod least_request_all;
 pub mod p2c_least_request;
 pub mod p2c_peak_ewma;
