@@ -6,7 +6,8 @@
 //! with the best of the baselines users run, in the same run:
 //! `p2c-least-request` (Envoy's default), `p2c-peak-ewma` (Linkerd/Finagle,
 //! as tower decays it), `least-request-all` (HAProxy `leastconn`, NGINX
-//! `least_conn`) and `envoy` (P2C least-request with outlier detection);
+//! `least_conn`), `envoy` (P2C least-request with outlier detection) and
+//! the locality baselines `hash-bounded`, `cache-aware` and `kv-cost`;
 //! "best" is the lowest p99. [`oracle_anchor`] states every service arm's
 //! p99 as a ratio to the `oracle`. The model targets
 //! ([`model_targets`]) compare the arms with a model with `service-rules`
@@ -30,16 +31,18 @@ pub use model::{
 pub const SHIPPED_ARM: &str = "service";
 
 /// The baselines the service targets compare with.
-pub const BASELINES: [&str; 4] = [
+pub const BASELINES: [&str; 7] = [
     "p2c-least-request",
     "p2c-peak-ewma",
     "least-request-all",
     "envoy",
+    "hash-bounded",
+    "cache-aware",
+    "kv-cost",
 ];
 
 /// How the targets name the best of [`BASELINES`].
-pub const BEST_BASELINE: &str =
-    "the best of p2c-least-request, p2c-peak-ewma, least-request-all and envoy";
+pub const BEST_BASELINE: &str = "the best of p2c-least-request, p2c-peak-ewma, least-request-all, envoy, hash-bounded, cache-aware and kv-cost";
 
 /// Largest drain time of the zombie (`service` arm), ms.
 pub const ZOMBIE_DRAIN_MAX_MS: f64 = 2_000.0;

@@ -56,17 +56,17 @@ pub struct CacheSpec {
 }
 
 impl Default for CacheSpec {
-    /// The `cache-affinity` caches: 2 500 keys each, hits 1 ms, misses
-    /// 10 ms, LRU, no invalidation, 4 KiB values, load at a 60 % hit rate.
+    /// The `cache-affinity` caches: 2 000 keys each, hits 1 ms, misses
+    /// 10 ms, LRU, no invalidation, 4 KiB values, load at a 45 % hit rate.
     fn default() -> Self {
         Self {
-            capacity_keys: 2_500,
+            capacity_keys: 2_000,
             hit_cost_ms: 1.0,
             miss_cost_ms: 10.0,
             policy: EvictionPolicy::Lru,
             invalidate_on_put: false,
             value_bytes: 4_096,
-            load_hit_rate: 0.6,
+            load_hit_rate: 0.45,
         }
     }
 }
@@ -233,6 +233,7 @@ mod tests {
     fn the_get_cost_blends_hits_and_misses() {
         let c = CacheSpec::default();
         assert!((c.get_cost_at_ms(0.6) - 4.6).abs() < 1e-12);
+        assert!((c.get_cost_at_ms(c.load_hit_rate) - 5.95).abs() < 1e-12);
         assert_eq!(c.get_cost_at_ms(1.0), 1.0);
     }
 }

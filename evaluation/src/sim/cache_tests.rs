@@ -92,7 +92,7 @@ fn a_crash_empties_the_cache_and_a_down_worker_serves_nothing() {
     let sc = world(2);
     let mut rr = RoundRobin::new(2);
     let mut sim = Sim::new(&sc, &mut rr, 1);
-    assert_eq!(sim.workers[0].cache.as_ref().map(|c| c.len()), Some(2_500));
+    assert_eq!(sim.workers[0].cache.as_ref().map(|c| c.len()), Some(2_000));
     sim.workers[0].crash(1.0);
     assert!(sim.workers[0].cache.as_ref().expect("cache").is_empty());
     assert_eq!(sim.touch_cache(0, Op::Get, COLD, false), None, "down");
