@@ -110,7 +110,7 @@ fn the_cache_example_sets_every_cache_key_and_runs_with_hit_rates() {
         );
     }
     let mut sc = load(&path).expect("cache.toml");
-    assert_eq!(sc.workers[5].cache_keys, Some(1_250));
+    assert_eq!(sc.workers[5].cache_keys, Some(1_000));
     sc.duration_ms = 3_000.0;
     sc.hot_key = None;
     let mut o = SimOptions::new("ignored");
