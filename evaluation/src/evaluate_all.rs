@@ -43,8 +43,14 @@ pub const ALL_DURATION_S: f64 = 60.0;
 const TESTBED_REPORT_INTERVAL_MS: f64 = agent::config::DEFAULT_INTERVAL_MS as f64;
 
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 5] =
-    ["pause", "kill-restart", "drain", "loaded", "scorer-down"];
+pub const TESTBED_SCENARIOS: [&str; 6] = [
+    "pause",
+    "kill-restart",
+    "drain",
+    "loaded",
+    "scorer-down",
+    "cache",
+];
 
 /// How long `scorer-down` keeps the service away in `evaluate all`, ms.
 pub const SCORER_DOWN_MS: u64 = 5_000;
@@ -485,7 +491,9 @@ pub fn evaluation_markdown(
                 let _ = writeln!(s, "{}\n", r.description);
                 s.push_str(&report::table_with_columns(&r.policies));
                 s.push('\n');
-                let notes = report::model_notes(&r.policies) + &report::router_notes(&r.policies);
+                let notes = report::model_notes(&r.policies)
+                    + &report::router_notes(&r.policies)
+                    + &crate::testbed::cache::notes(&r.policies);
                 if !notes.is_empty() {
                     s.push_str(&notes);
                     s.push('\n');

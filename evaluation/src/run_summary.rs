@@ -116,6 +116,10 @@ pub struct PolicyResult {
     /// (interval, worker) pairs with a pick (simulator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub herding: Option<f64>,
+    /// Testbed `cache`: hit rates from the workers' `INFO` and the
+    /// router's count, origin reads, evictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::testbed::cache::CacheResult>,
 }
 
 impl PolicyResult {
@@ -150,6 +154,7 @@ impl PolicyResult {
             cores: None,
             self_check: None,
             herding: None,
+            cache: None,
         }
     }
 
@@ -220,6 +225,7 @@ impl PolicyResult {
             cores: None,
             self_check: None,
             herding: rec.herding.map(round3),
+            cache: None,
         }
     }
 }
