@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod probe;
+pub mod probe_window;
 pub mod redis_info;
 pub mod report;
 mod worker;

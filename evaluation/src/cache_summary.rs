@@ -27,6 +27,21 @@ pub struct CacheSummary {
 }
 
 impl CacheSummary {
+    /// The summary of a testbed run's caches, from the workers' own
+    /// `INFO` counters; `value_bytes` per origin read.
+    pub fn from_redis(c: &crate::testbed::cache::CacheResult, value_bytes: usize) -> Self {
+        Self {
+            hit_rate: c.hit_rate_redis.map_or(0.0, round4),
+            hit_rate_per_worker: c
+                .hit_rate_redis_per_worker
+                .iter()
+                .map(|r| r.map(round4))
+                .collect(),
+            origin_reads: c.origin_reads,
+            origin_bytes: c.origin_reads * value_bytes as u64,
+        }
+    }
+
     /// The summary of a simulated run's caches.
     pub fn from_record(rec: &CacheRecord) -> Self {
         let rate = |h: u64, m: u64| (h + m > 0).then(|| round4(h as f64 / (h + m) as f64));

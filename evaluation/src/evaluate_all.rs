@@ -50,8 +50,14 @@ pub const ALL_DURATION_S: f64 = 60.0;
 const TESTBED_REPORT_INTERVAL_MS: f64 = agent::config::DEFAULT_INTERVAL_MS as f64;
 
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 5] =
-    ["pause", "kill-restart", "drain", "loaded", "scorer-down"];
+pub const TESTBED_SCENARIOS: [&str; 6] = [
+    "pause",
+    "kill-restart",
+    "drain",
+    "loaded",
+    "scorer-down",
+    "cache",
+];
 
 /// How long `scorer-down` keeps the service away in `evaluate all`, ms.
 pub const SCORER_DOWN_MS: u64 = 5_000;
@@ -132,7 +138,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
             let started = Instant::now();
             let dir = out.join("testbed").join(name);
             let mut args = crate::testbed::TestbedArgs::defaults(name, &dir);
-            args.policies = Some(testbed_policies(&opts.policies));
+            args.policies = Some(testbed_policies(&opts.policies, name));
             if name == crate::testbed::faults::SCORER_DOWN {
                 args.fault_ms = SCORER_DOWN_MS;
             }
@@ -143,7 +149,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
                         &r,
                         &format!(
                             "evaluate testbed --scenario {name} --policies {} --out {}{}",
-                            testbed_policies(&opts.policies).join(","),
+                            testbed_policies(&opts.policies, name).join(","),
                             dir.display(),
                             if name == crate::testbed::faults::SCORER_DOWN {
                                 format!(" --fault-ms {SCORER_DOWN_MS}")
@@ -180,12 +186,14 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The arms of `policies` that the testbed can run.
-fn testbed_policies(policies: &[String]) -> Vec<String> {
+/// The arms of `policies` that the testbed runs on `scenario`.
+fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
+    let caches = scenario == crate::testbed::cache::NAME;
     policies
         .iter()
         .filter(|p| {
-            !SIM_ONLY.contains(&p.as_str()) && !CACHE_ONLY_ON_TESTBED.contains(&p.as_str())
+            !SIM_ONLY.contains(&p.as_str())
+                && (caches || !CACHE_ONLY_ON_TESTBED.contains(&p.as_str()))
         })
         .cloned()
         .collect()
@@ -499,7 +507,9 @@ pub fn evaluation_markdown(
                 let _ = writeln!(s, "{}\n", r.description);
                 s.push_str(&report::table_with_columns(&r.policies));
                 s.push('\n');
-                let notes = report::model_notes(&r.policies) + &report::router_notes(&r.policies);
+                let notes = report::model_notes(&r.policies)
+                    + &report::router_notes(&r.policies)
+                    + &crate::testbed::cache::notes(&r.policies);
                 if !notes.is_empty() {
                     s.push_str(&notes);
                     s.push('\n');

@@ -77,6 +77,7 @@ pub fn write_scenario(dir: &Path, r: &ScenarioResults, command: &str) -> Result<
     md.push_str(&table_with_columns(&r.policies));
     let notes = model_notes(&r.policies)
         + &router_notes(&r.policies)
+        + &crate::testbed::cache::notes(&r.policies)
         + &crate::self_check_series::self_check_notes(&r.policies);
     if !notes.is_empty() {
         md.push('\n');

@@ -119,6 +119,10 @@ pub struct PolicyResult {
     /// With caches: hit rates and the origin's traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::cache_summary::CacheSummary>,
+    /// Testbed `cache`: hit rates from the workers' `INFO` and the
+    /// router's count, origin reads, evictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cache: Option<crate::testbed::cache::CacheResult>,
 }
 
 impl PolicyResult {
@@ -154,6 +158,7 @@ impl PolicyResult {
             self_check: None,
             herding: None,
             cache: None,
+            redis_cache: None,
         }
     }
 
@@ -228,6 +233,7 @@ impl PolicyResult {
                 .cache
                 .as_ref()
                 .map(crate::cache_summary::CacheSummary::from_record),
+            redis_cache: None,
         }
     }
 }

@@ -169,6 +169,32 @@ async fn warmup_counts_from_first_registration_not_last_heartbeat() {
 }
 
 #[tokio::test]
+async fn cache_memory_and_evictions_are_accepted_and_not_scored() {
+    let app = test_app(no_warmup());
+    let mut s = snap("w1", WALL);
+    s["used_memory_bytes"] = json!(4_190_000u64);
+    s["maxmemory_bytes"] = json!(4_194_304u64);
+    s["evicted_keys_per_s"] = json!(850.0);
+    let (st, b) = app
+        .post_json(
+            "/v1/telemetry",
+            &json!({"snapshots": [s, snap("w2", WALL)]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    let (_, b) = app
+        .post(
+            "/v1/score",
+            r#"{"key":"k","explain":true,"candidates":["w1","w2"],"policy":"none"}"#,
+        )
+        .await;
+    let (w1, w2) = (score_of(&b, "w1"), score_of(&b, "w2"));
+    assert_eq!(w1["rule_score"], w2["rule_score"], "{b}");
+    assert_eq!(w1["final_score"], w2["final_score"], "{b}");
+    assert_eq!(w1["adjustments"], w2["adjustments"], "{b}");
+}
+
+#[tokio::test]
 async fn optional_signals_deduct_only_when_reported() {
     let app = test_app(no_warmup());
     let mut s = snap("w1", WALL);

@@ -185,13 +185,33 @@ async fn every_route_is_documented_and_every_documented_route_is_served() {
 }
 
 #[tokio::test]
+async fn the_snapshot_declares_cache_memory_and_evictions_with_their_bounds() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    let props = &doc["components"]["schemas"]["Snapshot"]["properties"];
+    let bound = |field: &str, which: &str| props[field][which].as_f64();
+    let max_bytes = Some((1u64 << 50) as f64);
+    assert_eq!(bound("used_memory_bytes", "maximum"), max_bytes, "{props}");
+    assert_eq!(bound("maxmemory_bytes", "minimum"), Some(1.0), "{props}");
+    assert_eq!(bound("maxmemory_bytes", "maximum"), max_bytes, "{props}");
+    assert_eq!(bound("evicted_keys_per_s", "minimum"), Some(0.0), "{props}");
+    assert_eq!(bound("evicted_keys_per_s", "maximum"), Some(1e9), "{props}");
+    let required = doc["components"]["schemas"]["Snapshot"]["required"].to_string();
+    for field in ["used_memory_bytes", "maxmemory_bytes", "evicted_keys_per_s"] {
+        assert!(!required.contains(field), "{field} is optional: {required}");
+    }
+}
+
+#[tokio::test]
 async fn answers_validate_against_the_document() {
     let t = test_app(no_warmup());
     let doc = document(&t).await;
     let snap = |id: &str, cpu: f64| {
         json!({"worker_id": id, "timestamp_ms": WALL, "cpu_usage": cpu, "queue_depth": 3,
                "rtt_ms_avg": 2.0, "rtt_ms_p99": 9.0, "error_rate": 0.01,
-               "disk_io_await_ms": 4.0, "cache_hit_rate": 0.9, "region": "eu-1"})
+               "disk_io_await_ms": 4.0, "cache_hit_rate": 0.9, "region": "eu-1",
+               "used_memory_bytes": 3_000_000u64, "maxmemory_bytes": 4_194_304u64,
+               "evicted_keys_per_s": 12.5})
     };
     // A cpu in (1, 4] is clamped with a warning: the warnings array is checked too.
     let batch = json!({"snapshots": [snap("w1", 0.2), snap("w2", 1.5), snap("w3", 0.9)]});

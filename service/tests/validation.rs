@@ -84,6 +84,11 @@ async fn negative_and_out_of_range_values_name_the_field() {
         ("net_loss_rate", json!(-0.1)),
         ("disk_io_await_ms", json!(-3.0)),
         ("capacity", json!(0.0)),
+        ("used_memory_bytes", json!((1u64 << 50) + 1)),
+        ("maxmemory_bytes", json!(0)),
+        ("maxmemory_bytes", json!(u64::MAX)),
+        ("evicted_keys_per_s", json!(-1.0)),
+        ("evicted_keys_per_s", json!(1e10)),
     ];
     for (field, value) in cases {
         let mut s = snap("w2", WALL);

@@ -5,12 +5,14 @@
 //! service times (the `loaded` scenario), each GET/SET is pipelined behind
 //! a `DEBUG SLEEP` of the worker's mean times the request's cost, so the
 //! request holds the server's only thread for a real service time without
-//! burning CPU.
+//! burning CPU. In the `cache` scenario every request goes cache-aside
+//! ([`CacheAside`]) instead.
 
 use std::time::Duration;
 
 use tokio::sync::RwLock;
 
+use super::cache_aside::{CacheAside, Failed, RouterCounts};
 use super::request::{Backend, Ended, Work};
 use crate::router::Op;
 
@@ -20,6 +22,7 @@ pub struct Conns {
     conns: Vec<RwLock<Option<redis::aio::MultiplexedConnection>>>,
     /// Mean service time per worker, ms (`None`: no sleep).
     service_ms: Option<Vec<f64>>,
+    cache: Option<CacheAside>,
 }
 
 impl Conns {
@@ -31,6 +34,30 @@ impl Conns {
             ports,
             conns,
             service_ms,
+            cache: None,
+        }
+    }
+
+    /// Serve every request cache-aside through `cache`.
+    #[must_use]
+    pub fn with_cache(mut self, cache: CacheAside) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The router's cache counts so far (`cache` scenario).
+    pub fn cache_counts(&self) -> Option<RouterCounts> {
+        self.cache.as_ref().map(CacheAside::counts)
+    }
+
+    /// How an attempt whose worker failed with `e` ended; the connection
+    /// is re-established on the next attempt.
+    async fn failed(&self, worker: usize, e: &redis::RedisError) -> Ended {
+        self.reset(worker).await;
+        if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
+            Ended::Refused
+        } else {
+            Ended::Error
         }
     }
 
@@ -84,6 +111,13 @@ impl Backend for Conns {
         let Some(mut c) = self.get(worker).await else {
             return Ended::Refused;
         };
+        if let Some(cache) = &self.cache {
+            return match cache.serve(worker, &mut c, work).await {
+                Ok(()) => Ended::Ok,
+                Err(Failed::Origin) => Ended::Error,
+                Err(Failed::Worker(e)) => self.failed(worker, &e).await,
+            };
+        }
         let mut cmd = match work.op {
             Op::Get => redis::cmd("GET"),
             Op::Put => redis::cmd("SET"),
@@ -109,14 +143,7 @@ impl Backend for Conns {
         };
         match r {
             Ok(()) => Ended::Ok,
-            Err(e) => {
-                self.reset(worker).await;
-                if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
-                    Ended::Refused
-                } else {
-                    Ended::Error
-                }
-            }
+            Err(e) => self.failed(worker, &e).await,
         }
     }
 }

@@ -63,6 +63,11 @@ const COST_STREAM: u64 = 0x5e41ce;
 /// Seed offset of the router's own fallback choices.
 const FALLBACK_STREAM: u64 = 0xfa11;
 
+/// The key of Zipf rank `rank` (1-based).
+pub fn key(rank: usize) -> String {
+    format!("user:{rank}:profile")
+}
+
 /// Run the load against `n` workers.
 pub async fn run<R: Route, B: Backend>(route: R, backend: B, n: usize, load: &Load) -> Run {
     let mut rng = ChaCha8Rng::seed_from_u64(load.seed);
@@ -112,7 +117,7 @@ pub async fn run<R: Route, B: Backend>(route: R, backend: B, n: usize, load: &Lo
         };
         let work = Work {
             op,
-            key: format!("user:{}:profile", zipf.sample(&mut rng)),
+            key: key(zipf.sample(&mut rng)),
             cost: lognormal_unit_mean(&mut cost_rng, load.cost_sigma),
         };
         let arrival_ms = next;

@@ -8,7 +8,8 @@
 //! worker has reported (bounded polling), the load runs for `duration_s`,
 //! the fault ([`faults`]) is injected at `fault_at_s` into worker 0 for
 //! `fault_ms` (the [`loaded`] scenario has none: worker 0 is slow
-//! throughout), and everything stops by itself. Processes are stopped by
+//! throughout; nor has [`cache`]: the workers are caches before an
+//! origin, warmed before measuring), and everything stops by itself. Processes are stopped by
 //! pid on drop.
 //!
 //! What a user sees is measured, the same way for every arm
@@ -17,6 +18,8 @@
 //! refused connection or a timeout, on a fresh pick) included; a failed or
 //! late scorer call is counted and the router picks by itself.
 
+pub mod cache;
+pub mod cache_aside;
 pub mod conns;
 pub mod credentials;
 pub mod drain;
@@ -49,7 +52,9 @@ pub struct TestbedArgs {
     /// the endpoint out of a baseline's set), `scorer-down` (the service
     /// stopped and restarted empty);
     /// or `loaded`: real service times, one slow worker, 70% of capacity
-    /// offered (`--rate` and the fault flags unused).
+    /// offered (`--rate` and the fault flags unused); or `cache`: the
+    /// workers are LRU caches read cache-aside from an origin, the first
+    /// 4 s of `--duration-s` warm them (the fault flags unused).
     #[arg(long, default_value = "pause")]
     pub scenario: String,
     /// Output directory.
@@ -123,6 +128,15 @@ impl TestbedArgs {
     }
 }
 
+/// The measured part of a run, s: `cache` warms up first.
+pub fn measured_s(args: &TestbedArgs) -> f64 {
+    if args.scenario == cache::NAME {
+        args.duration_s - cache::WARMUP_S
+    } else {
+        args.duration_s
+    }
+}
+
 /// Largest testbed pool: one `redis-server` process per worker.
 pub const MAX_WORKERS: usize = 64;
 /// Longest load per policy, s.
@@ -156,6 +170,14 @@ impl TestbedArgs {
             return Err(format!(
                 "--rate must be in (0, {MAX_RATE}] requests/s, got {}",
                 self.rate
+            ));
+        }
+        if self.scenario == cache::NAME && self.duration_s < cache::WARMUP_S + 1.0 {
+            return Err(format!(
+                "--duration-s must be at least {} s in `cache` ({} s warm-up, then at least 1 s measured), got {}",
+                cache::WARMUP_S + 1.0,
+                cache::WARMUP_S,
+                self.duration_s
             ));
         }
         if self.timeout_ms == 0 {
@@ -206,12 +228,16 @@ pub fn run_cli(args: &TestbedArgs, command: &str) -> Result<(), String> {
 /// # Errors
 /// redis-server missing, a service or agent that cannot start, unknown names.
 pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
-    if !faults::FAULTS.contains(&args.scenario.as_str()) && args.scenario != loaded::NAME {
+    if !faults::FAULTS.contains(&args.scenario.as_str())
+        && args.scenario != loaded::NAME
+        && args.scenario != cache::NAME
+    {
         return Err(format!(
-            "unknown testbed scenario `{}`: expected one of {}, {}",
+            "unknown testbed scenario `{}`: expected one of {}, {}, {}",
             args.scenario,
             faults::FAULTS.join(", "),
-            loaded::NAME
+            loaded::NAME,
+            cache::NAME
         ));
     }
     let names: Vec<String> = args
@@ -254,9 +280,19 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
     }
     faults::prepare(&args.scenario, &workers[0]).await?;
     let is_loaded = args.scenario == loaded::NAME;
-    // The fault window, ms (none in `loaded`: worker 0 is slow throughout).
-    // ... and none on a worker when the service is what fails.
-    let fault = (!is_loaded && args.scenario != faults::SCORER_DOWN).then(|| {
+    let is_cache = args.scenario == cache::NAME;
+    let mut origin = None;
+    let mut cache_note = String::new();
+    if is_cache {
+        let o = RedisProc::start(&scratch.0.join("origin")).await?;
+        cache::preload_origin(&o).await?;
+        cache_note = cache::describe(&cache::make_caches(&workers).await?);
+        origin = Some(o);
+    }
+    let origin_port = origin.as_ref().map(|o| o.port);
+    // The fault window, ms (none in `loaded`: worker 0 is slow throughout;
+    // none in `cache`) and none on a worker when the service is what fails.
+    let fault = (!is_loaded && !is_cache && args.scenario != faults::SCORER_DOWN).then(|| {
         let from = args.fault_at_s * 1000.0;
         (0, from, from + args.fault_ms as f64)
     });
@@ -264,14 +300,14 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
     let mut out = ScenarioResults {
         mode: "testbed".to_owned(),
         scenario: args.scenario.clone(),
-        description: summary::describe(args, cores),
+        description: summary::describe(args, cores, &cache_note),
         seed: args.seed,
         seeds: Vec::new(),
         workers: n,
-        duration_s: args.duration_s,
+        duration_s: measured_s(args),
         load: if is_loaded { loaded::LOAD } else { 0.0 },
         routers: 1,
-        impaired_worker: Some(0),
+        impaired_worker: (!is_cache).then_some(0),
         parameters: None,
         service_config_default: true,
         policies: Vec::new(),
@@ -281,6 +317,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         let started = Instant::now();
         let mut setup = Setup {
             seed: args.seed,
+            origin_port,
             ..Setup::default()
         };
         if !policies::is_service_arm(name)
@@ -297,7 +334,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         if matches!(name.as_str(), "model" | "service" | "service-embedded") {
             setup.model_dir = Some(crate::model_arms::default_model_dir());
         } else if name == "model-retrained" {
-            match retrain(args, &mut workers).await {
+            match retrain(args, &mut workers, origin_port).await {
                 Ok(r) => {
                     setup.model_dir = Some(r.model_dir.clone());
                     retrained = Some(r);
@@ -311,8 +348,13 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         }
         let picker = picker_name(name);
         let run = run_policy(args, &picker, &setup, &mut workers).await?;
-        let rec = summary::record(&run.load, n, args.duration_s * 1000.0, summary::WINDOW_MS);
+        let rec = summary::record(&run.load, n, measured_s(args) * 1000.0, summary::WINDOW_MS);
         let mut p = summary::policy_result(name, &rec, &run.load, fault, cores);
+        p.cache = run
+            .cache
+            .as_ref()
+            .map(|c| crate::cache_summary::CacheSummary::from_redis(c, cache::VALUE_BYTES));
+        p.redis_cache = run.cache;
         p.model = run.hub.map(|h| {
             crate::model_arms::ModelArmInfo::from_hub(
                 &h,
@@ -334,6 +376,16 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             rec.retries,
             started.elapsed().as_secs_f64()
         );
+        if let Some(c) = &p.redis_cache {
+            let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.1}%", v * 100.0));
+            eprintln!(
+                "testbed cache {name}: hit rate {} from Redis INFO, {} counted by the router; {} origin reads, {} keys evicted",
+                pct(c.hit_rate_redis),
+                pct(c.hit_rate_router),
+                c.origin_reads,
+                c.evicted_keys
+            );
+        }
         out.policies.push(p);
         out.runs.push((name.clone(), rec));
     }

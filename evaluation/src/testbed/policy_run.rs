@@ -1,7 +1,8 @@
 //! One arm's run: a fresh service (the `service` crate's axum app, served
 //! in this process on a loopback port, on its own runtime) and a fresh
 //! agent, bounded polling until every worker has reported, then the load
-//! with the scenario's fault (or the `loaded` scenario's service times).
+//! with the scenario's fault (or the `loaded` scenario's service times, or
+//! the `cache` scenario's flushed caches, warm-up and cache counts).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,8 @@ use scorer_engine::config::Config;
 use scorer_model::ModelHub;
 use service::AppState;
 
+use super::cache::{self, CacheResult};
+use super::cache_aside::CacheAside;
 use super::conns::Conns;
 use super::drain::{DRAIN, Drainer};
 use super::embedded::EmbeddedPicker;
@@ -36,6 +39,8 @@ pub(super) struct Setup {
     pub log_dir: Option<PathBuf>,
     /// Load generator seed.
     pub seed: u64,
+    /// The `cache` scenario's origin `redis-server` port.
+    pub origin_port: Option<u16>,
 }
 
 /// What one arm's run saw.
@@ -44,6 +49,8 @@ pub(super) struct PolicyRun {
     pub load: loadgen::Run,
     /// The arm's model hub, if it has one.
     pub hub: Option<Arc<ModelHub>>,
+    /// The `cache` scenario's figures over the measured run.
+    pub cache: Option<CacheResult>,
 }
 
 /// The policy that picks for `name`: the model arms pick as the shipped
@@ -64,6 +71,7 @@ pub(super) fn picker_name(name: &str) -> String {
 pub(super) async fn retrain(
     args: &TestbedArgs,
     workers: &mut [RedisProc],
+    origin_port: Option<u16>,
 ) -> Result<crate::model_arms::Retrained, String> {
     let (work, keep) = crate::model_arms::retrain_dir(None, &format!("testbed-{}", args.scenario));
     let seed = args.seed + crate::model_arms::RETRAIN_SEED_OFFSET;
@@ -71,6 +79,7 @@ pub(super) async fn retrain(
         model_dir: None,
         log_dir: Some(work.join("logs")),
         seed,
+        origin_port,
     };
     run_policy(
         args,
@@ -145,24 +154,39 @@ fn picker(
     })
 }
 
-/// The load of one run: the `loaded` scenario offers its share of the
-/// workers' capacity; the fault scenarios offer `--rate`.
+/// The measured load of one run: the `loaded` scenario offers its share
+/// of the workers' capacity; the others offer `--rate` (`cache`: after its
+/// warm-up, over its key space).
 fn load(args: &TestbedArgs, setup: &Setup, n: usize) -> Load {
     let is_loaded = args.scenario == loaded::NAME;
+    let is_cache = args.scenario == cache::NAME;
     Load {
         rate: if is_loaded {
             loaded::rate(n)
         } else {
             args.rate
         },
-        duration: Duration::from_secs_f64(args.duration_s),
+        duration: Duration::from_secs_f64(super::measured_s(args)),
         timeout: Duration::from_millis(args.timeout_ms),
         put_fraction: 0.1,
-        keys: 1000,
+        keys: if is_cache { cache::KEYS } else { 1000 },
         seed: setup.seed,
         max_outstanding: 4096,
         feedback_flush_ms: args.feedback_flush_ms,
         cost_sigma: loaded::SIGMA,
+    }
+}
+
+/// Seed offset of the `cache` scenario's warm-up requests.
+const WARMUP_STREAM: u64 = 0x3a23;
+
+/// The `cache` scenario's warm-up: the first [`cache::WARMUP_S`] of the
+/// run, with its own requests.
+fn warmup(measured: &Load) -> Load {
+    Load {
+        duration: Duration::from_secs_f64(cache::WARMUP_S),
+        seed: measured.seed ^ WARMUP_STREAM,
+        ..measured.clone()
     }
 }
 
@@ -178,6 +202,9 @@ pub(super) async fn run_policy(
     workers: &mut [RedisProc],
 ) -> Result<PolicyRun, String> {
     let n = workers.len();
+    if setup.origin_port.is_some() {
+        cache::flush(workers).await?;
+    }
     let mut config = Config::default();
     let credentials = super::credentials::RunCredentials::install(&mut config)?;
     let hub = match &setup.model_dir {
@@ -312,10 +339,16 @@ pub(super) async fn run_policy(
     }
     let result = if ready {
         let is_loaded = args.scenario == loaded::NAME;
-        let conns = Arc::new(Conns::new(
+        let mut conns = Conns::new(
             workers.iter().map(|w| w.port).collect(),
             is_loaded.then(|| loaded::service_ms(n)),
-        ));
+        );
+        if let Some(port) = setup.origin_port {
+            let penalty = Duration::from_millis(cache::MISS_PENALTY_MS);
+            conns =
+                conns.with_cache(CacheAside::connect(port, n, penalty, cache::VALUE_BYTES).await?);
+        }
+        let conns = Arc::new(conns);
         let load = load(args, setup, n);
         let drainer = match picker.baseline() {
             Some(b) => Drainer::Baseline(b),
@@ -324,9 +357,16 @@ pub(super) async fn run_policy(
                 base: base.clone(),
             },
         };
+        let picker = Arc::new(picker);
+        let mut cache_before = None;
+        if setup.origin_port.is_some() {
+            loadgen::run(picker.clone(), conns.clone(), n, &warmup(&load)).await;
+            cache_before = Some((cache::read_stats(workers).await?, conns.cache_counts()));
+        }
+        let no_fault = is_loaded || setup.origin_port.is_some();
         let load_fut = loadgen::run(picker, conns.clone(), n, &load);
         let fault_fut = async {
-            if is_loaded {
+            if no_fault {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_secs_f64(args.fault_at_s)).await;
@@ -352,11 +392,23 @@ pub(super) async fn run_policy(
         };
         let (run, fault) = tokio::join!(load_fut, fault_fut);
         fault?;
+        let cache = match cache_before {
+            Some((before, Some(router_before))) => {
+                let after = cache::read_stats(workers).await?;
+                let router = conns.cache_counts().unwrap_or_default();
+                Some(CacheResult::new(
+                    &before,
+                    &after,
+                    &router.since(&router_before),
+                ))
+            }
+            _ => None,
+        };
         if is_loaded {
             conns.drain(DRAIN_LIMIT).await;
         } else if !matches!(
             args.scenario.as_str(),
-            "kill-restart" | faults::SCORER_DOWN | DRAIN
+            "kill-restart" | faults::SCORER_DOWN | DRAIN | cache::NAME
         ) {
             // Let a pause / sleep end before the next policy (a killed
             // worker is back already: its injection returns once it
@@ -366,6 +418,7 @@ pub(super) async fn run_policy(
         Ok(PolicyRun {
             load: run,
             hub: arm_hub,
+            cache,
         })
     } else {
         Err("the agent's telemetry did not reach the service within 10 s".to_owned())

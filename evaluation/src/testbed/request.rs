@@ -136,6 +136,18 @@ pub trait Route: Send + Sync + 'static {
     }
 }
 
+impl<R: Route> Route for std::sync::Arc<R> {
+    fn pick(&self, ask: &Ask<'_>, router: &RouterState) -> impl Future<Output = Choice> + Send {
+        (**self).pick(ask, router)
+    }
+    fn report(&self, feedback: &Feedback, done: Done) -> impl Future<Output = ()> + Send {
+        (**self).report(feedback, done)
+    }
+    fn service(&self) -> Option<(&reqwest::Client, &str)> {
+        (**self).service()
+    }
+}
+
 /// What the router itself keeps: its outstanding requests per worker, the
 /// random source of its fallback, and its counters.
 #[derive(Debug)]

@@ -64,10 +64,18 @@ pub(super) fn policy_result(
     p
 }
 
-/// The scenario's description for results.json and the report.
-pub(super) fn describe(args: &TestbedArgs, cores: usize) -> String {
+/// The scenario's description for results.json and the report;
+/// `cache_note` describes the `cache` scenario's caches.
+pub(super) fn describe(args: &TestbedArgs, cores: usize, cache_note: &str) -> String {
     let n = args.workers;
-    let load = if args.scenario == loaded::NAME {
+    let load = if args.scenario == super::cache::NAME {
+        format!(
+            "open-loop Poisson load {:.0} req/s for {:.0} s per policy ({:.0} s measured), 10% SET; {cache_note}",
+            args.rate,
+            args.duration_s,
+            super::measured_s(args),
+        )
+    } else if args.scenario == loaded::NAME {
         format!(
             "open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET; {}",
             loaded::rate(n),
@@ -203,7 +211,7 @@ mod tests {
     #[test]
     fn the_description_states_the_cores_and_the_end_to_end_latency() {
         let args = TestbedArgs::defaults("pause", std::path::Path::new("o"));
-        let d = describe(&args, 3);
+        let d = describe(&args, 3, "");
         assert!(d.contains("shared 3 cores"), "{d}");
         assert!(d.contains("scheduled arrival"), "{d}");
         assert!(
@@ -213,6 +221,7 @@ mod tests {
         let d = describe(
             &TestbedArgs::defaults("loaded", std::path::Path::new("o")),
             2,
+            "",
         );
         assert!(d.contains("385 req/s") && d.contains("DEBUG SLEEP"), "{d}");
     }

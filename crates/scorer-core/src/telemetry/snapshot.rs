@@ -68,6 +68,22 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub disk_free_ratio: Option<f64>,
+    /// Memory the worker holds, bytes (Redis `used_memory`), at most 2^50
+    /// (1 PiB). Reported, not scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64", maximum = 1_125_899_906_842_624.0)]
+    pub used_memory_bytes: Option<u64>,
+    /// The worker's memory limit, bytes (Redis `maxmemory`), 1..=2^50
+    /// (1 PiB); absent when the worker has no limit (Redis `maxmemory 0`)
+    /// or does not say. Reported, not scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uint64", minimum = 1.0, maximum = 1_125_899_906_842_624.0)]
+    pub maxmemory_bytes: Option<u64>,
+    /// Keys evicted to stay under the memory limit, per second over the
+    /// report interval, `0..=1e9`. Reported, not scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 1_000_000_000.0)]
+    pub evicted_keys_per_s: Option<f64>,
     /// The worker's region or zone name, at most 64 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 64)]
@@ -100,6 +116,9 @@ impl Snapshot {
             cache_hit_rate: None,
             memtable_bytes: None,
             disk_free_ratio: None,
+            used_memory_bytes: None,
+            maxmemory_bytes: None,
+            evicted_keys_per_s: None,
             region: None,
             capacity: None,
         }

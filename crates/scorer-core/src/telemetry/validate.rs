@@ -28,6 +28,12 @@ pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 /// Unix time in seconds (or a monotonic or uptime clock) is far below it,
 /// and no live reporter sends a time that old.
 pub const MIN_TIMESTAMP_MS: u64 = 1_000_000_000_000;
+/// Largest `used_memory_bytes` and `maxmemory_bytes`, bytes: 1 PiB (2^50),
+/// far above any one server's memory and exact in a JSON double.
+pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
+/// Largest `evicted_keys_per_s`: 10^9 keys/s, beyond any one server; more
+/// is a counter or unit bug on the sender.
+pub const MAX_EVICTED_KEYS_PER_S: f64 = 1e9;
 
 /// One rejected field, as returned in the 422 body's `details`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -207,6 +213,41 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             fraction(field, v);
         }
     }
+    if let Some(v) = s.used_memory_bytes
+        && v > MAX_MEMORY_BYTES
+    {
+        err(
+            "used_memory_bytes",
+            "out_of_range",
+            format!("used_memory_bytes {v} must be at most {MAX_MEMORY_BYTES} (1 PiB)"),
+        );
+    }
+    match s.maxmemory_bytes {
+        Some(0) => err(
+            "maxmemory_bytes",
+            "out_of_range",
+            "maxmemory_bytes 0 is not a limit: omit the field when the worker has no memory limit"
+                .into(),
+        ),
+        Some(v) if v > MAX_MEMORY_BYTES => err(
+            "maxmemory_bytes",
+            "out_of_range",
+            format!("maxmemory_bytes {v} must be within 1..={MAX_MEMORY_BYTES} (1 PiB)"),
+        ),
+        _ => {}
+    }
+    if let Some(v) = s.evicted_keys_per_s
+        && !(0.0..=MAX_EVICTED_KEYS_PER_S).contains(&v)
+    {
+        err(
+            "evicted_keys_per_s",
+            "out_of_range",
+            format!(
+                "evicted_keys_per_s {} must be within 0..={MAX_EVICTED_KEYS_PER_S} keys/s",
+                exact(v)
+            ),
+        );
+    }
     if let Some(region) = &s.region
         && (region.len() > MAX_REGION_BYTES || region.chars().any(char::is_control))
     {
@@ -308,6 +349,50 @@ mod tests {
             "{:?}",
             c.errors[0]
         );
+    }
+
+    #[test]
+    fn cache_memory_and_evictions_are_bounded() {
+        let mut s = ok();
+        s.used_memory_bytes = Some(5_000_000);
+        s.maxmemory_bytes = Some(4_194_304);
+        s.evicted_keys_per_s = Some(0.0);
+        assert!(
+            fields(&s).is_empty(),
+            "used above the limit is what Redis reports before it evicts"
+        );
+        s.used_memory_bytes = Some(MAX_MEMORY_BYTES);
+        s.maxmemory_bytes = Some(MAX_MEMORY_BYTES);
+        s.evicted_keys_per_s = Some(MAX_EVICTED_KEYS_PER_S);
+        assert!(fields(&s).is_empty());
+        s.used_memory_bytes = Some(MAX_MEMORY_BYTES + 1);
+        s.maxmemory_bytes = Some(u64::MAX);
+        s.evicted_keys_per_s = Some(f64::INFINITY);
+        assert_eq!(
+            fields(&s),
+            ["used_memory_bytes", "maxmemory_bytes", "evicted_keys_per_s"]
+        );
+        for bad in [-0.5, f64::NAN, 1.5e9] {
+            s.evicted_keys_per_s = Some(bad);
+            let errs = check_snapshot(0, &s).errors;
+            let e = errs.iter().find(|e| e.field == "evicted_keys_per_s");
+            assert_eq!(e.map(|e| e.code), Some("out_of_range"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_zero_memory_limit_is_refused_by_name() {
+        let mut s = ok();
+        s.maxmemory_bytes = Some(0);
+        let errs = check_snapshot(0, &s).errors;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            (errs[0].field, errs[0].code),
+            ("maxmemory_bytes", "out_of_range")
+        );
+        assert!(errs[0].reason.contains("omit"), "{}", errs[0].reason);
+        s.maxmemory_bytes = None;
+        assert!(fields(&s).is_empty());
     }
 
     #[test]
