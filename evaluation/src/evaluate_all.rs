@@ -6,33 +6,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::arms::{ALL_POLICIES, SIM_ONLY};
 use crate::report;
 use crate::runner::{ScenarioResults, SimOptions, run_sim};
 use crate::scenario::SCENARIOS;
 use crate::targets::{self, TargetCheck};
-
-/// The arms `evaluate all` runs by default: every policy but the
-/// diagnostics `rules-max`, `rules-softmax`, `rules-prequal` and `model`
-/// (the `service` arm under its older name; all still runnable with
-/// `--policies`), to keep the run time reasonable on a small machine.
-pub const ALL_POLICIES: [&str; 12] = [
-    "round-robin",
-    "random",
-    "p2c-least-request",
-    "p2c-peak-ewma",
-    "least-request-all",
-    "envoy",
-    "oracle",
-    "service",
-    "service-rules",
-    "service-embedded",
-    "rules-p2c",
-    "model-retrained",
-];
-
-/// Arms that exist only in the simulator (the testbed has no true state
-/// to give the oracle).
-pub const SIM_ONLY: [&str; 1] = ["oracle"];
 
 /// Default simulated duration per scenario and seed in `evaluate all`, s:
 /// shorter than `evaluate sim`'s 120 s so that three seeds fit the time
@@ -108,7 +86,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     if opts.jobs == 0 {
         return Err("--jobs must be at least 1".to_owned());
     }
-    crate::policies::check_names(&opts.policies)?;
+    crate::arms::check_names(&opts.policies)?;
     // Refuse unusable output paths before any scenario runs, not after.
     std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     if evaluation_md.is_dir() {
@@ -355,9 +333,9 @@ pub fn evaluation_markdown(
         default_policy = scorer_engine::config::Config::default()
             .selection
             .default_policy,
-        logging = crate::model_arms::RETRAIN_LOGGING_ARM,
-        offset = crate::model_arms::RETRAIN_SEED_OFFSET,
-        budget = crate::model_arms::SIM_BUDGET_US,
+        logging = crate::arms::model::RETRAIN_LOGGING_ARM,
+        offset = crate::arms::model::RETRAIN_SEED_OFFSET,
+        budget = crate::arms::model::SIM_BUDGET_US,
         results = rel(out, base),
         cores = sc.scorer_cores,
         rtt = sc.scorer_round_trip_us,
