@@ -26,6 +26,9 @@ use scorer_model::ModelHub;
 use super::service_ids::{mono, parse_worker, wall, worker_id};
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
+/// Simulated time between samples of the self-check's rank correlation, ms.
+pub const SELF_CHECK_EVERY_MS: f64 = 1_000.0;
+
 /// A scorer across the network ([`super::Arm::Remote`]): what the
 /// simulator and the runner give and ask a service arm beyond [`Router`].
 pub trait Remote: Router {
@@ -219,7 +222,7 @@ impl Remote for ServiceRouter {
         // snapshots) leaves the state as it was, as over HTTP.
         let _ = self.engine.ingest(batch, mono(now_ms), wall(now_ms));
         if now_ms >= self.next_sample_ms {
-            self.next_sample_ms = now_ms + crate::self_check_series::SAMPLE_EVERY_MS;
+            self.next_sample_ms = now_ms + SELF_CHECK_EVERY_MS;
             if let Some(rho) = self.engine.self_check().snapshot().rank_correlation {
                 self.self_check.push((now_ms / 1_000.0, rho));
             }

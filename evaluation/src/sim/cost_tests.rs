@@ -169,6 +169,7 @@ fn outcomes_reach_the_service_in_batches_after_the_flush_tick() {
 #[test]
 fn telemetry_reaches_a_remote_scorer_after_the_transport_delay() {
     let mut sc = quiet();
+    sc.telemetry_delay_ms = 0.0;
     let (_, at_once) = run(&sc, true);
     sc.telemetry_delay_ms = 7.0;
     let (_, delayed) = run(&sc, true);
