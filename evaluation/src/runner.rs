@@ -10,8 +10,8 @@ use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig};
 use serde::Serialize;
 
-use crate::arms::registry::{self, Model, POLICIES};
-use crate::arms::{Arm, model};
+use crate::arms::registry::{self, POLICIES};
+use crate::arms::{Arm, Model, model};
 use crate::run_summary::PolicyResult;
 use crate::scenario::Scenario;
 use crate::sim::{RunRecord, simulate};

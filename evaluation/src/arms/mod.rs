@@ -16,10 +16,12 @@
 //!   `model-retrained` (run → log → train → run again, in-process);
 //! - [`per_router`]: many independent routers, one baseline instance each;
 //! - [`registry`]: the table, the lists and predicates derived from it,
-//!   building an arm by name, and how to add one;
+//!   building an arm by name, and how to add one; [`arm_spec`]: what a row
+//!   says;
 //! - [`Arm`]: a running arm, by kind.
 
 mod arm;
+pub mod arm_spec;
 pub mod baselines;
 pub mod embedded;
 pub mod model;
@@ -30,8 +32,8 @@ pub mod service;
 pub mod service_ids;
 
 pub use arm::Arm;
+pub use arm_spec::{ArmSpec, Class, Kind, Model, Selection};
 pub use registry::{
-    ALL_POLICIES, ARMS, ArmSpec, Class, Kind, Model, POLICIES, SIM_ONLY, Selection, build,
-    check_names, is_known, is_model_arm, is_service_arm, is_shipped_arm, local, needs_models,
-    selection_policy, spec,
+    ALL_POLICIES, ARMS, POLICIES, SIM_ONLY, build, check_names, is_known, is_model_arm,
+    is_service_arm, is_shipped_arm, local, needs_models, selection_policy, spec,
 };

@@ -9,20 +9,20 @@
 //!
 //! 1. Write it in one file. A baseline (or a locality baseline) is a type
 //!    implementing [`Router`] (pick, outcome, drain) with a `new(n)` over
-//!    `n` workers, in `arms/baselines/<name>.rs`, declared in
-//!    [`super::baselines`] (whose `Endpoints` keeps the drained set for
-//!    it). An arm of another kind implements that kind's
-//!    trait as well: [`super::oracle::Omniscient`] for an arm told the
-//!    simulator's true state, [`super::service::Remote`] for a scorer
-//!    across the network.
-//! 2. Add one row to [`ARMS`], where it shall appear in the reports: e.g.
-//!    `kind: Kind::Local(|n| Box::new(HashBounded::new(n)))` and
-//!    `class: Class::LocalityBaseline`. With several routers a `Local` arm
-//!    runs one instance per router ([`super::per_router::PerRouter`]); an
-//!    `Oracle` arm runs in the simulator only.
+//!    `n` workers, in `arms/baselines/<name>.rs`, declared with `pub mod`
+//!    in [`super::baselines`] (whose `Endpoints` can keep its drained
+//!    set). An arm of another kind also implements its kind's trait:
+//!    [`super::oracle::Omniscient`] for an arm told the simulator's true
+//!    state, [`super::service::Remote`] for a scorer across the network.
+//! 2. Add its row to [`ARMS`], where it shall appear in the reports, e.g.
+//!    `class: Class::LocalityBaseline` and
+//!    `kind: Kind::Local(|n| Box::new(HashBounded::new(n)))`. With several
+//!    routers a `Local` arm runs one instance per router
+//!    ([`super::per_router::PerRouter`]); an `Oracle` arm runs in the
+//!    simulator only.
 //!
-//! Nothing else names arms: `evaluate sim` and `evaluate testbed` accept
-//! the new name, `evaluate all` runs it when its row says `by_default`, and
+//! Nothing else changes: `evaluate sim` and `evaluate testbed` accept the
+//! new name, `evaluate all` runs it when its row says `by_default`, and
 //! the plots draw it in its row's colour.
 
 use std::sync::Arc;
@@ -32,123 +32,16 @@ use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
 use super::Arm;
+use super::arm_spec::{ArmSpec, Class, Kind, Model, Selection};
 use super::baselines::{
     envoy::Envoy, least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
     p2c_peak_ewma::P2cPeakEwma, random::Random, round_robin::RoundRobin,
 };
 use super::embedded::EmbeddedRouter;
-use super::oracle::{Omniscient, Oracle};
+use super::oracle::Oracle;
 use super::per_router::PerRouter;
 use super::service::ServiceRouter;
 use crate::router::Router;
-
-/// What an arm is, for the reader of a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// What a router uses today, from its published description.
-    Baseline,
-    /// A router that sends a key where its data is likely cached.
-    LocalityBaseline,
-    /// The physical-limit anchor, which reads the true state.
-    Oracle,
-    /// The service as users run it.
-    Service,
-    /// A variant kept to explain a result, not a recommendation.
-    Diagnostic,
-}
-
-/// How an arm is built, and so how it is run.
-#[derive(Clone, Copy)]
-pub enum Kind {
-    /// Decides in the router ([`Arm::Local`]): a fresh instance over `n`
-    /// workers.
-    Local(fn(usize) -> Box<dyn Router + Send>),
-    /// Reads the simulator's true state ([`Arm::Oracle`]): a fresh instance
-    /// over `n` workers. Simulator only.
-    Oracle(fn(usize) -> Box<dyn Omniscient + Send>),
-    /// The scoring service, called over the network ([`Arm::Remote`];
-    /// HTTP in the testbed), picking with this selection.
-    Service(Selection),
-    /// The service's decision inside each router with the embedded
-    /// balancer, fed by the view stream ([`Arm::Embedded`]).
-    Embedded,
-}
-
-impl std::fmt::Debug for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Local(_) => f.write_str("Local"),
-            Self::Oracle(_) => f.write_str("Oracle"),
-            Self::Service(s) => f.debug_tuple("Service").field(s).finish(),
-            Self::Embedded => f.write_str("Embedded"),
-        }
-    }
-}
-
-/// The selection policy a service arm's score requests name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Selection {
-    /// None, as shipped: the configured `selection.default_policy` picks.
-    Shipped,
-    /// This one (`max`, `softmax`, `p2c`, `prequal`).
-    Named(&'static str),
-}
-
-impl Selection {
-    /// The policy a score request names: `None` as shipped.
-    pub const fn policy(self) -> Option<&'static str> {
-        match self {
-            Self::Shipped => None,
-            Self::Named(p) => Some(p),
-        }
-    }
-}
-
-/// The model in an arm's scoring path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Model {
-    /// None: rules only.
-    None,
-    /// The shipped default model (`models/default`, or `--model-dir`).
-    Shipped,
-    /// One the trainer retrained on this harness's own `service-rules`
-    /// logs ([`super::model`]).
-    Retrained,
-}
-
-/// One arm.
-#[derive(Debug, Clone, Copy)]
-pub struct ArmSpec {
-    /// Its name in commands, results.json and EVALUATION.md.
-    pub name: &'static str,
-    /// What it is.
-    pub class: Class,
-    /// How it is built and run.
-    pub kind: Kind,
-    /// The model in its scoring path.
-    pub model: Model,
-    /// Whether it is one of the model arms, named for their model rather
-    /// than for the service (`model`, `model-retrained`).
-    pub model_arm: bool,
-    /// Whether `evaluate all` runs it without `--policies`.
-    pub by_default: bool,
-    /// Its colour in the plots (red, green, blue).
-    pub colour: (u8, u8, u8),
-}
-
-impl ArmSpec {
-    /// Whether it runs in the simulator only: the testbed has no true state
-    /// to tell an oracle.
-    pub const fn sim_only(&self) -> bool {
-        matches!(self.kind, Kind::Oracle(_))
-    }
-
-    /// Whether the scoring service decides for it (every arm but the
-    /// baselines and the oracle).
-    pub const fn is_service_arm(&self) -> bool {
-        matches!(self.kind, Kind::Service(_) | Kind::Embedded)
-    }
-}
 
 /// Every arm, in report order: the baselines, the oracle, what users run
 /// (`service`, `service-rules`, `service-embedded`), then the diagnostics
@@ -520,6 +413,16 @@ mod tests {
             ]
         );
         assert_eq!(SIM_ONLY, ["oracle"]);
+    }
+
+    #[test]
+    fn names_and_colours_are_each_arms_own() {
+        for (i, a) in ARMS.iter().enumerate() {
+            for b in &ARMS[..i] {
+                assert_ne!(a.name, b.name);
+                assert_ne!(a.colour, b.colour, "{} and {}", a.name, b.name);
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The service arms that call a scorer: [`ServiceRouter`], the in-process
 //! [`Engine`] with one selection policy, which the simulator treats as a
-//! remote scorer ([`super::Remote`]).
+//! remote scorer ([`Remote`]).
 //!
 //! It calls the engine exactly as the HTTP handlers do: telemetry batches
 //! go to [`Engine::ingest`], each request to [`Engine::score`] with all
