@@ -23,6 +23,9 @@
 //!   (consecutive 5xx, success rate, ejection backoff, `max_ejection_percent`)
 //!   and the 50 % healthy-panic threshold.
 //!
+//! The locality baselines (class `LocalityBaseline` in
+//! [`super::registry::ARMS`]) live here too.
+//!
 //! All keep their own in-flight counts from picks and outcomes, as a proxy
 //! does; none sees worker telemetry. Their parameters are the published
 //! defaults, never tuned for these scenarios. Each module's docs cite the
