@@ -46,7 +46,7 @@ use crate::router::Router;
 /// Every arm, in report order: the baselines, the oracle, what users run
 /// (`service`, `service-rules`, `service-embedded`), then the diagnostics
 /// and the model arms.
-pub const ARMS: [ArmSpec; 16] = [
+pub const ARMS: &[ArmSpec] = &[
     ArmSpec {
         name: "round-robin",
         class: Class::Baseline,
@@ -249,8 +249,7 @@ const fn names<const N: usize>(filter: Filter) -> [&'static str; N] {
 
 /// The row of arm `name`.
 pub fn spec(name: &str) -> Option<&'static ArmSpec> {
-    const TABLE: &[ArmSpec] = &ARMS;
-    TABLE.iter().find(|a| a.name == name)
+    ARMS.iter().find(|a| a.name == name)
 }
 
 /// Whether `name` is a known arm.
@@ -372,47 +371,51 @@ pub fn build(
 mod tests {
     use super::*;
 
+    /// Every arm before the locality baselines and the cache oracle, in
+    /// report order.
+    const BEFORE: [&str; 16] = [
+        "round-robin",
+        "random",
+        "p2c-least-request",
+        "p2c-peak-ewma",
+        "least-request-all",
+        "envoy",
+        "oracle",
+        "service",
+        "service-rules",
+        "service-embedded",
+        "rules-max",
+        "rules-softmax",
+        "rules-p2c",
+        "rules-prequal",
+        "model",
+        "model-retrained",
+    ];
+
+    /// `names` in the order they have in `list`, which holds them all.
+    fn in_order_of<'a>(names: &[&'a str], list: &[&'a str]) -> Vec<&'a str> {
+        list.iter().copied().filter(|p| names.contains(p)).collect()
+    }
+
     #[test]
     fn the_lists_keep_their_names_and_order() {
-        assert_eq!(
-            POLICIES,
-            [
-                "round-robin",
-                "random",
-                "p2c-least-request",
-                "p2c-peak-ewma",
-                "least-request-all",
-                "envoy",
-                "oracle",
-                "service",
-                "service-rules",
-                "service-embedded",
-                "rules-max",
-                "rules-softmax",
-                "rules-p2c",
-                "rules-prequal",
-                "model",
-                "model-retrained",
-            ]
-        );
-        assert_eq!(
-            ALL_POLICIES,
-            [
-                "round-robin",
-                "random",
-                "p2c-least-request",
-                "p2c-peak-ewma",
-                "least-request-all",
-                "envoy",
-                "oracle",
-                "service",
-                "service-rules",
-                "service-embedded",
-                "rules-p2c",
-                "model-retrained",
-            ]
-        );
-        assert_eq!(SIM_ONLY, ["oracle"]);
+        assert_eq!(in_order_of(&BEFORE, &POLICIES), BEFORE);
+        let all = [
+            "round-robin",
+            "random",
+            "p2c-least-request",
+            "p2c-peak-ewma",
+            "least-request-all",
+            "envoy",
+            "oracle",
+            "service",
+            "service-rules",
+            "service-embedded",
+            "rules-p2c",
+            "model-retrained",
+        ];
+        assert_eq!(in_order_of(&BEFORE, &ALL_POLICIES), all);
+        assert_eq!(in_order_of(&BEFORE, &SIM_ONLY), ["oracle"]);
     }
 
     #[test]
@@ -427,9 +430,8 @@ mod tests {
 
     #[test]
     fn the_predicates_say_what_they_said_by_name() {
-        let service_arms: Vec<&str> = POLICIES.into_iter().filter(|p| is_service_arm(p)).collect();
-        assert_eq!(service_arms, &POLICIES[7..]);
-        let with = |f: fn(&str) -> bool| POLICIES.into_iter().filter(|p| f(p)).collect::<Vec<_>>();
+        let with = |f: fn(&str) -> bool| BEFORE.into_iter().filter(|p| f(p)).collect::<Vec<_>>();
+        assert_eq!(with(is_service_arm), &BEFORE[7..]);
         assert_eq!(with(is_model_arm), ["model", "model-retrained"]);
         assert_eq!(
             with(needs_models),
@@ -452,7 +454,7 @@ mod tests {
             &cfg.model,
             Arc::new(scorer_core::clock::SystemClock::new()),
         ));
-        for a in &ARMS {
+        for a in ARMS {
             let built = build(a.name, 3, 2, None, &cfg, Some(hub.clone()));
             let kind_matches = matches!(
                 (&built, a.kind),
