@@ -3,7 +3,7 @@
 //! same run: per-call p50 / p99 in µs for 16 candidates.
 //!
 //! - `p2c-least-request`: the simulator's baseline
-//!   (`evaluation::baselines::p2c_least_request`);
+//!   (`evaluation::arms::baselines::p2c_least_request`);
 //! - `balancer rules only`: `Balancer::pick` after a full view, no model;
 //! - `balancer rules + model`: the same with the shipped model
 //!   (`models/default`, else a synthetic ensemble of its shape);
@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use evaluation::baselines::p2c_least_request::P2cLeastRequest;
+use evaluation::arms::baselines::p2c_least_request::P2cLeastRequest;
 use evaluation::router::{Op, Outcome, PickRequest, Router};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

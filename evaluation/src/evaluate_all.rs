@@ -6,40 +6,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::arms::{ALL_POLICIES, SIM_ONLY};
 use crate::report;
 use crate::runner::{ScenarioResults, SimOptions, run_sim};
 use crate::scenario::SCENARIOS;
 use crate::targets::{self, TargetCheck};
-
-/// The arms `evaluate all` runs by default: every policy but the
-/// diagnostics `rules-max`, `rules-softmax`, `rules-p2c`, `rules-prequal`
-/// and `model` (the `service` arm under its older name; all still runnable
-/// with `--policies`), to keep the run time reasonable on a small machine.
-pub const ALL_POLICIES: [&str; 14] = [
-    "round-robin",
-    "random",
-    "p2c-least-request",
-    "p2c-peak-ewma",
-    "least-request-all",
-    "envoy",
-    "hash-bounded",
-    "cache-aware",
-    "kv-cost",
-    "oracle",
-    "service",
-    "service-rules",
-    "service-embedded",
-    "model-retrained",
-];
-
-/// Arms that exist only in the simulator (the testbed has no true state
-/// to give the oracle).
-pub const SIM_ONLY: [&str; 1] = ["oracle"];
-
-/// Arms `evaluate all` leaves out of the testbed scenarios whose Redis
-/// workers hold every key: the locality baselines have nothing to find
-/// there, and each arm costs the testbed about 13 s of wall time.
-pub const CACHE_ONLY_ON_TESTBED: [&str; 3] = ["hash-bounded", "cache-aware", "kv-cost"];
 
 /// Default simulated duration per scenario and seed in `evaluate all`, s:
 /// shorter than `evaluate sim`'s 120 s so that three seeds fit the time
@@ -121,7 +92,7 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     if opts.jobs == 0 {
         return Err("--jobs must be at least 1".to_owned());
     }
-    crate::policies::check_names(&opts.policies)?;
+    crate::arms::check_names(&opts.policies)?;
     // Refuse unusable output paths before any scenario runs, not after.
     std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     if evaluation_md.is_dir() {
@@ -186,15 +157,19 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `name` is a locality baseline: `evaluate all` leaves them out
+/// of the testbed scenarios whose Redis workers hold every key (they have
+/// nothing to find there, and each arm costs the testbed about 13 s).
+fn is_locality_baseline(name: &str) -> bool {
+    crate::arms::spec(name).is_some_and(|a| a.class == crate::arms::Class::LocalityBaseline)
+}
+
 /// The arms of `policies` that the testbed runs on `scenario`.
 fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
     let caches = scenario == crate::testbed::cache::NAME;
     policies
         .iter()
-        .filter(|p| {
-            !SIM_ONLY.contains(&p.as_str())
-                && (caches || !CACHE_ONLY_ON_TESTBED.contains(&p.as_str()))
-        })
+        .filter(|p| !SIM_ONLY.contains(&p.as_str()) && (caches || !is_locality_baseline(p)))
         .cloned()
         .collect()
 }
@@ -374,9 +349,9 @@ pub fn evaluation_markdown(
         default_policy = scorer_engine::config::Config::default()
             .selection
             .default_policy,
-        logging = crate::model_arms::RETRAIN_LOGGING_ARM,
-        offset = crate::model_arms::RETRAIN_SEED_OFFSET,
-        budget = crate::model_arms::SIM_BUDGET_US,
+        logging = crate::arms::model::RETRAIN_LOGGING_ARM,
+        offset = crate::arms::model::RETRAIN_SEED_OFFSET,
+        budget = crate::arms::model::SIM_BUDGET_US,
         results = rel(out, base),
         cores = sc.scorer_cores,
         rtt = sc.scorer_round_trip_us,

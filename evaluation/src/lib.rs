@@ -1,21 +1,13 @@
-//! Evaluation harness for the worker scoring service (issue #7): does
-//! scoring cut tail latency compared with what routers use today?
+//! Evaluation harness for the worker scoring service: does scoring cut
+//! tail latency compared with what routers use today?
 //!
 //! - [`sim`]: a deterministic discrete-event simulator of a KV cluster that
-//!   drives each policy in-process on the same workload ([`scenario`]
+//!   drives each arm in-process on the same workload ([`scenario`]
 //!   presets, or a TOML file: [`scenario_file`]);
-//! - [`per_router`]: many independent routers (sidecars) in front of the
-//!   same workers, one baseline instance each;
-//! - [`baselines`]: round robin, random, P2C least-request (Envoy's
-//!   default), P2C peak-EWMA (Finagle/Linkerd), from their published
-//!   descriptions;
-//! - [`policies`]: the policy names and the service arms (`service`,
-//!   `service-rules`: the service as shipped, with and without its model;
-//!   diagnostics `rules-*`) that call [`scorer_engine::Engine`] in-process;
-//! - [`embedded_arm`]: `service-embedded`, the same decision inside each
-//!   router with the embedded balancer, paying its measured pick time;
-//! - [`model_arms`]: `model` (rules + the shipped default model) and
-//!   `model-retrained` (run → log → train → run again, in-process);
+//! - [`arms`]: the compared arms (baselines, the oracle, the service arms,
+//!   the embedded balancer, the model arms), one typed kind each, and the
+//!   one table that names them ([`arms::registry`]); [`router`]: what every
+//!   arm does (pick, learn from outcomes, follow drains);
 //! - [`run_summary`], [`report`], [`plot`], [`targets`]: what is measured, how
 //!   it is written, and which targets are met;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
@@ -23,17 +15,12 @@
 //!
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
-pub mod baselines;
+pub mod arms;
 pub mod cache_summary;
 pub mod calibration;
-pub mod embedded_arm;
 pub mod embedded_calibration;
 pub mod evaluate_all;
-pub mod model_arms;
-pub mod oracle;
-pub mod per_router;
 pub mod plot;
-pub mod policies;
 pub mod report;
 pub mod router;
 pub mod run_summary;

@@ -17,36 +17,10 @@ use crate::sim::RunRecord;
 /// Plot size, pixels.
 pub const SIZE: (u32, u32) = (800, 500);
 
-/// Colours by policy index, in [`crate::policies::POLICIES`] order.
-pub const COLOURS: [RGBColor; crate::policies::POLICIES.len()] = [
-    RGBColor(228, 26, 28),   // round-robin: red
-    RGBColor(255, 127, 0),   // random: orange
-    RGBColor(55, 126, 184),  // p2c-least-request: blue
-    RGBColor(152, 78, 163),  // p2c-peak-ewma: purple
-    RGBColor(0, 0, 139),     // least-request-all: navy
-    RGBColor(255, 20, 147),  // envoy: deep pink
-    RGBColor(128, 128, 0),   // hash-bounded: olive
-    RGBColor(106, 90, 205),  // cache-aware: slate blue
-    RGBColor(135, 206, 250), // kv-cost: sky blue
-    RGBColor(255, 215, 0),   // oracle: yellow
-    RGBColor(0, 90, 0),      // service: dark green
-    RGBColor(128, 128, 128), // service-rules: grey
-    RGBColor(0, 200, 120),   // service-embedded: jade
-    RGBColor(77, 175, 74),   // rules-max: green
-    RGBColor(0, 0, 0),       // rules-softmax: black
-    RGBColor(0, 170, 170),   // rules-p2c: teal
-    RGBColor(200, 160, 0),   // rules-prequal: gold
-    RGBColor(166, 86, 40),   // model: brown
-    RGBColor(247, 129, 191), // model-retrained: pink
-];
-
-/// The colour of policy `name`.
+/// The colour of policy `name` (its row's in [`crate::arms::ARMS`]).
 pub fn colour(name: &str) -> RGBColor {
-    let i = crate::policies::POLICIES
-        .iter()
-        .position(|p| *p == name)
-        .unwrap_or(0);
-    COLOURS[i]
+    let (r, g, b) = crate::arms::spec(name).map_or(crate::arms::ARMS[0].colour, |a| a.colour);
+    RGBColor(r, g, b)
 }
 
 const FONT_PATHS: [&str; 4] = [

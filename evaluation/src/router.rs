@@ -1,9 +1,9 @@
 //! The interface every compared policy implements, in the simulator and in
-//! the testbed: pick a worker for a request, learn from outcomes, and (for
-//! the service arms) take telemetry.
+//! the testbed: pick a worker for a request, learn from outcomes, follow
+//! the operator's drains. What some arms take beyond it (telemetry, the
+//! true state, the view stream) is their kind's: see [`crate::arms::Arm`].
 
 use rand_chacha::ChaCha8Rng;
-use scorer_core::telemetry::Snapshot;
 
 /// Kind of a KV request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct PickRequest<'a> {
     /// The client's timeout for this attempt, ms.
     pub timeout_ms: f64,
     /// Index of the router that issues the request (0 with a single
-    /// router; see [`crate::per_router`]).
+    /// router; see [`crate::arms::per_router`]).
     pub router: usize,
 }
 
@@ -82,58 +82,4 @@ pub trait Router {
     /// set it balances over, as a proxy does on a service-discovery update
     /// (Envoy EDS, HAProxy `set server … state drain`). No arm may ignore it.
     fn drain(&mut self, worker: usize, drained: bool, now_ms: f64);
-    /// Take a telemetry batch taken at `now_ms` (only the service arms use it).
-    fn telemetry(&mut self, _batch: &[Snapshot], _now_ms: f64) {}
-    /// Prefix of the decision ids this router logs (service arms), so logs
-    /// of different runs can be trained on together.
-    fn set_decision_id_prefix(&mut self, _prefix: &str) {}
-    /// Picks that fell back to a uniform choice because the router could not
-    /// decide (the service answered no eligible worker).
-    fn fallbacks(&self) -> u64 {
-        0
-    }
-    /// Whether a pick is a call to a remote scorer (the service arms): the
-    /// simulator then charges the call's network round trip and queueing,
-    /// batches the outcomes and delays the telemetry. A baseline decides
-    /// inside the router: free, with its own outcomes at once.
-    fn remote(&self) -> bool {
-        false
-    }
-    /// Whether the policy reads the workers' true state (the `oracle`):
-    /// the simulator then calls [`Router::truth`] before every pick.
-    fn wants_truth(&self) -> bool {
-        false
-    }
-    /// The expected delay of the request about to be picked at each worker,
-    /// from the simulator's true state: wait behind its work plus the
-    /// request's own expected service time, ms (infinite when the worker
-    /// is down or a black hole).
-    fn truth(&mut self, _expected_delay_ms: &[f64]) {}
-    /// For an arm that decides inside the router with the embedded
-    /// balancer (`service-embedded`): what a pick costs. The simulator then
-    /// holds each request for a drawn pick time before it leaves, and
-    /// delivers telemetry through [`Router::view`] as the service's view
-    /// stream would. `None` for every other arm.
-    fn embedded(&self) -> Option<&'static crate::embedded_calibration::EmbeddedPickCalibration> {
-        None
-    }
-    /// An embedded arm's view of a telemetry batch, reaching the router at
-    /// `now_ms`, `age_ms` after the service accepted it.
-    fn view(&mut self, _batch: &[Snapshot], _now_ms: f64, _age_ms: f64) {}
-    /// An embedded arm at `now_ms`: `router` reports its outstanding picks
-    /// to the service, arriving `one_way_ms` later.
-    fn load_report(&mut self, _router: usize, _now_ms: f64, _one_way_ms: f64) {}
-    /// An embedded arm at `now_ms`: the service's view of the other
-    /// routers' load, which left it `one_way_ms` ago, reaches `router`.
-    fn load_view(&mut self, _router: usize, _now_ms: f64, _one_way_ms: f64) {}
-    /// For a service arm with a model: how much the model separated the
-    /// candidates of a decision.
-    fn model_spread(&self) -> Option<crate::policies::ModelSpread> {
-        None
-    }
-    /// For a service arm: its self-check's rank correlation through the
-    /// run, `(time s, rho)`.
-    fn self_check_samples(&self) -> Option<Vec<(f64, f64)>> {
-        None
-    }
 }

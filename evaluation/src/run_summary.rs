@@ -40,7 +40,7 @@ pub fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
 /// One policy's row in results.json. Numbers are `null` for a skipped policy.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicyResult {
-    /// Policy name (see [`crate::policies::POLICIES`]).
+    /// Policy name (see [`crate::arms::POLICIES`]).
     pub name: String,
     /// `ok` or `skipped`.
     pub status: String,
@@ -82,7 +82,7 @@ pub struct PolicyResult {
     /// The model arms: model version, selection policy, budget, how many
     /// decisions used the model, and (for `model-retrained`) its training.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<crate::model_arms::ModelArmInfo>,
+    pub model: Option<crate::arms::model::ModelArmInfo>,
     /// What a pick cost the router, p50, µs: the score call for a service
     /// arm (simulated from the calibration, or measured over HTTP), the
     /// in-process choice for a baseline (0 in the simulator).

@@ -10,8 +10,8 @@ use scorer_engine::config::Config;
 use scorer_log::{DecisionLog, LogConfig};
 use serde::Serialize;
 
-use crate::model_arms;
-use crate::policies::{self, POLICIES};
+use crate::arms::registry::{self, POLICIES};
+use crate::arms::{Arm, Model, model};
 use crate::run_summary::PolicyResult;
 use crate::scenario::Scenario;
 use crate::sim::{RunRecord, simulate};
@@ -54,7 +54,7 @@ impl SimOptions {
             duration_s: crate::scenario::DEFAULT_DURATION_S,
             log_dir: None,
             service_config: Config::default(),
-            model_dir: crate::model_arms::default_model_dir(),
+            model_dir: model::default_model_dir(),
         }
     }
 }
@@ -110,7 +110,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         }
         None => Scenario::preset(&opts.scenario, opts.workers, opts.duration_s)?,
     };
-    policies::check_names(&opts.policies)?;
+    registry::check_names(&opts.policies)?;
     let fault = sc
         .faults
         .iter()
@@ -132,27 +132,24 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         runs: Vec::new(),
     };
     for name in &opts.policies {
-        // The model arms: a hub with the default or a freshly trained model.
-        let (hub, retrained) = match name.as_str() {
-            "model" | "service" | "service-embedded" => match model_arms::load_hub(
-                &opts.model_dir,
-                model_arms::SIM_BUDGET_US,
-                &opts.service_config,
-            ) {
-                Ok(h) => (Some(h), None),
-                Err(e) => {
-                    out.policies
-                        .push(PolicyResult::skipped(name, &format!("skipped: {e}")));
-                    continue;
+        let spec = registry::spec(name).ok_or_else(|| format!("unknown policy `{name}`"))?;
+        // The arms with a model: a hub with the default or a freshly
+        // trained model.
+        let (hub, retrained) = match spec.model {
+            Model::Shipped => {
+                match model::load_hub(&opts.model_dir, model::SIM_BUDGET_US, &opts.service_config) {
+                    Ok(h) => (Some(h), None),
+                    Err(e) => {
+                        out.policies
+                            .push(PolicyResult::skipped(name, &format!("skipped: {e}")));
+                        continue;
+                    }
                 }
-            },
-            "model-retrained" => {
+            }
+            Model::Retrained => {
                 let r = retrain(opts, &sc).and_then(|r| {
-                    let h = model_arms::load_hub(
-                        &r.model_dir,
-                        model_arms::SIM_BUDGET_US,
-                        &opts.service_config,
-                    )?;
+                    let h =
+                        model::load_hub(&r.model_dir, model::SIM_BUDGET_US, &opts.service_config)?;
                     Ok((h, r))
                 });
                 match r {
@@ -164,16 +161,16 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                     }
                 }
             }
-            _ => (None, None),
+            Model::None => (None, None),
         };
         let log = match &opts.log_dir {
-            Some(dir) if is_service_arm(name) => Some(start_log(
+            Some(dir) if spec.is_service_arm() => Some(start_log(
                 &dir.join(&sc.name).join(name),
                 &opts.service_config.log,
             )?),
             _ => None,
         };
-        let Some(mut router) = policies::build_arm(
+        let Some(mut arm) = registry::build(
             name,
             sc.workers.len(),
             sc.routers,
@@ -185,13 +182,15 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;
         };
-        if log.is_some() {
-            router.set_decision_id_prefix(&format!("{}-s{}-{name}-d", sc.name, opts.seed));
+        if let (Some(_), Arm::Remote(r)) = (&log, &mut arm) {
+            r.set_decision_id_prefix(&format!("{}-s{}-{name}-d", sc.name, opts.seed));
         }
-        let rec = simulate(&sc, router.as_mut(), opts.seed);
-        let spread = router.model_spread();
-        let self_check = router.self_check_samples();
-        drop(router);
+        let rec = simulate(&sc, &mut arm, opts.seed);
+        let (spread, self_check) = match &arm {
+            Arm::Remote(r) => (r.model_spread(), r.self_check_samples()),
+            _ => (None, None),
+        };
+        drop(arm);
         if let Some(log) = log {
             log.shutdown().map_err(|e| format!("decision log: {e}"))?;
         }
@@ -201,10 +200,8 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         });
         if let Some(hub) = &hub {
             let info = retrained.as_ref().map(|r| r.info.clone());
-            let selection = model_arms::selection_policy(name, &opts.service_config);
-            result.model = Some(model_arms::ModelArmInfo::from_hub(
-                hub, &selection, spread, info,
-            ));
+            let selection = registry::selection_policy(name, &opts.service_config);
+            result.model = Some(model::ModelArmInfo::from_hub(hub, &selection, spread, info));
         }
         out.policies.push(result);
         out.runs.push((name.clone(), rec));
@@ -212,23 +209,19 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
     Ok(out)
 }
 
-fn is_service_arm(name: &str) -> bool {
-    policies::is_service_arm(name)
-}
-
-/// `model-retrained`'s model: the scenario's [`model_arms::RETRAIN_LOGGING_ARM`]
+/// `model-retrained`'s model: the scenario's [`model::RETRAIN_LOGGING_ARM`]
 /// run on a held-out seed with a decision log, then the trainer library on
-/// those logs (see [`model_arms`]).
-fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, String> {
-    let (work, keep) = model_arms::retrain_dir(opts.log_dir.as_deref(), &sc.name);
+/// those logs (see [`model`]).
+fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model::Retrained, String> {
+    let (work, keep) = model::retrain_dir(opts.log_dir.as_deref(), &sc.name);
     // A kept directory from an earlier run must not mix old logs in.
     let _ = std::fs::remove_dir_all(&work);
     let logs = work.join("logs");
-    let seed = opts.seed.wrapping_add(model_arms::RETRAIN_SEED_OFFSET);
+    let seed = opts.seed.wrapping_add(model::RETRAIN_SEED_OFFSET);
     let run = || -> Result<(), String> {
         let log = start_log(&logs, &opts.service_config.log)?;
-        let mut router = policies::build_arm(
-            model_arms::RETRAIN_LOGGING_ARM,
+        let mut arm = registry::build(
+            model::RETRAIN_LOGGING_ARM,
             sc.workers.len(),
             sc.routers,
             Some(log.clone()),
@@ -236,8 +229,8 @@ fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, St
             None,
         )
         .ok_or("no logging arm")?;
-        simulate(sc, router.as_mut(), seed);
-        drop(router);
+        simulate(sc, &mut arm, seed);
+        drop(arm);
         log.shutdown().map_err(|e| format!("decision log: {e}"))
     };
     if let Err(e) = run() {
@@ -246,7 +239,7 @@ fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model_arms::Retrained, St
         }
         return Err(e);
     }
-    model_arms::train_on_logs(&logs, &work, keep, seed)
+    model::train_on_logs(&logs, &work, keep, seed)
 }
 
 /// A decision log under `root` (`decisions/`, `outcomes/`), sampled as the

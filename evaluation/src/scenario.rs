@@ -130,7 +130,7 @@ pub struct Scenario {
     /// Independent routers sending to the workers (1 = one router). Each
     /// request is issued by one of them, uniformly at random; a baseline
     /// runs one independent instance per router, the service arms share one
-    /// service (see [`crate::per_router`]).
+    /// service (see [`crate::arms::per_router`]).
     pub routers: usize,
     /// Cores of the simulated HTTP scorer that the service arms call: a
     /// call is handled by a free core, or waits in its FIFO queue.
@@ -497,12 +497,9 @@ mod tests {
     #[test]
     fn policy_lists_are_checked() {
         let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert!(crate::policies::check_names(&names(&["random", "rules-max"])).is_ok());
+        assert!(crate::arms::check_names(&names(&["random", "rules-max"])).is_ok());
         for bad in [&[][..], &["random", "random"][..], &["nope"][..]] {
-            assert!(
-                crate::policies::check_names(&names(bad)).is_err(),
-                "{bad:?}"
-            );
+            assert!(crate::arms::check_names(&names(bad)).is_err(), "{bad:?}");
         }
     }
 

@@ -1,6 +1,7 @@
 //! The service arm's self-check over a run: the engine's rank correlation
 //! of the pick's expected against observed latency
-//! ([`scorer_engine::self_check`]), sampled once a simulated second, and
+//! ([`scorer_engine::self_check`]), sampled once a simulated second
+//! ([`crate::arms::service::SELF_CHECK_EVERY_MS`]), and
 //! when the documented alert would have fired on it (docs/operations.md:
 //! below [`ALERT_BELOW`] for [`ALERT_SAMPLES`] samples in a row).
 
@@ -13,8 +14,6 @@ use serde::Serialize;
 pub const ALERT_BELOW: f64 = 0.0;
 /// Samples in a row below the threshold before the alert fires (its `for`).
 pub const ALERT_SAMPLES: usize = 3;
-/// Simulated time between samples, ms.
-pub const SAMPLE_EVERY_MS: f64 = 1_000.0;
 
 /// The rank correlation through a run, and the alert on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

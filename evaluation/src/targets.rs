@@ -86,7 +86,7 @@ fn get<'a>(r: &'a ScenarioResults, name: &str) -> Option<&'a PolicyResult> {
 pub fn best_service(r: &ScenarioResults) -> Option<&PolicyResult> {
     r.policies
         .iter()
-        .filter(|p| p.status == "ok" && crate::policies::is_service_arm(&p.name))
+        .filter(|p| p.status == "ok" && crate::arms::is_service_arm(&p.name))
         .min_by(|a, b| {
             a.p99_ms
                 .unwrap_or(f64::MAX)

@@ -2,7 +2,8 @@
 //! independent state per router (as sidecars do) while the service arms
 //! share one service. Simulated time, seeded RNG.
 
-use evaluation::policies::{WALL_EPOCH_MS, build_arm, worker_id};
+use evaluation::arms::service_ids::{WALL_EPOCH_MS, worker_id};
+use evaluation::arms::{Arm, build};
 use evaluation::router::{Op, PickRequest};
 use evaluation::runner::{SimOptions, run_sim};
 use evaluation::scenario::{MANY_ROUTERS, Scenario, WorkerSpec};
@@ -24,15 +25,16 @@ fn req(router: usize) -> PickRequest<'static> {
 #[test]
 fn the_service_arm_is_one_engine_for_every_router() {
     let n = 4;
-    let mut arm = build_arm(
+    let Some(Arm::Remote(mut arm)) = build(
         "service-rules",
         n,
         MANY_ROUTERS,
         None,
         &Config::default(),
         None,
-    )
-    .expect("service-rules");
+    ) else {
+        panic!("service-rules is a remote scorer")
+    };
     let batch: Vec<_> = (0..n)
         .filter_map(|i| {
             SimWorker::new(WorkerSpec::default()).snapshot(&worker_id(i), 0.0, WALL_EPOCH_MS, 2.0)
@@ -62,7 +64,7 @@ fn a_baseline_arm_is_one_instance_per_router() {
     // Two workers, P2C least-request: router 0's three outstanding picks
     // (2 on one worker, 1 on the other) are invisible to router 1, whose
     // picks are those of a fresh instance with the same random stream.
-    let mut arm = build_arm(
+    let mut arm = build(
         "p2c-least-request",
         2,
         MANY_ROUTERS,
@@ -71,12 +73,14 @@ fn a_baseline_arm_is_one_instance_per_router() {
         None,
     )
     .expect("baseline");
+    let arm = arm.router();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for _ in 0..3 {
         arm.pick(&req(0), &mut rng);
     }
     let mut fresh =
-        build_arm("p2c-least-request", 2, 1, None, &Config::default(), None).expect("baseline");
+        build("p2c-least-request", 2, 1, None, &Config::default(), None).expect("baseline");
+    let fresh = fresh.router();
     let mut rng_fresh = rng.clone();
     for _ in 0..6 {
         assert_eq!(

@@ -1,7 +1,7 @@
 //! Simulator integration tests: determinism for a seed, and a short version
 //! of every scenario (simulated time: nothing sleeps).
 
-use evaluation::policies::POLICIES;
+use evaluation::arms::POLICIES;
 use evaluation::runner::{SimOptions, run_sim};
 use evaluation::scenario::SCENARIOS;
 

@@ -4,9 +4,10 @@
 
 use super::cache::Key;
 use super::{Request, Sim};
-use crate::baselines::round_robin::RoundRobin;
-use crate::oracle::Oracle;
-use crate::router::{Op, Router};
+use crate::arms::Arm;
+use crate::arms::baselines::round_robin::RoundRobin;
+use crate::arms::oracle::Oracle;
+use crate::router::Op;
 use crate::scenario::Scenario;
 
 fn world(workers: usize) -> Scenario {
@@ -36,7 +37,7 @@ fn request(sim: &mut Sim<'_>, op: Op, key: Key) -> usize {
 #[test]
 fn a_get_that_hits_costs_the_hit_time_and_a_miss_the_miss_time_and_admits() {
     let sc = world(2);
-    let mut rr = RoundRobin::new(2);
+    let mut rr = Arm::Local(Box::new(RoundRobin::new(2)));
     let mut sim = Sim::new(&sc, &mut rr, 1);
     assert!(
         !sim.workers[0]
@@ -67,7 +68,7 @@ fn a_put_writes_through_and_invalidates_other_copies_only_when_asked() {
     for invalidate in [false, true] {
         let mut sc = world(2);
         sc.cache.as_mut().expect("cache").invalidate_on_put = invalidate;
-        let mut rr = RoundRobin::new(2);
+        let mut rr = Arm::Local(Box::new(RoundRobin::new(2)));
         let mut sim = Sim::new(&sc, &mut rr, 1);
         sim.touch_cache(1, Op::Get, COLD, false);
         assert_eq!(sim.touch_cache(0, Op::Put, COLD, false), None);
@@ -90,7 +91,7 @@ fn a_put_writes_through_and_invalidates_other_copies_only_when_asked() {
 #[test]
 fn a_crash_empties_the_cache_and_a_down_worker_serves_nothing() {
     let sc = world(2);
-    let mut rr = RoundRobin::new(2);
+    let mut rr = Arm::Local(Box::new(RoundRobin::new(2)));
     let mut sim = Sim::new(&sc, &mut rr, 1);
     assert_eq!(sim.workers[0].cache.as_ref().map(|c| c.len()), Some(2_000));
     sim.workers[0].crash(1.0);
@@ -107,7 +108,7 @@ fn a_crash_empties_the_cache_and_a_down_worker_serves_nothing() {
 #[test]
 fn caches_start_with_the_most_popular_keys() {
     let sc = world(3);
-    let mut rr = RoundRobin::new(3);
+    let mut rr = Arm::Local(Box::new(RoundRobin::new(3)));
     let sim = Sim::new(&sc, &mut rr, 1);
     let top = sim.keys.most_popular(1);
     for w in &sim.workers {
@@ -119,8 +120,7 @@ fn caches_start_with_the_most_popular_keys() {
 #[test]
 fn the_oracle_sends_a_key_where_it_is_warm() {
     let sc = world(3);
-    let mut oracle = Oracle::new(3);
-    assert!(oracle.wants_truth());
+    let mut oracle = Arm::Oracle(Box::new(Oracle::new(3)));
     let mut sim = Sim::new(&sc, &mut oracle, 1);
     sim.touch_cache(2, Op::Get, COLD, false);
     let req = request(&mut sim, Op::Get, COLD);
@@ -133,7 +133,7 @@ fn the_oracle_sends_a_key_where_it_is_warm() {
 #[test]
 fn without_a_cache_nothing_is_recorded_and_every_get_costs_the_same() {
     let sc = Scenario::preset("homogeneous", 2, 10.0).expect("preset");
-    let mut rr = RoundRobin::new(2);
+    let mut rr = Arm::Local(Box::new(RoundRobin::new(2)));
     let mut sim = Sim::new(&sc, &mut rr, 1);
     assert!(sim.rec.cache.is_none() && sim.workers[0].cache.is_none());
     assert_eq!(sim.touch_cache(0, Op::Get, COLD, false), None);

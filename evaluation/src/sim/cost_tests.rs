@@ -2,52 +2,82 @@
 //! workload with a probe policy that is remote (a service arm) or local (a
 //! baseline) and compares what it saw.
 
+use std::sync::{Arc, Mutex};
+
 use rand_chacha::ChaCha8Rng;
 use scorer_core::telemetry::Snapshot;
 
 use super::simulate;
+use crate::arms::Arm;
+use crate::arms::service::Remote;
 use crate::router::{Outcome, Pick, PickRequest, Router};
 use crate::scenario::Scenario;
 
-/// Round robin that records when it picked, learned and heard telemetry.
-struct Probe {
-    remote: bool,
-    n: usize,
+/// When a probe picked, learned and heard telemetry, ms.
+#[derive(Debug, Default)]
+struct Seen {
     picks_ms: Vec<f64>,
     outcomes_ms: Vec<f64>,
     telemetry_ms: Vec<f64>,
 }
 
+/// Round robin that records what it saw.
+struct Probe {
+    n: usize,
+    seen: Arc<Mutex<Seen>>,
+}
+
 impl Probe {
-    fn new(remote: bool, n: usize) -> Self {
-        Self {
-            remote,
-            n,
-            picks_ms: Vec::new(),
-            outcomes_ms: Vec::new(),
-            telemetry_ms: Vec::new(),
-        }
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().expect("not poisoned")
     }
 }
 
 impl Router for Probe {
     fn pick(&mut self, req: &PickRequest<'_>, _rng: &mut ChaCha8Rng) -> Pick {
-        self.picks_ms.push(req.now_ms);
+        let mut seen = self.seen();
+        seen.picks_ms.push(req.now_ms);
+        let k = seen.picks_ms.len();
         Pick {
-            worker: self.picks_ms.len() % self.n,
-            decision_id: Some(format!("d{}", self.picks_ms.len())),
+            worker: k % self.n,
+            decision_id: Some(format!("d{k}")),
         }
     }
     fn outcome(&mut self, o: &Outcome<'_>) {
-        self.outcomes_ms.push(o.now_ms);
+        self.seen().outcomes_ms.push(o.now_ms);
     }
     fn drain(&mut self, _worker: usize, _drained: bool, _now_ms: f64) {}
+}
+
+impl Remote for Probe {
     fn telemetry(&mut self, _batch: &[Snapshot], now_ms: f64) {
-        self.telemetry_ms.push(now_ms);
+        self.seen().telemetry_ms.push(now_ms);
     }
-    fn remote(&self) -> bool {
-        self.remote
-    }
+}
+
+/// A probe over `n` workers, remote (a service arm) or local (a
+/// baseline), and what it will see.
+fn probe(remote: bool, n: usize) -> (Arm, Arc<Mutex<Seen>>) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let p = Box::new(Probe {
+        n,
+        seen: seen.clone(),
+    });
+    let arm = if remote {
+        Arm::Remote(p)
+    } else {
+        Arm::Local(p)
+    };
+    (arm, seen)
+}
+
+/// What a remote or local probe saw in a run on `sc` with seed 3.
+fn run(sc: &Scenario, remote: bool) -> (super::RunRecord, Seen) {
+    let (mut arm, seen) = probe(remote, 4);
+    let rec = simulate(sc, &mut arm, 3);
+    drop(arm);
+    let seen = Arc::try_unwrap(seen).expect("the only owner");
+    (rec, seen.into_inner().expect("not poisoned"))
 }
 
 /// Light load, fixed 2 ms GETs: nothing queues at a worker, so a latency is
@@ -69,8 +99,8 @@ fn quiet() -> Scenario {
 #[test]
 fn a_remote_pick_waits_for_the_call_and_a_local_one_does_not() {
     let sc = quiet();
-    let local = simulate(&sc, &mut Probe::new(false, 4), 3);
-    let remote = simulate(&sc, &mut Probe::new(true, 4), 3);
+    let (local, _) = run(&sc, false);
+    let (remote, _) = run(&sc, true);
     assert!(local.decision_ms.is_empty());
     assert_eq!(remote.decision_ms.len() as u64, remote.attempts);
     // A free scorer: the call is the 1 ms round trip, counted in latency.
@@ -101,7 +131,7 @@ fn the_in_service_time_comes_from_the_calibration() {
     let mut sc = quiet();
     sc.scorer_round_trip_us = 0.0;
     sc.scorer_service_scale = 1.0;
-    let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+    let (r, _) = run(&sc, true);
     let cal = crate::calibration::HttpScoreCalibration::shipped();
     let mean_ms = r.decision_ms.iter().sum::<f64>() / r.decision_ms.len() as f64;
     let want_ms = cal.mean_in_service_us() / 1_000.0;
@@ -115,10 +145,8 @@ fn the_in_service_time_comes_from_the_calibration() {
 fn outcomes_reach_the_service_in_batches_after_the_flush_tick() {
     let mut sc = quiet();
     sc.feedback_flush_ms = 5.0;
-    let mut remote = Probe::new(true, 4);
-    simulate(&sc, &mut remote, 3);
-    let mut local = Probe::new(false, 4);
-    simulate(&sc, &mut local, 3);
+    let (_, remote) = run(&sc, true);
+    let (_, local) = run(&sc, false);
     assert_eq!(remote.outcomes_ms.len(), local.outcomes_ms.len());
     // Every batch lands half a round trip after a tick of the 5 ms clock.
     for t in &remote.outcomes_ms {
@@ -141,13 +169,15 @@ fn outcomes_reach_the_service_in_batches_after_the_flush_tick() {
 #[test]
 fn telemetry_reaches_a_remote_scorer_after_the_transport_delay() {
     let mut sc = quiet();
+    sc.telemetry_delay_ms = 0.0;
+    let (_, at_once) = run(&sc, true);
     sc.telemetry_delay_ms = 7.0;
-    let mut remote = Probe::new(true, 4);
-    simulate(&sc, &mut remote, 3);
-    let mut local = Probe::new(false, 4);
-    simulate(&sc, &mut local, 3);
-    assert_eq!(local.telemetry_ms, [0.0, 2_000.0, 4_000.0]);
-    assert_eq!(remote.telemetry_ms, [7.0, 2_007.0, 4_007.0]);
+    let (_, delayed) = run(&sc, true);
+    let (_, local) = run(&sc, false);
+    assert_eq!(at_once.telemetry_ms, [0.0, 2_000.0, 4_000.0]);
+    assert_eq!(delayed.telemetry_ms, [7.0, 2_007.0, 4_007.0]);
+    // A baseline sees no telemetry.
+    assert!(local.telemetry_ms.is_empty());
 }
 
 #[test]
@@ -162,7 +192,7 @@ fn calls_from_many_routers_queue_at_the_scorers_cores() {
     let mean = |cores: usize| {
         let mut sc = sc.clone();
         sc.scorer_cores = cores;
-        let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+        let (r, _) = run(&sc, true);
         r.decision_ms.iter().sum::<f64>() / r.decision_ms.len() as f64
     };
     let cal = crate::calibration::HttpScoreCalibration::shipped();
@@ -185,7 +215,7 @@ fn a_router_stops_waiting_for_a_saturated_scorer_and_picks_by_itself() {
     // ~60× the calibrated time on one core: the queue grows without bound.
     sc.scorer_service_scale = 60.0;
     sc.scorer_timeout_ms = 20.0;
-    let r = simulate(&sc, &mut Probe::new(true, 4), 3);
+    let (r, _) = run(&sc, true);
     let requests = r.latencies_ms.len() as u64;
     assert!(
         r.scorer_errors > requests / 2,

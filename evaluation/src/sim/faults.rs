@@ -90,7 +90,7 @@ pub(super) fn workers(sc: &Scenario) -> Vec<SimWorker> {
 /// carries the fields it names instead of its own.
 pub(super) fn lie(sc: &Scenario, mut batch: Vec<Snapshot>, t: f64) -> Vec<Snapshot> {
     let truth = batch.clone();
-    let id = |w: usize| crate::policies::worker_id(w);
+    let id = |w: usize| crate::arms::service_ids::worker_id(w);
     for f in &sc.faults {
         if let Fault::Misreport {
             worker,
@@ -158,7 +158,7 @@ impl super::Sim<'_> {
                     self.q.push(t, Event::Background { fault });
                 }
             }
-            Fault::Drain { worker, .. } => self.router.drain(worker, start, t),
+            Fault::Drain { worker, .. } => self.arm.router().drain(worker, start, t),
             Fault::Compaction { .. }
             | Fault::Memtable { .. }
             | Fault::Lie { .. }

@@ -16,7 +16,7 @@
 //!   uniformly from the workload stream (so every policy sees the same
 //!   assignment); its retries and outcomes belong to the same router.
 //!
-//! - A service arm ([`Router::remote`]) pays for its decision as a router
+//! - A service arm ([`Arm::Remote`]) pays for its decision as a router
 //!   does: the request reaches its worker only after the score call's
 //!   network round trip, queueing at the simulated scorer's cores and
 //!   in-service time ([`remote::RemoteScorer`]); its outcomes reach the
@@ -24,12 +24,12 @@
 //!   telemetry `telemetry_delay_ms` after the snapshot. A baseline decides
 //!   inside the router at no cost and learns its outcomes at once. A
 //!   request's latency always counts from its arrival at the router.
-//! - An embedded arm ([`Router::embedded`]) decides inside the router and
+//! - An embedded arm ([`Arm::Embedded`]) decides inside the router and
 //!   learns its outcomes at once, but holds each request for a pick time
 //!   drawn from its calibration, and sees telemetry through the service's
 //!   view stream: `telemetry_delay_ms` to the service, the stream's
 //!   coalescing window and one network crossing later.
-//! - The `oracle` ([`Router::wants_truth`]) is told every worker's true
+//! - The `oracle` ([`Arm::Oracle`]) is told every worker's true
 //!   expected delay before each pick.
 //!
 //! Four RNG streams from one seed: the workload (arrivals, ops, keys,
@@ -54,10 +54,11 @@ pub mod worker;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::arms::Arm;
+use crate::arms::service_ids::{WALL_EPOCH_MS, worker_id};
 use crate::calibration::HttpScoreCalibration;
 use crate::embedded_calibration::EmbeddedPickCalibration;
-use crate::policies::{WALL_EPOCH_MS, worker_id};
-use crate::router::{Op, Outcome, PickRequest, Router};
+use crate::router::{Op, Outcome, PickRequest};
 use crate::scenario::{Fault, Scenario};
 use cache::{Key, KeySpace, WorkerCache};
 use dist::{exponential, lognormal_unit_mean};
@@ -91,10 +92,10 @@ struct Attempt {
     router: usize,
 }
 
-/// One simulation run of `router` on `scenario` with `seed`.
+/// One simulation run of `arm` on `scenario` with `seed`.
 pub struct Sim<'a> {
     sc: &'a Scenario,
-    router: &'a mut dyn Router,
+    arm: &'a mut Arm,
     q: EventQueue,
     workers: Vec<SimWorker>,
     ids: Vec<String>,
@@ -124,11 +125,14 @@ pub struct Sim<'a> {
 
 impl<'a> Sim<'a> {
     /// A run ready to start.
-    pub fn new(sc: &'a Scenario, router: &'a mut dyn Router, seed: u64) -> Self {
+    pub fn new(sc: &'a Scenario, arm: &'a mut Arm, seed: u64) -> Self {
         let n = sc.workers.len();
         let windows = (sc.duration_ms / sc.window_ms).ceil().max(1.0) as usize;
-        let remote = router.remote();
-        let embedded = router.embedded();
+        let remote = matches!(arm, Arm::Remote(_));
+        let embedded = match &*arm {
+            Arm::Embedded(e) => Some(e.calibration()),
+            _ => None,
+        };
         let keys = KeySpace::new(sc);
         let mut workers = faults::workers(sc);
         let cache = sc.cache.as_ref().map(|c| {
@@ -144,7 +148,7 @@ impl<'a> Sim<'a> {
         });
         Self {
             sc,
-            router,
+            arm,
             q: EventQueue::new(),
             workers,
             ids: (0..n).map(worker_id).collect(),
@@ -201,7 +205,7 @@ impl<'a> Sim<'a> {
         while let Some((t, ev)) = self.q.pop() {
             self.handle(t, ev);
         }
-        self.rec.fallbacks = self.router.fallbacks() + self.rec.scorer_errors;
+        self.rec.fallbacks = self.arm.fallbacks() + self.rec.scorer_errors;
         self.rec.herding = std::mem::take(&mut self.herding).mean_routers();
         self.rec
     }
@@ -252,7 +256,7 @@ impl<'a> Sim<'a> {
             }
             Event::FeedbackArrive { batch } => {
                 for o in self.feedback_in_transit[batch].take().unwrap_or_default() {
-                    self.router.outcome(&Outcome {
+                    self.arm.router().outcome(&Outcome {
                         worker: o.worker,
                         decision_id: o.decision_id.as_deref(),
                         latency_ms: o.latency_ms,
@@ -264,10 +268,11 @@ impl<'a> Sim<'a> {
             }
             Event::TelemetryArrive { batch } => {
                 if let Some(b) = self.telemetry_in_transit[batch].take() {
-                    if self.embedded.is_some() {
-                        self.router.view(&b, t, self.view_stream_ms());
-                    } else {
-                        self.router.telemetry(&b, t);
+                    let age_ms = self.view_stream_ms();
+                    match &mut *self.arm {
+                        Arm::Embedded(e) => e.view(&b, t, age_ms),
+                        Arm::Remote(r) => r.telemetry(&b, t),
+                        Arm::Local(_) | Arm::Oracle(_) => {}
                     }
                 }
             }
@@ -302,11 +307,15 @@ impl<'a> Sim<'a> {
                 }
             }
             Event::LoadReport { router } => {
-                self.router.load_report(router, t, self.scorer.one_way_ms());
+                if let Arm::Embedded(e) = &mut *self.arm {
+                    e.load_report(router, t, self.scorer.one_way_ms());
+                }
                 self.next_load_event(t, Event::LoadReport { router });
             }
             Event::LoadView { router } => {
-                self.router.load_view(router, t, self.scorer.one_way_ms());
+                if let Arm::Embedded(e) = &mut *self.arm {
+                    e.load_view(router, t, self.scorer.one_way_ms());
+                }
                 self.next_load_event(t, Event::LoadView { router });
             }
             Event::Telemetry => {
@@ -334,8 +343,8 @@ impl<'a> Sim<'a> {
                                 batch: self.telemetry_in_transit.len() - 1,
                             },
                         );
-                    } else {
-                        self.router.telemetry(&batch, t);
+                    } else if let Arm::Remote(r) = &mut *self.arm {
+                        r.telemetry(&batch, t);
                     }
                 }
                 let next = t + self.sc.report_interval_ms;
@@ -447,7 +456,7 @@ impl<'a> Sim<'a> {
         let r = &self.reqs[req];
         let (op, large, key_id, router) = (r.op, r.large, r.key, r.router);
         let key = self.keys.name(key_id);
-        if self.router.wants_truth() {
+        if matches!(self.arm, Arm::Oracle(_)) {
             // The oracle knows what each worker's cache holds.
             for (i, w) in self.workers.iter().enumerate() {
                 let hit = w.cache.as_ref().map(|c| c.contains(key_id.id));
@@ -459,9 +468,11 @@ impl<'a> Sim<'a> {
                 };
                 self.truth[i] = w.expected_delay_ms(&job, t);
             }
-            self.router.truth(&self.truth);
+            if let Arm::Oracle(o) = &mut *self.arm {
+                o.truth(&self.truth);
+            }
         }
-        let mut pick = self.router.pick(
+        let mut pick = self.arm.router().pick(
             &PickRequest {
                 now_ms: t,
                 key: &key,
@@ -620,7 +631,7 @@ impl<'a> Sim<'a> {
                 Buffered::Wait => {}
             }
         } else {
-            self.router.outcome(&Outcome {
+            self.arm.router().outcome(&Outcome {
                 worker,
                 decision_id: id.as_deref(),
                 latency_ms: latency,
@@ -641,7 +652,7 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Run `router` on `scenario` with `seed`.
-pub fn simulate(scenario: &Scenario, router: &mut dyn Router, seed: u64) -> RunRecord {
-    Sim::new(scenario, router, seed).run()
+/// Run `arm` on `scenario` with `seed`.
+pub fn simulate(scenario: &Scenario, arm: &mut Arm, seed: u64) -> RunRecord {
+    Sim::new(scenario, arm, seed).run()
 }

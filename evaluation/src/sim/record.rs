@@ -29,7 +29,7 @@ pub struct RunRecord {
     /// (`Scenario::scorer_timeout_ms`) and picked by itself instead.
     pub scorer_errors: u64,
     /// With several routers: the mean number of routers that picked the
-    /// same worker within one view interval ([`herding`]).
+    /// same worker within one view interval ([`super::herding`]).
     pub herding: Option<f64>,
     /// With caches: hits, misses and origin traffic.
     pub cache: Option<CacheRecord>,

@@ -92,7 +92,7 @@ impl InFlight {
     /// distinct random workers, the one with fewer; ties: the first).
     pub fn fallback_pick(&self, router: usize, rng: &mut ChaCha8Rng) -> usize {
         let counts = &self.counts[router.min(self.counts.len() - 1)];
-        let (a, b) = crate::baselines::two_distinct(counts.len(), rng);
+        let (a, b) = crate::arms::baselines::two_distinct(counts.len(), rng);
         if counts.get(b) < counts.get(a) { b } else { a }
     }
 

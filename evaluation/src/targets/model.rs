@@ -3,7 +3,7 @@
 //! scenario, at p99.
 //!
 //! * `model-retrained` (the shipped configuration with a model retrained on
-//!   `service-rules` logs, [`crate::model_arms`]) trains and runs on every
+//!   `service-rules` logs, [`crate::arms::model`]) trains and runs on every
 //!   scenario, with every training metric measured;
 //! * it cuts p99 by ≥ 5 % on at least [`MIN_WINS`] scenarios, by ≥ 20 %
 //!   on `hidden-signal`, and is never more than 3 % worse;
@@ -287,7 +287,7 @@ pub fn model_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model_arms::{ModelArmInfo, RetrainInfo};
+    use crate::arms::model::{ModelArmInfo, RetrainInfo};
 
     fn arm(name: &str, p99_ms: f64) -> PolicyResult {
         let mut p = PolicyResult::test_ran(name, p99_ms);

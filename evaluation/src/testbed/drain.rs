@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::picker::SharedBaseline;
-use crate::policies::worker_id;
+use crate::arms::service_ids::worker_id;
 
 /// The testbed scenario name.
 pub const DRAIN: &str = "drain";

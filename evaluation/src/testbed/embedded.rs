@@ -16,7 +16,7 @@ use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_engine::api::ScoreRequest;
 
 use super::request::{Ask, Choice, Done};
-use crate::policies::{parse_worker, worker_id};
+use crate::arms::service_ids::{parse_worker, worker_id};
 use crate::router::Op;
 
 /// A balancer in the load generator, fed by the service's stream.

@@ -38,10 +38,10 @@ use std::time::Instant;
 
 use scorer_engine::config::Config;
 
-use crate::policies;
+use crate::arms::{self, Model};
 use crate::run_summary::PolicyResult;
 use crate::runner::ScenarioResults;
-use policy_run::{Setup, picker_name, retrain, run_policy};
+use policy_run::{Setup, retrain, run_policy};
 use procs::{RedisProc, Scratch};
 
 /// Options of `evaluate testbed`.
@@ -243,8 +243,8 @@ pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
     let names: Vec<String> = args
         .policies
         .clone()
-        .unwrap_or_else(|| policies::POLICIES.iter().map(|s| (*s).to_owned()).collect());
-    policies::check_names(&names)?;
+        .unwrap_or_else(|| arms::POLICIES.iter().map(|s| (*s).to_owned()).collect());
+    arms::check_names(&names)?;
     args.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -320,10 +320,8 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             origin_port,
             ..Setup::default()
         };
-        if !policies::is_service_arm(name)
-            && policies::build(name, n, None, &Config::default(), None)
-                .is_some_and(|r| r.wants_truth())
-        {
+        let arm = arms::spec(name).ok_or_else(|| format!("unknown policy `{name}`"))?;
+        if arm.sim_only() {
             out.policies.push(PolicyResult::skipped(
                 name,
                 "skipped: it reads the simulator's true worker state, which a real cluster does not expose",
@@ -331,9 +329,9 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             continue;
         }
         let mut retrained = None;
-        if matches!(name.as_str(), "model" | "service" | "service-embedded") {
-            setup.model_dir = Some(crate::model_arms::default_model_dir());
-        } else if name == "model-retrained" {
+        if arm.model == Model::Shipped {
+            setup.model_dir = Some(arms::model::default_model_dir());
+        } else if arm.model == Model::Retrained {
             match retrain(args, &mut workers, origin_port).await {
                 Ok(r) => {
                     setup.model_dir = Some(r.model_dir.clone());
@@ -346,8 +344,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
                 }
             }
         }
-        let picker = picker_name(name);
-        let run = run_policy(args, &picker, &setup, &mut workers).await?;
+        let run = run_policy(args, arm, &setup, &mut workers).await?;
         let rec = summary::record(&run.load, n, measured_s(args) * 1000.0, summary::WINDOW_MS);
         let mut p = summary::policy_result(name, &rec, &run.load, fault, cores);
         p.cache = run
@@ -356,9 +353,9 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             .map(|c| crate::cache_summary::CacheSummary::from_redis(c, cache::VALUE_BYTES));
         p.redis_cache = run.cache;
         p.model = run.hub.map(|h| {
-            crate::model_arms::ModelArmInfo::from_hub(
+            arms::model::ModelArmInfo::from_hub(
                 &h,
-                &crate::model_arms::selection_policy(name, &Config::default()),
+                &arms::selection_policy(name, &Config::default()),
                 None,
                 retrained.as_ref().map(|r| r.info.clone()),
             )

@@ -118,7 +118,7 @@ async fn score(
     let op = ask.work.op;
     let mut body = json!({
         "key": ask.work.key,
-        "candidates": (0..n).map(crate::policies::worker_id).collect::<Vec<_>>(),
+        "candidates": (0..n).map(crate::arms::service_ids::worker_id).collect::<Vec<_>>(),
         "context": {"request_type": if op == Op::Put { "PUT" } else { "GET" }, "timeout_ms": ask.timeout_ms as u64},
     });
     if let Some(policy) = policy {
@@ -220,7 +220,7 @@ impl Route for Picker {
 
     async fn report(&self, feedback: &Feedback, done: Done) {
         if let (Some((http, base)), Some(id)) = (self.service(), &done.decision) {
-            let body = json!({"decision_id": id, "worker_id": crate::policies::worker_id(done.worker), "latency_ms": done.op_ms, "success": done.success});
+            let body = json!({"decision_id": id, "worker_id": crate::arms::service_ids::worker_id(done.worker), "latency_ms": done.op_ms, "success": done.success});
             match feedback {
                 Feedback::Batched(tx) => {
                     let _ = tx.send(body);

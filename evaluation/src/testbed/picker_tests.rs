@@ -4,8 +4,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use scorer_engine::config::Config;
-
 use super::*;
 use crate::testbed::request::{Backend, Ctx, Ended, RouterState, Wall, Work, serve};
 
@@ -51,7 +49,7 @@ fn service(base: String, timeout: Duration) -> Picker {
 
 fn baseline(name: &str, n: usize, score_call: Option<(String, Duration)>) -> Picker {
     use rand::SeedableRng;
-    let router = crate::policies::build(name, n, None, &Config::default(), None).expect(name);
+    let router = crate::arms::local(name, n).expect(name);
     Picker::Baseline {
         router: std::sync::Arc::new(Mutex::new((router, ChaCha8Rng::seed_from_u64(1)))),
         score_call: score_call.map(|(base, t)| (reqwest::Client::new(), base, t)),

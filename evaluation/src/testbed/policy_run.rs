@@ -26,7 +26,9 @@ use super::loadgen::{self, Load};
 use super::picker::Picker;
 use super::procs::RedisProc;
 use super::{TestbedArgs, faults, loaded};
-use crate::policies::{self, worker_id};
+use crate::arms::model::{self, RETRAIN_LOGGING_ARM};
+use crate::arms::service_ids::worker_id;
+use crate::arms::{ArmSpec, Kind};
 
 /// How one run's service is set up beyond the default config.
 #[derive(Debug, Default)]
@@ -53,17 +55,6 @@ pub(super) struct PolicyRun {
     pub cache: Option<CacheResult>,
 }
 
-/// The policy that picks for `name`: the model arms pick as the shipped
-/// service does (`service-rules`: the score request names no policy, so the
-/// configured default selects; the model is the setup's).
-pub(super) fn picker_name(name: &str) -> String {
-    if policies::is_model_arm(name) {
-        "service-rules".to_owned()
-    } else {
-        name.to_owned()
-    }
-}
-
 /// `model-retrained` in the testbed: the `service-rules` arm runs with a
 /// decision log on a held-out seed (seed + `RETRAIN_SEED_OFFSET`), the
 /// trainer library trains on it (`trainer train`'s defaults), and the
@@ -72,24 +63,19 @@ pub(super) async fn retrain(
     args: &TestbedArgs,
     workers: &mut [RedisProc],
     origin_port: Option<u16>,
-) -> Result<crate::model_arms::Retrained, String> {
-    let (work, keep) = crate::model_arms::retrain_dir(None, &format!("testbed-{}", args.scenario));
-    let seed = args.seed + crate::model_arms::RETRAIN_SEED_OFFSET;
+) -> Result<model::Retrained, String> {
+    let (work, keep) = model::retrain_dir(None, &format!("testbed-{}", args.scenario));
+    let seed = args.seed + model::RETRAIN_SEED_OFFSET;
     let setup = Setup {
         model_dir: None,
         log_dir: Some(work.join("logs")),
         seed,
         origin_port,
     };
-    run_policy(
-        args,
-        crate::model_arms::RETRAIN_LOGGING_ARM,
-        &setup,
-        workers,
-    )
-    .await?;
+    let arm = crate::arms::spec(RETRAIN_LOGGING_ARM).ok_or("no logging arm")?;
+    run_policy(args, arm, &setup, workers).await?;
     let logs = work.join("logs");
-    tokio::task::spawn_blocking(move || crate::model_arms::train_on_logs(&logs, &work, keep, seed))
+    tokio::task::spawn_blocking(move || model::train_on_logs(&logs, &work, keep, seed))
         .await
         .map_err(|e| e.to_string())?
 }
@@ -117,41 +103,36 @@ fn embedded_picker(
     Ok(Picker::Embedded(Box::new(picker)))
 }
 
-/// How `name` picks, calling the service at `base` when it is a service
-/// arm (or, diagnostic, a baseline with `--baselines-call-service`).
+/// How `arm` picks, calling the service at `base` when it is a service
+/// arm (or, diagnostic, a baseline with `--baselines-call-service`); the
+/// model arms pick as the shipped service does (the model is the setup's).
 fn picker(
     args: &TestbedArgs,
-    name: &str,
+    arm: &ArmSpec,
     setup: &Setup,
     n: usize,
     http: &reqwest::Client,
     base: &str,
 ) -> Result<Picker, String> {
     let scorer_timeout = Duration::from_millis(args.scorer_timeout_ms);
-    let service = |policy: Option<String>| Picker::Service {
-        http: http.clone(),
-        base: base.to_owned(),
-        policy,
-        scorer_timeout,
-    };
-    if let Some(policy) = name.strip_prefix("rules-") {
-        return Ok(service(Some(policy.to_owned())));
+    match arm.kind {
+        Kind::Service(selection) => Ok(Picker::Service {
+            http: http.clone(),
+            base: base.to_owned(),
+            policy: selection.policy().map(str::to_owned),
+            scorer_timeout,
+        }),
+        Kind::Local(make) => Ok(Picker::Baseline {
+            router: Arc::new(Mutex::new((
+                make(n),
+                ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
+            ))),
+            score_call: args
+                .baselines_call_service
+                .then(|| (http.clone(), base.to_owned(), scorer_timeout)),
+        }),
+        Kind::Oracle(_) | Kind::Embedded => Err(format!("{}: no HTTP picker", arm.name)),
     }
-    if policies::is_shipped_arm(name) {
-        // As shipped: the score request names no policy.
-        return Ok(service(None));
-    }
-    let router = policies::build(name, n, None, &Config::default(), None)
-        .ok_or_else(|| format!("policy {name}"))?;
-    Ok(Picker::Baseline {
-        router: Arc::new(Mutex::new((
-            router,
-            ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
-        ))),
-        score_call: args
-            .baselines_call_service
-            .then(|| (http.clone(), base.to_owned(), scorer_timeout)),
-    })
 }
 
 /// The measured load of one run: the `loaded` scenario offers its share
@@ -197,7 +178,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 /// One policy: fresh service and agent, wait for telemetry, load + fault.
 pub(super) async fn run_policy(
     args: &TestbedArgs,
-    name: &str,
+    arm: &ArmSpec,
     setup: &Setup,
     workers: &mut [RedisProc],
 ) -> Result<PolicyRun, String> {
@@ -208,11 +189,7 @@ pub(super) async fn run_policy(
     let mut config = Config::default();
     let credentials = super::credentials::RunCredentials::install(&mut config)?;
     let hub = match &setup.model_dir {
-        Some(dir) => Some(crate::model_arms::load_hub(
-            dir,
-            config.model.budget_us,
-            &config,
-        )?),
+        Some(dir) => Some(model::load_hub(dir, config.model.budget_us, &config)?),
         None => None,
     };
     let log = match &setup.log_dir {
@@ -256,12 +233,9 @@ pub(super) async fn run_policy(
         .map_err(|e| e.to_string())?;
     // The embedded arm's balancer loads its own copy of the model: its
     // counters are the arm's, not the service's.
-    let embedded_hub = match (&setup.model_dir, name) {
-        (Some(dir), "service-embedded") => Some(crate::model_arms::load_hub(
-            dir,
-            config.model.budget_us,
-            &config,
-        )?),
+    let embedded = matches!(arm.kind, Kind::Embedded);
+    let embedded_hub = match &setup.model_dir {
+        Some(dir) if embedded => Some(model::load_hub(dir, config.model.budget_us, &config)?),
         _ => None,
     };
     let arm_hub = embedded_hub.clone().or_else(|| hub.clone());
@@ -271,10 +245,10 @@ pub(super) async fn run_policy(
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    let picker = if name == "service-embedded" {
+    let picker = if embedded {
         embedded_picker(&config, n, &http, &base, setup.seed, embedded_hub)?
     } else {
-        picker(args, name, setup, n, &http, &base)?
+        picker(args, arm, setup, n, &http, &base)?
     };
     // The service and the agent get their own runtimes, so the load
     // generator's tasks cannot starve them (and the other way round); the

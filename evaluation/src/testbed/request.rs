@@ -184,7 +184,7 @@ impl RouterState {
                 .rng
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            crate::baselines::two_distinct(self.outstanding.len(), &mut rng)
+            crate::arms::baselines::two_distinct(self.outstanding.len(), &mut rng)
         };
         if self.outstanding(b) < self.outstanding(a) {
             b

@@ -21,6 +21,16 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
+/// An arm told the simulator's true state before each pick
+/// ([`super::Arm::Oracle`]).
+pub trait Omniscient: Router {
+    /// The expected delay of the request about to be picked at each worker,
+    /// from the simulator's true state: wait behind its work plus the
+    /// request's own expected service time, ms (infinite when the worker
+    /// is down or a black hole).
+    fn truth(&mut self, expected_delay_ms: &[f64]);
+}
+
 /// Shortest expected delay from the simulator's true state.
 #[derive(Debug, Clone)]
 pub struct Oracle {
@@ -64,11 +74,9 @@ impl Router for Oracle {
             *d = drained;
         }
     }
+}
 
-    fn wants_truth(&self) -> bool {
-        true
-    }
-
+impl Omniscient for Oracle {
     fn truth(&mut self, expected_delay_ms: &[f64]) {
         self.expected_delay_ms.clear();
         self.expected_delay_ms.extend_from_slice(expected_delay_ms);

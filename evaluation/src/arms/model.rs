@@ -1,4 +1,4 @@
-//! The model arms (issue #6 in the scoring path, issue #7's arms 7 and 8).
+//! The model arms: a learned model in the service's scoring path.
 //!
 //! * `model`: the service's rules + dynamics + the shipped default model
 //!   (`models/default`, resolved from this crate's `CARGO_MANIFEST_DIR`, so
@@ -46,17 +46,6 @@ use scorer_core::clock::SystemClock;
 use scorer_engine::config::Config;
 use scorer_model::{ModelHub, Slot};
 use serde::Serialize;
-
-/// The selection policy arm `name` picks with under `config`: the suffix of
-/// a `rules-*` arm, else (the shipped arms `service`, `service-rules` and
-/// the model arms) the configured default,
-/// `config.selection.default_policy`.
-pub fn selection_policy(name: &str, config: &Config) -> String {
-    match name.strip_prefix("rules-") {
-        Some(p) => p.to_owned(),
-        None => config.selection.default_policy.clone(),
-    }
-}
 
 /// The arm whose logs train `model-retrained`: the shipped configuration
 /// with the model off.
@@ -130,7 +119,7 @@ impl ModelArmInfo {
     pub fn from_hub(
         hub: &ModelHub,
         selection_policy: &str,
-        spread: Option<crate::policies::ModelSpread>,
+        spread: Option<super::service::ModelSpread>,
         retrain: Option<RetrainInfo>,
     ) -> Self {
         let spread = spread.filter(|s| s.decisions > 0);

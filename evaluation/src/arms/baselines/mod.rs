@@ -23,7 +23,8 @@
 //!   (consecutive 5xx, success rate, ejection backoff, `max_ejection_percent`)
 //!   and the 50 % healthy-panic threshold.
 //!
-//! The locality baselines route by the request's key:
+//! The locality baselines (class `LocalityBaseline` in
+//! [`super::registry::ARMS`]) route by the request's key:
 //!
 //! - [`hash_bounded::HashBounded`]: consistent hashing with bounded loads
 //!   (Mirrokni, Thorup, Zadimoghaddam, SODA 2018) as HAProxy runs it with

@@ -6,10 +6,10 @@
 //!   balancer per router, which knows its own picks and outcomes at once.
 //! - The routers share their load through the service: every
 //!   `DEFAULT_LOAD_REPORT_MS` each reports its outstanding picks (reaching
-//!   the service one network crossing later, [`Router::load_report`]), and
+//!   the service one network crossing later, [`EmbeddedRouter::load_report`]), and
 //!   every `LOAD_INTERVAL_MS` its view stream carries the others' load,
 //!   with its age at the service, when it changed, one crossing after it
-//!   left ([`Router::load_view`]). Each router's two clocks run at their
+//!   left ([`EmbeddedRouter::load_view`]). Each router's two clocks run at their
 //!   own phases, as real routers' do.
 //! - A pick is `Balancer::pick` with every worker as a candidate and the
 //!   request's type and timeout; the simulator charges its measured time
@@ -38,8 +38,8 @@ use scorer_engine::overrides::{OverrideKind, WorkerOverride};
 use scorer_engine::view::{View, ViewKind, ViewWorker, WorkerLoad};
 use scorer_model::ModelHub;
 
+use super::service_ids::{mono, parse_worker, wall, worker_id};
 use crate::embedded_calibration::EmbeddedPickCalibration;
-use crate::policies::{mono, parse_worker, wall, worker_id};
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// The `service-embedded` arm.
@@ -97,6 +97,89 @@ impl EmbeddedRouter {
 
     fn balancer(&self, router: usize) -> &Balancer {
         &self.balancers[router.min(self.balancers.len() - 1)]
+    }
+
+    /// A telemetry batch reaches every router's view at `now_ms`, `age_ms`
+    /// after the service accepted it.
+    pub fn view(&mut self, batch: &[Snapshot], now_ms: f64, age_ms: f64) {
+        let age_ms = age_ms.max(0.0).round() as u64;
+        for b in &self.balancers {
+            let mut view = delta(b, self.seq);
+            view.workers = batch
+                .iter()
+                .map(|s| ViewWorker {
+                    snapshot: s.clone(),
+                    age_ms,
+                })
+                .collect();
+            // The simulator's snapshots are valid; a refusal is counted.
+            let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
+            b.tick(mono(now_ms));
+        }
+        self.seq += 1;
+    }
+
+    /// At `now_ms`, `router` reports its outstanding picks to the service,
+    /// arriving `one_way_ms` later.
+    pub fn load_report(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
+        let Some(b) = self.balancers.get(router) else {
+            return;
+        };
+        let mut report = vec![0u32; self.workers];
+        for l in b.outstanding() {
+            if let Some(w) = parse_worker(&l.worker_id).filter(|w| *w < self.workers) {
+                report[w] = l.outstanding;
+            }
+        }
+        self.in_flight[router].push_back((now_ms + one_way_ms, report));
+    }
+
+    /// At `now_ms`, the service's view of the other routers' load, which
+    /// left it `one_way_ms` ago, reaches `router`.
+    pub fn load_view(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
+        if router >= self.balancers.len() || self.balancers.len() < 2 {
+            return;
+        }
+        // The event reaching the router now left the service one crossing
+        // ago, with the reports that had arrived by then (as the service's
+        // view stream sends it: only when the load changed).
+        let sent_ms = now_ms - one_way_ms;
+        self.board.settle(&mut self.in_flight, sent_ms);
+        let Some((load, age_ms, counted)) = self.board.others(router, sent_ms) else {
+            return;
+        };
+        if self.last_sent[router].as_ref() == Some(&load) {
+            return;
+        }
+        let b = &self.balancers[router];
+        let mut view = delta(b, self.seq);
+        view.load = Some(
+            load.iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(w, &outstanding)| WorkerLoad {
+                    worker_id: worker_id(w),
+                    outstanding,
+                })
+                .collect(),
+        );
+        view.load_age_ms = Some(age_ms.max(0.0).round() as u64);
+        view.load_routers = Some(counted);
+        let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
+        self.last_sent[router] = Some(load);
+        self.seq += 1;
+    }
+
+    /// Picks that went uniform (no view yet), over every router.
+    pub fn fallbacks(&self) -> u64 {
+        let uniform = |b: &Balancer| b.stats(0).uniform_picks;
+        self.balancers.iter().map(uniform).sum()
+    }
+
+    /// What a pick costs: the simulator holds each request for a time
+    /// drawn from it before the request leaves.
+    pub fn calibration(&self) -> &'static EmbeddedPickCalibration {
+        EmbeddedPickCalibration::shipped()
     }
 }
 
@@ -241,80 +324,6 @@ impl Router for EmbeddedRouter {
         }
         self.seq += 1;
     }
-
-    fn view(&mut self, batch: &[Snapshot], now_ms: f64, age_ms: f64) {
-        let age_ms = age_ms.max(0.0).round() as u64;
-        for b in &self.balancers {
-            let mut view = delta(b, self.seq);
-            view.workers = batch
-                .iter()
-                .map(|s| ViewWorker {
-                    snapshot: s.clone(),
-                    age_ms,
-                })
-                .collect();
-            // The simulator's snapshots are valid; a refusal is counted.
-            let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
-            b.tick(mono(now_ms));
-        }
-        self.seq += 1;
-    }
-
-    fn load_report(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
-        let Some(b) = self.balancers.get(router) else {
-            return;
-        };
-        let mut report = vec![0u32; self.workers];
-        for l in b.outstanding() {
-            if let Some(w) = parse_worker(&l.worker_id).filter(|w| *w < self.workers) {
-                report[w] = l.outstanding;
-            }
-        }
-        self.in_flight[router].push_back((now_ms + one_way_ms, report));
-    }
-
-    fn load_view(&mut self, router: usize, now_ms: f64, one_way_ms: f64) {
-        if router >= self.balancers.len() || self.balancers.len() < 2 {
-            return;
-        }
-        // The event reaching the router now left the service one crossing
-        // ago, with the reports that had arrived by then (as the service's
-        // view stream sends it: only when the load changed).
-        let sent_ms = now_ms - one_way_ms;
-        self.board.settle(&mut self.in_flight, sent_ms);
-        let Some((load, age_ms, counted)) = self.board.others(router, sent_ms) else {
-            return;
-        };
-        if self.last_sent[router].as_ref() == Some(&load) {
-            return;
-        }
-        let b = &self.balancers[router];
-        let mut view = delta(b, self.seq);
-        view.load = Some(
-            load.iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(w, &outstanding)| WorkerLoad {
-                    worker_id: worker_id(w),
-                    outstanding,
-                })
-                .collect(),
-        );
-        view.load_age_ms = Some(age_ms.max(0.0).round() as u64);
-        view.load_routers = Some(counted);
-        let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
-        self.last_sent[router] = Some(load);
-        self.seq += 1;
-    }
-
-    fn fallbacks(&self) -> u64 {
-        let uniform = |b: &Balancer| b.stats(0).uniform_picks;
-        self.balancers.iter().map(uniform).sum()
-    }
-
-    fn embedded(&self) -> Option<&'static EmbeddedPickCalibration> {
-        Some(EmbeddedPickCalibration::shipped())
-    }
 }
 
 /// Picks that rested on each source, summed over the routers (for tests).
@@ -346,7 +355,7 @@ mod tests {
         let mut arm = EmbeddedRouter::new(2, 2, &cfg, &hub).expect("valid");
         let snaps: Vec<Snapshot> = (0..2)
             .map(|i| {
-                let mut s = Snapshot::new(worker_id(i), crate::policies::WALL_EPOCH_MS);
+                let mut s = Snapshot::new(worker_id(i), crate::arms::service_ids::WALL_EPOCH_MS);
                 s.cpu_usage = 0.1;
                 s
             })
@@ -386,8 +395,12 @@ mod tests {
         sc.routers = 3;
         let cfg = Config::default();
         let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
-        let mut arm = EmbeddedRouter::new(8, sc.routers, &cfg, &hub).expect("valid");
+        let arm = EmbeddedRouter::new(8, sc.routers, &cfg, &hub).expect("valid");
+        let mut arm = crate::arms::Arm::Embedded(Box::new(arm));
         let rec = crate::sim::simulate(&sc, &mut arm, 7);
+        let crate::arms::Arm::Embedded(arm) = arm else {
+            unreachable!("an embedded arm")
+        };
         let [(_, view), (_, blackout), (_, uniform)] = picks_by_source(&arm);
         assert_eq!(blackout, 0);
         // Uniform only until the first view arrives, then every pick rests on it.

@@ -445,5 +445,4 @@ impl Router for Envoy {
 }
 
 #[cfg(test)]
-#[path = "envoy_tests.rs"]
 mod tests;

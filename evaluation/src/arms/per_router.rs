@@ -8,10 +8,9 @@
 //! ([`PickRequest::router`], [`Outcome::router`]). The service arms are not
 //! wrapped: one service (one [`scorer_engine::Engine`]) takes every router's
 //! picks and outcomes, which is the point of a central scorer (see
-//! [`crate::policies::build_arm`]).
+//! [`super::registry::build`]).
 
 use rand_chacha::ChaCha8Rng;
-use scorer_core::telemetry::Snapshot;
 
 use crate::router::{Outcome, Pick, PickRequest, Router};
 
@@ -65,16 +64,6 @@ impl Router for PerRouter {
             r.drain(worker, drained, now_ms);
         }
     }
-
-    fn telemetry(&mut self, batch: &[Snapshot], now_ms: f64) {
-        for r in &mut self.instances {
-            r.telemetry(batch, now_ms);
-        }
-    }
-
-    fn fallbacks(&self) -> u64 {
-        self.instances.iter().map(|r| r.fallbacks()).sum()
-    }
 }
 
 #[cfg(test)]
@@ -82,7 +71,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::baselines::p2c_least_request::P2cLeastRequest;
+    use crate::arms::baselines::p2c_least_request::P2cLeastRequest;
     use crate::router::Op;
 
     fn req(router: usize) -> PickRequest<'static> {
