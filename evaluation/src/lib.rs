@@ -22,6 +22,7 @@ pub mod embedded_calibration;
 pub mod evaluate_all;
 pub mod plot;
 pub mod report;
+pub mod retrain_cache;
 pub mod router;
 pub mod run_summary;
 pub mod runner;

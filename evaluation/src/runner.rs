@@ -40,6 +40,10 @@ pub struct SimOptions {
     pub service_config: Config,
     /// Model of the `model` arm (default: the shipped `models/default`).
     pub model_dir: PathBuf,
+    /// Where `model-retrained` shares one model per scenario across runs
+    /// (`evaluate all`); `None`: each run trains on its own seed + the
+    /// offset.
+    pub retrain_cache: Option<Arc<crate::retrain_cache::RetrainCache>>,
 }
 
 impl SimOptions {
@@ -55,6 +59,7 @@ impl SimOptions {
             log_dir: None,
             service_config: Config::default(),
             model_dir: model::default_model_dir(),
+            retrain_cache: None,
         }
     }
 }
@@ -147,7 +152,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                 }
             }
             Model::Retrained => {
-                let r = retrain(opts, &sc).and_then(|r| {
+                let r = shared_retrain(opts, &sc).and_then(|r| {
                     let h =
                         model::load_hub(&r.model_dir, model::SIM_BUDGET_US, &opts.service_config)?;
                     Ok((h, r))
@@ -209,15 +214,23 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
     Ok(out)
 }
 
+/// `model-retrained`'s model: trained for this run, or shared through
+/// [`SimOptions::retrain_cache`].
+fn shared_retrain(opts: &SimOptions, sc: &Scenario) -> Result<Arc<model::Retrained>, String> {
+    match &opts.retrain_cache {
+        Some(cache) => cache.get_or_train(&sc.name, || retrain(opts, sc, cache.logging_seed)),
+        None => retrain(opts, sc, opts.seed.wrapping_add(model::RETRAIN_SEED_OFFSET)).map(Arc::new),
+    }
+}
+
 /// `model-retrained`'s model: the scenario's [`model::RETRAIN_LOGGING_ARM`]
-/// run on a held-out seed with a decision log, then the trainer library on
-/// those logs (see [`model`]).
-fn retrain(opts: &SimOptions, sc: &Scenario) -> Result<model::Retrained, String> {
+/// run on the held-out `seed` with a decision log, then the trainer library
+/// on those logs (see [`model`]).
+fn retrain(opts: &SimOptions, sc: &Scenario, seed: u64) -> Result<model::Retrained, String> {
     let (work, keep) = model::retrain_dir(opts.log_dir.as_deref(), &sc.name);
     // A kept directory from an earlier run must not mix old logs in.
     let _ = std::fs::remove_dir_all(&work);
     let logs = work.join("logs");
-    let seed = opts.seed.wrapping_add(model::RETRAIN_SEED_OFFSET);
     let run = || -> Result<(), String> {
         let log = start_log(&logs, &opts.service_config.log)?;
         let mut arm = registry::build(
