@@ -173,12 +173,17 @@ fn is_locality_baseline(name: &str) -> bool {
 /// --policies` still runs them.
 pub const SIM_ONLY_IN_ALL: [&str; 3] = ["round-robin", "random", "model-retrained"];
 
-/// The arms of `policies` that the testbed runs on `scenario`.
+/// The arms of `policies` that the testbed runs on `scenario` in
+/// `evaluate all`.
 fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
     let caches = scenario == crate::testbed::cache::NAME;
     policies
         .iter()
-        .filter(|p| !SIM_ONLY.contains(&p.as_str()) && (caches || !is_locality_baseline(p)))
+        .filter(|p| {
+            !SIM_ONLY.contains(&p.as_str())
+                && !SIM_ONLY_IN_ALL.contains(&p.as_str())
+                && (caches || !is_locality_baseline(p))
+        })
         .cloned()
         .collect()
 }
@@ -526,3 +531,38 @@ pub fn evaluation_markdown(
 /// The diagnosis under the simulator tables, written from the evaluation
 /// seeds' run and the cost-by-cost runs on a tuning seed.
 const ANALYSIS: &str = include_str!("diagnosis.md");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_testbed_runs_the_locality_baselines_only_where_workers_cache() {
+        let all: Vec<String> = ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect();
+        let pause = testbed_policies(&all, "pause");
+        for name in [
+            "oracle",
+            "round-robin",
+            "random",
+            "model-retrained",
+            "hash-bounded",
+        ] {
+            assert!(!pause.iter().any(|p| p == name), "{name} on pause");
+        }
+        assert!(pause.iter().any(|p| p == "service-embedded"));
+        let cache = testbed_policies(&all, crate::testbed::cache::NAME);
+        for name in [
+            "hash-bounded",
+            "cache-aware",
+            "kv-cost",
+            "least-request-all",
+        ] {
+            assert!(cache.iter().any(|p| p == name), "{name} on cache");
+        }
+        assert!(
+            !cache
+                .iter()
+                .any(|p| p == "oracle" || p == "model-retrained")
+        );
+    }
+}
