@@ -264,5 +264,4 @@ impl Route for Picker {
 }
 
 #[cfg(test)]
-#[path = "picker_tests.rs"]
 mod tests;

@@ -333,5 +333,4 @@ pub async fn serve<R: Route, B: Backend>(
 }
 
 #[cfg(test)]
-#[path = "request_tests.rs"]
 mod tests;
