@@ -8,7 +8,13 @@ use crate::router::Op;
 impl Sim<'_> {
     /// Mean service time at speed 1 of a request of this kind, ms: with
     /// a cache, a GET's `hit` or miss decides it.
-    pub(super) fn mean_job_cost_ms(&self, op: Op, large: bool, hot: bool, hit: Option<bool>) -> f64 {
+    pub(super) fn mean_job_cost_ms(
+        &self,
+        op: Op,
+        large: bool,
+        hot: bool,
+        hit: Option<bool>,
+    ) -> f64 {
         let kind = match (op, hit, &self.sc.cache) {
             (Op::Get, Some(true), Some(c)) => c.hit_cost_ms,
             (Op::Get, Some(false), Some(c)) => c.miss_cost_ms,
@@ -30,7 +36,13 @@ impl Sim<'_> {
     /// fetches from the origin and admits the key), a PUT writes through.
     /// `None` without a cache, for a PUT, or at a worker that will not
     /// serve it.
-    pub(super) fn touch_cache(&mut self, worker: usize, op: Op, key: Key, large: bool) -> Option<bool> {
+    pub(super) fn touch_cache(
+        &mut self,
+        worker: usize,
+        op: Op,
+        key: Key,
+        large: bool,
+    ) -> Option<bool> {
         let size = self.size_factor(large, key.hot);
         let w = &mut self.workers[worker];
         if w.down || w.zombie {
