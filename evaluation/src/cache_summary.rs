@@ -16,8 +16,8 @@ use crate::sim::CacheRecord;
 /// One arm's cache figures in results.json.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CacheSummary {
-    /// Hits / GETs, over every worker.
-    pub hit_rate: f64,
+    /// Hits / GETs, over every worker (`null` when no GET reached one).
+    pub hit_rate: Option<f64>,
     /// Hits / GETs, per worker.
     pub hit_rate_per_worker: Vec<Option<f64>>,
     /// GETs that missed: reads from the origin.
@@ -31,7 +31,7 @@ impl CacheSummary {
     /// `INFO` counters; `value_bytes` per origin read.
     pub fn from_redis(c: &crate::testbed::cache::CacheResult, value_bytes: usize) -> Self {
         Self {
-            hit_rate: c.hit_rate_redis.map_or(0.0, round4),
+            hit_rate: c.hit_rate_redis.map(round4),
             hit_rate_per_worker: c
                 .hit_rate_redis_per_worker
                 .iter()
@@ -47,7 +47,7 @@ impl CacheSummary {
         let rate = |h: u64, m: u64| (h + m > 0).then(|| round4(h as f64 / (h + m) as f64));
         let (hits, misses): (u64, u64) = (rec.hits.iter().sum(), rec.misses.iter().sum());
         Self {
-            hit_rate: rate(hits, misses).unwrap_or(0.0),
+            hit_rate: rate(hits, misses),
             hit_rate_per_worker: rec
                 .hits
                 .iter()
@@ -76,17 +76,21 @@ pub fn cache_table(policies: &[PolicyResult]) -> String {
         }
         let rates: Vec<f64> = c.hit_rate_per_worker.iter().flatten().copied().collect();
         let (lo, hi) = min_max(&rates);
+        let range = if lo.is_finite() && hi.is_finite() {
+            format!("{:.1}–{:.1}%", lo * 100.0, hi * 100.0)
+        } else {
+            "–".to_owned()
+        };
         let picks: Vec<f64> = p.picks_per_worker.iter().map(|&x| x as f64).collect();
         let fair = picks.iter().sum::<f64>() / picks.len().max(1) as f64;
         let (plo, phi) = min_max(&picks);
         let ms = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.2}"));
         let _ = writeln!(
             s,
-            "| {} | {:.1}% | {:.1}–{:.1}% | {} | {:.1} | {:.2}–{:.2} | {} | {} | {} |",
+            "| {} | {} | {range} | {} | {:.1} | {:.2}–{:.2} | {} | {} | {} |",
             p.name,
-            c.hit_rate * 100.0,
-            lo * 100.0,
-            hi * 100.0,
+            c.hit_rate
+                .map_or_else(|| "–".to_owned(), |h| format!("{:.1}%", h * 100.0)),
             c.origin_reads,
             c.origin_bytes as f64 / 1_048_576.0,
             plo / fair.max(1e-9),
@@ -123,7 +127,16 @@ mod tests {
             origin_bytes: 5 * 4_096,
         };
         let s = CacheSummary::from_record(&rec);
-        assert_eq!(s.hit_rate, 0.375);
+        assert_eq!(s.hit_rate, Some(0.375));
+        let puts_only = CacheRecord::new(2);
+        let none = CacheSummary::from_record(&puts_only);
+        assert_eq!(none.hit_rate, None, "no GET: no hit rate");
+        let table = cache_table(&[{
+            let mut p = PolicyResult::test_ran("x", 1.0);
+            p.cache = Some(none);
+            p
+        }]);
+        assert!(table.contains("| x | – | – | 0 |"), "{table}");
         assert_eq!(s.hit_rate_per_worker, vec![Some(0.75), Some(0.0), None]);
         assert_eq!((s.origin_reads, s.origin_bytes), (5, 20_480));
     }

@@ -66,10 +66,12 @@ enum Cmd {
     /// Run one scenario on real redis-server workers.
     Testbed(evaluation::testbed::TestbedArgs),
     /// Run every simulator scenario on the evaluation seeds and the testbed
-    /// pause, kill-restart and loaded scenarios; write EVALUATION.md.
+    /// pause, kill-restart, drain, loaded, scorer-down and cache scenarios;
+    /// write EVALUATION.md.
     All {
         /// Comma-separated policy names [default: every policy but the
-        /// diagnostics rules-max, rules-softmax, rules-prequal and model].
+        /// diagnostics rules-max, rules-softmax, rules-p2c, rules-prequal
+        /// and model].
         #[arg(long, value_delimiter = ',')]
         policies: Option<Vec<String>>,
         /// Output directory for per-scenario results and plots.

@@ -71,6 +71,28 @@ pub fn ccdf_points(sorted: &[f64], lo: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The latency axis of the CCDF, ms: from the lowest median (at least
+/// 0.01) to the highest latency (at least 10× that). A run where no
+/// request finished has no latencies; with none at all the axis is
+/// 0.01..0.1 and the plot is empty, not infinite.
+fn latency_axis(sorted: &[(String, Vec<f64>)]) -> (f64, f64) {
+    let lo = sorted
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(_, v)| percentile_sorted(v, 0.5))
+        .filter(|x| x.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let lo = if lo.is_finite() { lo.max(0.01) } else { 0.01 };
+    let hi = sorted
+        .iter()
+        .filter_map(|(_, v)| v.last())
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max)
+        .max(lo * 10.0);
+    (lo, hi)
+}
+
 /// Latency CCDF of each run, written to `path`: the fraction of requests
 /// slower than x, both axes log-scaled, so that p99 (10⁻²) and p99.9
 /// (10⁻³) are visible; grey guides at those two; every other policy's line
@@ -87,18 +109,7 @@ pub fn latency_cdf(path: &Path, title: &str, runs: &[(String, RunRecord)]) -> Pl
             (n.clone(), v)
         })
         .collect();
-    let lo = sorted
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(_, v)| percentile_sorted(v, 0.5))
-        .fold(f64::INFINITY, f64::min)
-        .max(0.01);
-    let hi = sorted
-        .iter()
-        .filter_map(|(_, v)| v.last())
-        .copied()
-        .fold(0.0, f64::max)
-        .max(lo * 10.0);
+    let (lo, hi) = latency_axis(&sorted);
     let mut b = ChartBuilder::on(&root);
     b.margin(10);
     if text {
@@ -304,6 +315,22 @@ mod tests {
         }
         assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 > w[1].1));
         assert!(ccdf_points(&[], 1.0).is_empty());
+    }
+
+    #[test]
+    fn a_run_where_nothing_finished_plots_on_a_finite_axis() {
+        let none = [("a".to_owned(), Vec::new()), ("b".to_owned(), Vec::new())];
+        assert_eq!(latency_axis(&none), (0.01, 0.1));
+        let some = [
+            ("a".to_owned(), vec![2.0, 4.0, 50.0]),
+            ("b".to_owned(), Vec::new()),
+        ];
+        assert_eq!(latency_axis(&some), (4.0, 50.0));
+        let dir = std::env::temp_dir().join(format!("plot-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let runs = [("a".to_owned(), RunRecord::default())];
+        latency_cdf(&dir.join("cdf.png"), "empty", &runs).expect("an empty plot");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -32,7 +32,7 @@ fn every_arm_reads_cache_aside_and_its_hit_rate_comes_from_redis() {
         let c = p.redis_cache.as_ref().expect("cache figures");
         let summary = p.cache.as_ref().expect("the common cache summary");
         assert_eq!(
-            Some(summary.hit_rate),
+            summary.hit_rate,
             c.hit_rate_redis.map(|h| (h * 1e4).round() / 1e4)
         );
         let redis = c.hit_rate_redis.expect("lookups counted by the workers");

@@ -74,6 +74,9 @@ impl Default for CacheSpec {
 /// Largest cache, keys (the simulator holds every cache in memory).
 pub const MAX_CACHE_KEYS: usize = 10_000_000;
 
+/// Largest value, bytes (1 GiB, Redis's largest string is 512 MiB).
+pub const MAX_VALUE_BYTES: u64 = 1 << 30;
+
 impl CacheSpec {
     /// Mean GET service time at speed 1 at hit rate `h`, ms.
     pub fn get_cost_at_ms(&self, h: f64) -> f64 {
@@ -100,6 +103,12 @@ impl CacheSpec {
                     "`cache.{key}` must be a finite number > 0, got {v}"
                 ));
             }
+        }
+        if !(1..=MAX_VALUE_BYTES).contains(&self.value_bytes) {
+            return Err(format!(
+                "`cache.value_bytes` must be in 1..={MAX_VALUE_BYTES} (1 GiB), got {}",
+                self.value_bytes
+            ));
         }
         if self.miss_cost_ms < self.hit_cost_ms {
             return Err(format!(
@@ -198,6 +207,8 @@ mod tests {
         assert!(bad(|c| c.miss_cost_ms = -1.0).contains("cache.miss_cost_ms"));
         assert!(bad(|c| c.miss_cost_ms = 0.5).contains("at least `cache.hit_cost_ms`"));
         assert!(bad(|c| c.load_hit_rate = 1.5).contains("cache.load_hit_rate"));
+        assert!(bad(|c| c.value_bytes = 0).contains("cache.value_bytes"));
+        assert!(bad(|c| c.value_bytes = u64::MAX).contains("cache.value_bytes"));
         let hot = HotKey {
             from_ms: 20_000.0,
             share: 0.2,

@@ -43,7 +43,7 @@ pub const HOT_KEY_SHARE: f64 = 0.2;
 /// it to.
 pub const HOT_KEY_SIZE_FACTOR: f64 = 5.0;
 
-const WORLD: &str = "Each worker caches 2 000 of 10 000 keys (100 tenant prefixes; Zipf 0.6 over tenants and within); hits 1 ms, misses 10 ms (the origin fetch), LRU";
+const WORLD: &str = "Workers cache keys in front of an origin (2 000 of 10 000 keys each unless stated; 100 tenant prefixes; Zipf 0.6 over tenants and within); hits 1 ms, misses 10 ms (the origin fetch), LRU";
 
 /// The preset `name` on `n` workers for `d` ms, `at` scaling a time laid
 /// out on a 120 s run; `None` for another name.
@@ -63,7 +63,7 @@ pub(super) fn cache_preset(
         s
     };
     Some(match name {
-        "cache-affinity" => world("12 workers, 70% load at a 45% hit rate."),
+        "cache-affinity" => world("70% load at a 45% hit rate."),
         "hot-key" => {
             let mut s =
                 world("from a third of the run, one key (a 5x value) takes 20% of the requests.");

@@ -20,7 +20,7 @@ pub const LEAST_REQUEST_ALL: &str = "least-request-all";
 pub const LOCALITY_POINTS: f64 = 30.0;
 
 fn hit_rate(p: &PolicyResult) -> Option<f64> {
-    p.cache.as_ref().map(|c| c.hit_rate)
+    p.cache.as_ref().and_then(|c| c.hit_rate)
 }
 
 fn pct(x: f64) -> String {
@@ -161,7 +161,7 @@ mod tests {
     fn arm(name: &str, p99_ms: f64, hit: f64) -> PolicyResult {
         let mut p = PolicyResult::test_ran(name, p99_ms);
         p.cache = Some(CacheSummary {
-            hit_rate: hit,
+            hit_rate: Some(hit),
             hit_rate_per_worker: vec![Some(hit)],
             origin_reads: 0,
             origin_bytes: 0,
