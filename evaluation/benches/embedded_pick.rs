@@ -154,6 +154,7 @@ fn p2c_case<'a>() -> Case<'a> {
                     success: true,
                     now_ms: 1.0,
                     router: 0,
+                    cache_hit: None,
                 })
             },
         )

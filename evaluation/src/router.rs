@@ -68,6 +68,10 @@ pub struct Outcome<'a> {
     pub now_ms: f64,
     /// Index of the router that made the pick (as in [`PickRequest::router`]).
     pub router: usize,
+    /// Whether the worker served a GET from its cache, when the router can
+    /// tell (a cache-aside GET that found nothing is a miss); `None`
+    /// without caches, for a PUT, or for an attempt that failed.
+    pub cache_hit: Option<bool>,
 }
 
 /// A load-balancing policy.

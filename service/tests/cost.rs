@@ -87,6 +87,7 @@ impl World {
             worker_id: d.pick.clone().expect("a pick"),
             latency_ms,
             success,
+            cache_hit: None,
         };
         self.engine.feedback(&f, now).expect("valid feedback");
     }
@@ -314,6 +315,7 @@ fn r1_a_failing_worker_never_outranks_a_slow_healthy_one() {
             worker_id: pick,
             latency_ms: if failing { 1.0 } else { 40.0 },
             success: !failing || i % 7 == 0,
+            cache_hit: None,
         };
         engine.feedback(&f, now).expect("valid");
     }

@@ -104,6 +104,7 @@ impl Sim {
                 worker_id: pick.clone(),
                 latency_ms,
                 success: true,
+                cache_hit: None,
             };
             let out = self.engine.feedback(&fb, self.now).expect("valid");
             assert!(out.released, "{out:?}");
@@ -509,6 +510,7 @@ fn in_flight_picks_spread_consecutive_requests_and_feedback_releases_them() {
         worker_id: picked.clone(),
         latency_ms: 3.2,
         success: true,
+        cache_hit: None,
     };
     let out = sim.engine.feedback(&fb, sim.now).expect("valid");
     assert!(out.known_decision && out.worker_was_picked && out.released);
@@ -580,6 +582,7 @@ fn mistaken_feedback_does_not_consume_the_decision() {
         worker_id: other.into(),
         latency_ms: 1.0,
         success: true,
+        cache_hit: None,
     };
     let out = sim.engine.feedback(&fb, sim.now).expect("valid");
     assert!(out.known_decision && !out.released);

@@ -314,11 +314,32 @@ impl Balancer {
         success: bool,
         now_ms: u64,
     ) -> Result<FeedbackOutcome, FeedbackError> {
+        self.outcome_with_cache_hit(decision_id, worker, latency_ms, success, None, now_ms)
+    }
+
+    /// [`Balancer::outcome`], saying whether the worker served the request
+    /// from its cache (`Some(false)`: a miss, e.g. a cache-aside GET that
+    /// found nothing). Hits and misses teach the locality term of the
+    /// cost: the worker's hit and miss service times and how likely a key
+    /// routed there is still warm.
+    ///
+    /// # Errors
+    /// As [`Balancer::outcome`].
+    pub fn outcome_with_cache_hit(
+        &self,
+        decision_id: &str,
+        worker: &str,
+        latency_ms: f64,
+        success: bool,
+        cache_hit: Option<bool>,
+        now_ms: u64,
+    ) -> Result<FeedbackOutcome, FeedbackError> {
         let f = Feedback {
             decision_id: decision_id.to_owned(),
             worker_id: worker.to_owned(),
             latency_ms,
             success,
+            cache_hit,
         };
         let out = match &self.records {
             Some(records) => self

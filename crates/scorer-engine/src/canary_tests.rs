@@ -142,6 +142,7 @@ fn the_candidate_scores_its_prefix_and_each_arm_counts_its_outcomes() {
             worker_id: r.pick.clone().expect("a pick"),
             latency_ms,
             success,
+            cache_hit: None,
         };
         e.feedback(&f, 1_010).expect("accepted");
     }

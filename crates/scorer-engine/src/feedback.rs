@@ -41,6 +41,13 @@ pub struct Feedback {
     pub latency_ms: f64,
     /// Whether the request succeeded.
     pub success: bool,
+    /// Whether the worker served the request from its cache: `true` for a
+    /// hit, `false` for a miss (in cache-aside, a GET that found nothing);
+    /// absent when unknown or not a read. It teaches the worker's hit and
+    /// miss service times and how likely a key is warm there (the cost's
+    /// locality term).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_hit: Option<bool>,
 }
 
 /// What a feedback call did.

@@ -289,11 +289,12 @@ impl Router for EmbeddedRouter {
     fn outcome(&mut self, o: &Outcome<'_>) {
         let Some(id) = o.decision_id else { return };
         let b = self.balancer(o.router);
-        let _ = b.outcome(
+        let _ = b.outcome_with_cache_hit(
             id,
             &worker_id(o.worker),
             o.latency_ms,
             o.success,
+            o.cache_hit,
             mono(o.now_ms),
         );
     }

@@ -144,6 +144,7 @@ mod tests {
             success: true,
             now_ms: 1.0,
             router: 1,
+            cache_hit: None,
         });
         // A still has `w` outstanding: its next pick is the other worker.
         assert_eq!(mesh.pick(&req(0), &mut rng).worker, 1 - w);

@@ -186,6 +186,7 @@ impl Router for ServiceRouter {
             worker_id: worker_id(o.worker),
             latency_ms: o.latency_ms,
             success: o.success,
+            cache_hit: o.cache_hit,
         };
         let _ = if self.logging {
             self.engine

@@ -91,6 +91,8 @@ struct Attempt {
     decision_id: Option<String>,
     done: bool,
     router: usize,
+    /// Whether the worker's cache held the key (a GET with caches).
+    cache_hit: Option<bool>,
 }
 
 /// One simulation run of `arm` on `scenario` with `seed`.
@@ -264,6 +266,7 @@ impl<'a> Sim<'a> {
                         success: o.success,
                         now_ms: t,
                         router: o.router,
+                        cache_hit: o.cache_hit,
                     });
                 }
             }
@@ -508,6 +511,7 @@ impl<'a> Sim<'a> {
             decision_id,
             done: false,
             router,
+            cache_hit: None,
         });
         self.q
             .push(t + self.sc.timeout_ms, Event::Timeout { attempt });
@@ -517,6 +521,7 @@ impl<'a> Sim<'a> {
             return;
         }
         let hit = self.touch_cache(worker, op, key, large);
+        self.attempts[attempt].cache_hit = hit;
         let base = self.mean_job_cost_ms(op, large, key.hot, hit)
             * lognormal_unit_mean(&mut self.service_rng, self.sc.sigma);
         let job = Job {
@@ -558,6 +563,7 @@ impl<'a> Sim<'a> {
         let latency = t - a.start_ms;
         self.in_flight.done(router, worker);
         let id = a.decision_id.take();
+        let cache_hit = a.cache_hit.filter(|_| success);
         if self.remote {
             let pending = PendingOutcome {
                 worker,
@@ -565,6 +571,7 @@ impl<'a> Sim<'a> {
                 latency_ms: latency,
                 success,
                 router,
+                cache_hit,
             };
             match self.outbox.push(pending, t) {
                 Buffered::SendNow(batch) => self.send_feedback(batch, t),
@@ -579,6 +586,7 @@ impl<'a> Sim<'a> {
                 success,
                 now_ms: t,
                 router,
+                cache_hit,
             });
         }
         let r = &self.reqs[req];

@@ -114,6 +114,8 @@ pub struct PendingOutcome {
     pub success: bool,
     /// The router that made the pick.
     pub router: usize,
+    /// Whether the worker served it from its cache, when known.
+    pub cache_hit: Option<bool>,
 }
 
 /// Every router's feedback buffer.
@@ -240,6 +242,7 @@ mod tests {
             latency_ms: 1.0,
             success: true,
             router,
+            cache_hit: None,
         }
     }
 

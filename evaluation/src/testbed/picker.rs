@@ -247,6 +247,7 @@ impl Route for Picker {
                 success: done.success,
                 now_ms: done.now_ms,
                 router: 0,
+                cache_hit: None,
             });
         }
     }

@@ -337,6 +337,7 @@ mod tests {
             success: true,
             now_ms: 1.0,
             router: 0,
+            cache_hit: None,
         });
         assert_eq!(h.pick(&get("user:7:profile"), &mut rng).worker, home);
         // Never released: every pick must still find a server under its slots.

@@ -310,6 +310,7 @@ mod tests {
                 success: true,
                 now_ms: 0.0,
                 router: 0,
+                cache_hit: None,
             });
         }
         assert!(seen.iter().all(|&c| c > 850), "{seen:?}");

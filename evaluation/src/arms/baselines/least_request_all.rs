@@ -99,6 +99,7 @@ mod tests {
             success: true,
             now_ms: 2.0,
             router: 0,
+            cache_hit: None,
         }
     }
 

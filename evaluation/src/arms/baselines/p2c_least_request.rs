@@ -87,6 +87,7 @@ mod tests {
             success: true,
             now_ms: 1.0,
             router: 0,
+            cache_hit: None,
         });
         assert_eq!(p.in_flight(first), 2);
         assert_eq!(p.pick(&PickRequest::test_get(0.0), &mut rng).worker, first);
@@ -107,6 +108,7 @@ mod tests {
                 success: true,
                 now_ms: 1.0,
                 router: 0,
+                cache_hit: None,
             });
         }
     }

@@ -198,6 +198,7 @@ mod tests {
             success: true,
             now_ms: now,
             router: 0,
+            cache_hit: None,
         }
     }
 

@@ -12,6 +12,7 @@ fn result(worker: usize, success: bool, now_ms: f64) -> Outcome<'static> {
         success,
         now_ms,
         router: 0,
+        cache_hit: None,
     }
 }
 
