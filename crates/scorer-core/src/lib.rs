@@ -7,7 +7,7 @@
 //! Layers, from the bottom: [`telemetry`] (wire type and validation),
 //! [`state`] (per-worker smoothed state), [`dynamics`] (penalty state
 //! machine, freshness, the service's own evidence), [`key`] (key
-//! fingerprint), [`scoring`] (explained rule scores and the routing
+//! fingerprint), [`locality`] (where a key is likely warm), [`scoring`] (explained rule scores and the routing
 //! cost), [`features`] (the 42-feature observation vector), [`selection`]
 //! (the pick and its propensity).
 
@@ -17,6 +17,7 @@ pub mod features;
 pub mod fmt;
 pub mod key;
 pub mod limits;
+pub mod locality;
 pub mod regular_file;
 pub mod scoring;
 pub mod selection;

@@ -77,6 +77,8 @@ pub struct Config {
     pub outlier: scorer_core::dynamics::OutlierConfig,
     /// `[cost]`: the routing cost that orders the candidates.
     pub cost: scorer_core::scoring::CostConfig,
+    /// `[locality]`: pricing a key by where it is likely warm.
+    pub locality: scorer_core::locality::LocalityConfig,
     /// `[selection]`: policies, propensities and panic mode (issue #3).
     pub selection: SelectionSection,
     /// `[log]`: the Parquet decision log (issue #4).
@@ -395,6 +397,7 @@ impl Config {
             ("evidence", self.evidence.validate()),
             ("outlier", self.outlier.validate()),
             ("cost", self.cost.validate()),
+            ("locality", self.locality.validate()),
         ] {
             if let Err(e) = r {
                 return bad(

@@ -43,6 +43,7 @@ pub(crate) struct Scored {
     pub operator: Option<OverrideKind>,
     /// The operator's weight (1 without a `weight` override).
     pub operator_weight: f64,
+    pub locality: Option<scorer_core::locality::LocalityEstimate>,
 }
 
 impl Scored {
@@ -65,6 +66,7 @@ impl Scored {
             cost_evidence: None,
             operator: None,
             operator_weight: 1.0,
+            locality: None,
         }
     }
 
@@ -85,6 +87,7 @@ pub(crate) struct Decision<'r> {
     pub decision_id: String,
     pub policy: PolicyKind,
     pub key: KeyFingerprint<'r>,
+    pub key_hash: u64,
     /// Distinct candidate ids, in request order.
     pub ids: Vec<&'r str>,
     /// One per id, filled by the rules stage.
@@ -178,6 +181,7 @@ impl<'r> Decision<'r> {
             decision_id,
             policy,
             key: KeyFingerprint::parse(&req.key, sharding),
+            key_hash: scorer_core::locality::hash_str(&req.key),
             scored: Vec::with_capacity(ids.len()),
             ids,
             selectable: Vec::new(),

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::Engine;
 use super::pending::Lookup;
 use scorer_core::dynamics::EjectionCause;
+use scorer_core::locality::RoutingIndex;
 use scorer_core::state::WorkerSlot;
 use scorer_core::telemetry::validate::MAX_LATENCY_MS;
 
@@ -130,10 +131,15 @@ impl Engine {
                 c.on_outcome(arm, f.latency_ms, f.success);
             }
             let cfg = self.config();
-            let eject = p.slot.evidence().complete(
+            if f.cache_hit.is_some() && cfg.locality.enabled {
+                self.locality
+                    .get_or_init(|| RoutingIndex::new(self.locality_entries));
+            }
+            let eject = p.slot.evidence().complete_cached(
                 &p.record,
                 f.latency_ms,
                 f.success,
+                f.cache_hit,
                 now_ms,
                 &cfg.evidence,
                 &cfg.outlier,

@@ -32,6 +32,8 @@ pub mod config;
 pub mod config_reload;
 mod decision;
 mod feedback;
+#[cfg(test)]
+mod locality_tests;
 mod logging;
 pub mod no_eligible;
 mod override_ops;
@@ -146,6 +148,10 @@ pub struct Engine {
     /// service; an embedded balancer's view tells it
     /// ([`Engine::set_routers_sharing`]).
     routers_sharing: AtomicU32,
+    /// Which key this engine routed to which worker, allocated at the
+    /// first outcome that says hit or miss, with `index_entries` entries.
+    locality: std::sync::OnceLock<scorer_core::locality::RoutingIndex>,
+    locality_entries: usize,
 }
 
 impl Engine {
@@ -165,7 +171,10 @@ impl Engine {
             &config.model,
             Arc::new(scorer_core::clock::SystemClock::new()),
         ));
+        let locality_entries = config.locality.index_entries;
         Self {
+            locality: std::sync::OnceLock::new(),
+            locality_entries,
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
             sharding,
@@ -190,6 +199,12 @@ impl Engine {
     pub fn set_routers_sharing(&self, routers: u32) {
         self.routers_sharing
             .store(routers.max(1), Ordering::Relaxed);
+    }
+
+    /// The routing index, once an outcome said hit or miss (with
+    /// `locality.enabled`).
+    pub fn routing_index(&self) -> Option<&scorer_core::locality::RoutingIndex> {
+        self.locality.get()
     }
 
     /// Routers deciding on this pool, this engine's included.

@@ -214,7 +214,8 @@ impl Engine {
         }
         observer.stage_done(Stage::Dynamics);
         if !d.panic {
-            stages::cost(&mut d, cfg);
+            let index = self.routing_index().filter(|_| cfg.locality.enabled);
+            stages::cost(&mut d, cfg, index);
         }
         observer.stage_done(Stage::Cost);
         stages::model(&mut d, &self.models, cfg);
@@ -230,6 +231,7 @@ impl Engine {
             cfg,
             hash,
             arm,
+            self.routing_index(),
         );
         observer.stage_done(Stage::Record);
         Ok(resp)

@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use super::outlier::{EjectionCause, OutlierConfig, OutlierDetector};
 use super::peak_ewma::PeakEwma;
+use crate::locality::CacheEvidence;
 
 /// Default [`EvidenceConfig::latency_decay_ms`], ms.
 pub const DEFAULT_LATENCY_DECAY_MS: u64 = 100;
@@ -193,6 +194,10 @@ pub struct PickRecord {
     pub outstanding_before: u32,
     /// Penalty latency if it fails, ms ([`EvidenceConfig::penalty_ms`]).
     pub penalty_ms: f64,
+    /// The routing-age bucket of the request's key on this worker when it
+    /// was picked ([`crate::locality::age_bucket`]); `None` without a
+    /// routing index.
+    pub warm_bucket: Option<u8>,
 }
 
 /// A copy of a worker's evidence at one instant.
@@ -224,6 +229,8 @@ pub struct EvidenceSnapshot {
     pub outlier: OutlierDetector,
     /// When the oldest outstanding pick was made, monotonic ms.
     pub oldest_pick_ms: Option<u64>,
+    /// What outcomes that said hit or miss taught.
+    pub cache: CacheEvidence,
 }
 
 impl EvidenceSnapshot {
@@ -352,6 +359,23 @@ impl LocalEvidence {
         cfg: &EvidenceConfig,
         outlier: &OutlierConfig,
     ) -> bool {
+        self.complete_cached(pick, latency_ms, success, None, now_ms, cfg, outlier)
+    }
+
+    /// [`LocalEvidence::complete`], with whether the worker served it from
+    /// its cache: a success's service time then teaches the hit or miss
+    /// time, and the pick's routing-age bucket how often such keys are warm.
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete_cached(
+        &self,
+        pick: &PickRecord,
+        latency_ms: f64,
+        success: bool,
+        cache_hit: Option<bool>,
+        now_ms: u64,
+        cfg: &EvidenceConfig,
+        outlier: &OutlierConfig,
+    ) -> bool {
         let mut g = self.lock();
         g.release();
         let sample = if success {
@@ -361,6 +385,9 @@ impl LocalEvidence {
             latency_ms.max(pick.penalty_ms)
         };
         g.service.observe(sample, now_ms, cfg.latency_decay_ms);
+        if let Some(hit) = cache_hit.filter(|_| success) {
+            g.snap.cache.observe(pick.warm_bucket, sample, hit);
+        }
         let failed = if success { 0.0 } else { 1.0 };
         let rate = g.failure_rate_at(now_ms, cfg.failure_rate_decay_ms);
         g.failure_rate = rate + cfg.failure_rate_alpha * (failed - rate);
@@ -408,183 +435,11 @@ impl LocalEvidence {
         let mut g = self.lock();
         g.snap.service.reset();
         g.snap.failure_rate = 0.0;
+        g.snap.cache.cold_since_ms = now_ms;
         let o = &mut g.snap.outlier;
         if o.is_ejected(now_ms) {
             o.ejected_until_ms = now_ms;
         }
         o.consecutive_failures = 0;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(before: u32) -> PickRecord {
-        PickRecord {
-            picked_ms: 0,
-            outstanding_before: before,
-            penalty_ms: 100.0,
-        }
-    }
-
-    #[test]
-    fn outstanding_is_exact_and_never_negative() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        assert_eq!(e.pick(0), 0);
-        assert_eq!(e.pick(0), 1);
-        assert_eq!(e.snapshot().oldest_pick_ms, Some(0));
-        e.complete(&rec(0), 2.0, true, 10, &c, &o);
-        assert_eq!(e.snapshot().outstanding, 1);
-        e.expire();
-        e.expire();
-        assert_eq!(e.snapshot().outstanding, 0);
-    }
-
-    #[test]
-    fn a_snapshot_does_not_reset_outstanding_and_counts_only_unseen_backlog() {
-        let e = LocalEvidence::default();
-        for _ in 0..3 {
-            e.pick(0);
-        }
-        e.on_snapshot(5, 1_000);
-        let s = e.snapshot();
-        assert_eq!(s.outstanding, 3);
-        assert_eq!(s.unseen_backlog, 2.0);
-        assert_eq!(s.unseen_backlog_at(1_000, 0.0, 2_000), 2.0);
-        let later = s.unseen_backlog_at(3_000, 0.0, 2_000);
-        assert!((later - 2.0 * (-1f64).exp()).abs() < 1e-12, "{later}");
-        // Toward the pool's typical backlog, not toward empty.
-        let w = (-1f64).exp();
-        assert!(
-            (s.unseen_backlog_at(3_000, 10.0, 2_000) - (2.0 * w + 10.0 * (1.0 - w))).abs() < 1e-12
-        );
-        // Our picks explain all of a smaller queue.
-        e.on_snapshot(2, 1_000);
-        assert_eq!(e.snapshot().unseen_backlog, 0.0);
-    }
-
-    #[test]
-    fn the_others_load_keeps_its_age_and_fades_toward_the_median_in_service_times() {
-        let e = LocalEvidence::default();
-        e.pick(0);
-        // Heard at 1 000, as it was at 995: 5 ms old on arrival.
-        e.on_others(6, 995);
-        let s = e.snapshot();
-        assert_eq!((s.others_backlog, s.others_at_ms), (6.0, 995));
-        // With a 2 ms service time, 5 ms old keeps e^-2.5 of its
-        // difference from the pool's median (2).
-        let w = (-2.5f64).exp();
-        let at = s.others_backlog_at(1_000, 2.0, 2.0);
-        assert!((at - (6.0 * w + 2.0 * (1.0 - w))).abs() < 1e-12, "{at}");
-        // A snapshot's queue counts only what neither router explains:
-        // 9 reported = 1 ours + 6 theirs + 2 unseen.
-        e.on_snapshot(9, 1_000);
-        assert_eq!(e.snapshot().unseen_backlog, 2.0);
-        assert_eq!(e.snapshot().others_backlog, 6.0);
-    }
-
-    #[test]
-    fn a_queued_request_teaches_the_service_time_not_the_wait() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        // Both picked at 0; the first answers at 20 after 20 ms, the second
-        // at 22 after 22 ms, of which it waited 20 behind the first.
-        e.pick(0);
-        e.pick(0);
-        e.complete(&rec(0), 20.0, true, 20, &c, &o);
-        assert_eq!(e.snapshot().service.last_ms(), Some(20.0));
-        e.complete(&rec(1), 22.0, true, 22, &c, &o);
-        let s = e.snapshot().service.last_ms().unwrap();
-        let w = (-2f64 / 100.0).exp();
-        assert!((s - (20.0 * w + 2.0 * (1.0 - w))).abs() < 1e-9, "{s}");
-    }
-
-    #[test]
-    fn a_fast_failure_counts_as_the_timeout() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        e.pick(0);
-        e.complete(&rec(0), 2.0, true, 10, &c, &o);
-        e.pick(0);
-        // Refused after 0.1 ms: the peak takes the 100 ms penalty at once.
-        e.complete(&rec(0), 0.1, false, 11, &c, &o);
-        let s = e.snapshot();
-        assert_eq!(s.service.last_ms(), Some(100.0));
-        assert!((s.failure_rate - 0.05).abs() < 1e-12);
-    }
-
-    #[test]
-    fn consecutive_failures_ask_for_ejection() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        let asks: Vec<bool> = (0..5)
-            .map(|i| {
-                e.pick(0);
-                e.complete(&rec(0), 100.0, false, i, &c, &o)
-            })
-            .collect();
-        assert_eq!(asks, [false, false, false, false, true]);
-    }
-
-    #[test]
-    fn the_head_of_the_line_started_at_the_last_outcome_or_its_pick() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        e.pick(100);
-        e.pick(105);
-        assert_eq!(e.snapshot().head_elapsed_ms(130), 30.0);
-        // The first answers at 140: the second has been in service since.
-        e.complete(&rec(0), 40.0, true, 140, &c, &o);
-        let s = e.snapshot();
-        assert_eq!(s.oldest_pick_ms, Some(105));
-        assert_eq!(s.head_elapsed_ms(150), 10.0);
-        e.expire();
-        assert_eq!(e.snapshot().head_elapsed_ms(200), 0.0);
-    }
-
-    #[test]
-    fn a_revived_worker_is_uneejected_and_forgets_its_outcomes() {
-        let (e, c, o) = (
-            LocalEvidence::default(),
-            EvidenceConfig::default(),
-            OutlierConfig::default(),
-        );
-        e.pick(0);
-        e.complete(&rec(0), 100.0, false, 10, &c, &o);
-        e.eject(10, EjectionCause::ConsecutiveFailures, &o);
-        assert!(e.snapshot().outlier.is_ejected(5_000));
-        e.on_revival(5_000);
-        let s = e.snapshot();
-        assert!(!s.outlier.is_ejected(5_000));
-        assert_eq!(s.outlier.returned_at_ms(5_000), Some(5_000));
-        assert_eq!(s.service.samples(), 0);
-        assert_eq!(s.failure_rate, 0.0);
-    }
-
-    #[test]
-    fn expiry_follows_the_timeout_and_is_bounded() {
-        let c = EvidenceConfig::default();
-        assert_eq!(c.expiry_ms(Some(100)), 200);
-        assert_eq!(c.expiry_ms(None), 10_000);
-        assert_eq!(c.expiry_ms(Some(u64::MAX / 4)), 60_000);
-        assert_eq!(c.penalty_ms(Some(100)), 100.0);
-        assert_eq!(c.penalty_ms(None), 1_000.0);
     }
 }

@@ -59,6 +59,8 @@
 //! ```
 
 pub mod evidence;
+#[cfg(test)]
+mod evidence_tests;
 pub mod freshness;
 pub mod outlier;
 pub mod peak_ewma;

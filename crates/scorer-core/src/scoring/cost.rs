@@ -19,6 +19,10 @@
 //!
 //! * `service_time`: the worker's peak-EWMA service time from outcomes
 //!   ([`crate::dynamics::evidence`]), or the pool's median without outcomes.
+//!   For a key with locality evidence it is the key's expected service
+//!   time there, `P(warm) × hit time + (1 − P(warm)) × miss time`
+//!   ([`crate::locality`]): a warm worker wins until its queue costs more
+//!   than a miss elsewhere.
 //! * `head_of_line`: the time the request in service has run beyond one
 //!   service time, added: a request running long is likely large, and the
 //!   queue behind it waits for its remaining time.
@@ -51,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use super::adjustment::Explained;
 use super::context::RequestType;
 use super::reason::{Reason, ReasonKind as K};
+use crate::locality::LocalityEstimate;
 
 /// Default [`CostConfig::exponent`].
 pub const DEFAULT_COST_EXPONENT: f64 = 3.0;
@@ -183,6 +188,9 @@ pub struct CostInputs {
     /// What a failed attempt costs, ms (the request's timeout, or
     /// `evidence.failure_penalty_ms`).
     pub penalty_ms: f64,
+    /// The key's locality here, when it priced `service_ms`
+    /// ([`crate::locality`]).
+    pub locality: Option<LocalityEstimate>,
 }
 
 /// What the cost lines computed for one candidate.
@@ -208,7 +216,13 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> CostEs
     let mut cost = service;
     // The same terms at b = 1: the expected latency.
     let mut latency = service;
-    if fastest < service {
+    if let Some(l) = c.locality.filter(|l| l.priced) {
+        let why = Reason::new(
+            K::LocalityWarm,
+            [service, fastest, l.p_warm, l.hit_ms, l.miss_ms],
+        );
+        e.multiply("locality", fastest / service, why, Some(l.p_warm));
+    } else if fastest < service {
         let why = if c.service_is_prior {
             Reason::new(K::ServiceTimePrior, [service, fastest, 0.0, 0.0, 0.0])
         } else {
@@ -335,6 +349,7 @@ mod tests {
             request_type: Some(RequestType::Get),
             ramp: 1.0,
             penalty_ms: 100.0,
+            locality: None,
         }
     }
 

@@ -53,6 +53,8 @@ pub enum ReasonKind {
     ServiceTime,
     /// `[prior_ms, fastest_ms]`
     ServiceTimePrior,
+    /// `[expected_ms, fastest_ms, p_warm, hit_ms, miss_ms]`
+    LocalityWarm,
     /// `[outstanding, exponent]`
     Outstanding,
     /// `[unseen, outstanding, exponent]`
@@ -216,6 +218,15 @@ impl fmt::Display for Reason {
                 num(a[2]),
                 num(a[1])
             ),
+            K::LocalityWarm => write!(
+                f,
+                "key warm here with P = {} (hit {} ms, miss {} ms): expected service {} ms vs {} ms for the fastest candidate",
+                pct(a[2]),
+                num(a[3]),
+                num(a[4]),
+                num(a[0]),
+                num(a[1])
+            ),
             K::ServiceTimePrior => write!(
                 f,
                 "no recent outcomes: the pool's median service time {} ms vs {} ms for the fastest candidate",
@@ -318,6 +329,7 @@ impl Reason {
             K::SnapshotAge => format!("snapshot {} s old", num(a[0])),
             K::ServiceTime => format!("service {} ms", num(a[0])),
             K::ServiceTimePrior => format!("service {} ms (pool)", num(a[0])),
+            K::LocalityWarm => format!("warm {} → {} ms", pct(a[2]), num(a[0])),
             K::Outstanding => format!("{} outstanding", num(a[0])),
             K::UnseenBacklog => format!("{} unseen queued", num(a[0])),
             K::Failures => format!("failures {}", pct(a[0])),

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::decision::{Decision, Scored};
 use scorer_core::dynamics::{EvidenceSnapshot, median};
 use scorer_core::features::CandidateEvidence;
+use scorer_core::locality::{LocalityEstimate, PairHash, RoutingIndex, age_bucket, hash_str};
 use scorer_core::scoring::{CostInputs, Stage, apply_cost};
 
 /// The service-time prior of candidates without outcomes, ms: the median
@@ -43,14 +44,38 @@ fn median_of(
     .unwrap_or(0.0)
 }
 
+/// What the routing index and the worker's cache evidence say of the key
+/// on worker `id`.
+fn locality(
+    ix: &RoutingIndex,
+    key_hash: u64,
+    id: &str,
+    evidence: &EvidenceSnapshot,
+    cfg: &Config,
+    now_ms: u64,
+) -> LocalityEstimate {
+    let cache = &evidence.cache;
+    let age = ix.age_ms(PairHash::new(key_hash, hash_str(id)), now_ms);
+    let routed_age_ms = cache.routing_age(age, now_ms);
+    let bucket = age_bucket(routed_age_ms);
+    LocalityEstimate {
+        routed_age_ms,
+        bucket,
+        p_warm: cache.warm_probability(bucket),
+        hit_ms: cache.hit_ms,
+        miss_ms: cache.miss_ms,
+        priced: cache.is_learnt(cfg.locality.min_outcomes),
+    }
+}
+
 /// Runs the cost stage on the selectable candidates of `d` (not in panic
 /// mode, where penalties and evidence are ignored).
-pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
+pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config, index: Option<&RoutingIndex>) {
     let (scored, selectable) = (&mut d.scored, &d.selectable);
     let (context, now_ms) = (d.context, d.now_ms);
     let ev = &cfg.evidence;
     let prior = prior_ms(scored, selectable);
-    let service: Vec<f64> = selectable
+    let mut service: Vec<f64> = selectable
         .iter()
         .map(|&i| {
             scored[i]
@@ -60,6 +85,15 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
                 .max(1e-6)
         })
         .collect();
+    if let Some(ix) = index {
+        for (j, &i) in selectable.iter().enumerate() {
+            let l = locality(ix, d.key_hash, d.ids[i], &scored[i].evidence, cfg, now_ms);
+            if l.priced {
+                service[j] = l.expected_ms().max(1e-6);
+            }
+            scored[i].locality = Some(l);
+        }
+    }
     let fastest = service.iter().copied().fold(f64::INFINITY, f64::min);
     // The pool's typical unseen backlog (the median of the candidates'
     // last reports): an aged report's is pulled toward it.
@@ -100,6 +134,7 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config) {
             request_type: context.request_type,
             ramp: (s.ramp.min(1.0) / full).min(1.0),
             penalty_ms,
+            locality: s.locality,
         };
         s.e.stage = Stage::Cost;
         let estimate = apply_cost(&mut s.e, &inputs, &cfg.cost);
@@ -131,7 +166,7 @@ mod tests {
         for _ in 0..2 {
             d.scored[1].evidence.outstanding += 1;
         }
-        cost(&mut d, &e.config());
+        cost(&mut d, &e.config(), None);
         let idle = d.scored[0].cost_evidence.expect("costed");
         let busy = d.scored[1].cost_evidence.expect("costed");
         assert_eq!((idle.outstanding, busy.outstanding), (0, 2));

@@ -330,7 +330,7 @@ mod tests {
         let req = request(&["a", "b", "ghost"]);
         let cfg = e.config();
         let mut d = through_dynamics(&req, &e, 1_000);
-        cost(&mut d, &cfg);
+        cost(&mut d, &cfg, None);
         model(&mut d, e.models(), &cfg);
         assert_eq!(d.observations.len(), 3);
         assert_eq!(d.model.fallback_reason, Some("model_missing"));

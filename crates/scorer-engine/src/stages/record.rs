@@ -14,8 +14,10 @@ use crate::decision::Decision;
 use crate::pending::{PendingPick, PendingPicks};
 use crate::self_check::SelfCheck;
 use scorer_core::dynamics::PickRecord;
+use scorer_core::locality::{PairHash, RoutingIndex, hash_str};
 
 /// Runs the record stage and builds the answer.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     d: Decision<'_>,
     pending: &PendingPicks,
@@ -24,6 +26,7 @@ pub(crate) fn record(
     cfg: &Config,
     config_hash: Arc<str>,
     arm: Option<(&Canary, ConfigArm)>,
+    index: Option<&RoutingIndex>,
 ) -> ScoreResponse {
     let decide = d.decides();
     let now_ms = d.now_ms;
@@ -34,7 +37,11 @@ pub(crate) fn record(
             picked_ms: now_ms,
             outstanding_before: slot.evidence().pick(now_ms),
             penalty_ms: cfg.evidence.penalty_ms(d.context.timeout_ms),
+            warm_bucket: d.scored[p].locality.map(|l| l.bucket),
         };
+        if let Some(ix) = index {
+            ix.record(PairHash::new(d.key_hash, hash_str(d.ids[p])), now_ms);
+        }
         let pick = PendingPick {
             worker_id: Arc::from(d.ids[p]),
             slot: slot.clone(),
@@ -133,7 +140,7 @@ mod tests {
         let req = request(&["ghost", "busy", "idle"]);
         let cfg = e.config();
         let mut d = through_dynamics(&req, &e, 1_000);
-        cost(&mut d, &cfg);
+        cost(&mut d, &cfg, None);
         model(&mut d, e.models(), &cfg);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         select(&mut d, &Default::default(), &mut rng).unwrap();
@@ -147,6 +154,7 @@ mod tests {
             &self_check,
             &cfg,
             "hash".into(),
+            None,
             None,
         );
         assert_eq!(resp.pick.as_deref(), Some("idle"));

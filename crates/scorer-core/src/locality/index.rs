@@ -1,0 +1,173 @@
+//! The routing index: which worker this router sent which key to, and
+//! when, in a fixed-size table (approximate mode, as Dynamo's KV router
+//! learns each cache from its own routing with a TTL, and SGLang's
+//! cache-aware router mirrors each worker's cache from its routing
+//! history).
+//!
+//! The table is set-associative, as a CPU cache is: a `(key, worker)` pair
+//! hashes to one bucket of [`WAYS`] entries (one 64-byte cache line), and a
+//! new pair replaces the bucket's oldest. Each entry is one `u64`, a 32-bit
+//! tag of the pair's hash and the time of the last routing in
+//! [`STAMP_MS`] ms units, read and written with relaxed atomics: no lock,
+//! and a race between two picks loses at most one routing. Memory is
+//! [`RoutingIndex::memory_bytes`], 8 bytes an entry whatever the number of
+//! distinct keys: more pairs than entries evict the oldest, so the index
+//! forgets old routings first, as the workers' LRU caches do.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Entries in one bucket: 8 × 8 bytes, one cache line.
+pub const WAYS: usize = 8;
+/// Time resolution of an entry, ms (a `u32` of these wraps after 2.2 years).
+pub const STAMP_MS: u64 = 16;
+
+/// A `(key, worker)` pair's 64-bit hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairHash(u64);
+
+impl PairHash {
+    /// The pair of `key_hash` and `worker_hash` ([`super::hash_str`]).
+    pub fn new(key_hash: u64, worker_hash: u64) -> Self {
+        Self(super::mix(key_hash ^ worker_hash.rotate_left(29)))
+    }
+
+    fn tag(self) -> u32 {
+        // Never 0: an entry of 0 is empty.
+        ((self.0 >> 32) as u32) | 1
+    }
+}
+
+/// The routing index.
+#[derive(Debug)]
+pub struct RoutingIndex {
+    entries: Box<[AtomicU64]>,
+    bucket_mask: usize,
+}
+
+fn stamp(now_ms: u64) -> u32 {
+    // Wrapping: ages are differences.
+    (now_ms / STAMP_MS) as u32
+}
+
+impl RoutingIndex {
+    /// An index of at least `entries` entries (rounded up to a power of two
+    /// buckets of [`WAYS`], at least one bucket).
+    pub fn new(entries: usize) -> Self {
+        let buckets = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        Self {
+            entries: (0..buckets * WAYS).map(|_| AtomicU64::new(0)).collect(),
+            bucket_mask: buckets - 1,
+        }
+    }
+
+    /// Entries held.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The table's memory, bytes.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.entries)
+    }
+
+    fn bucket(&self, pair: PairHash) -> &[AtomicU64] {
+        let b = (pair.0 as usize) & self.bucket_mask;
+        &self.entries[b * WAYS..(b + 1) * WAYS]
+    }
+
+    /// The pair was routed at `now_ms`.
+    pub fn record(&self, pair: PairHash, now_ms: u64) {
+        let tag = pair.tag();
+        let now = stamp(now_ms);
+        let entry = (u64::from(tag) << 32) | u64::from(now);
+        let bucket = self.bucket(pair);
+        let mut oldest = (0, 0u32);
+        for (i, e) in bucket.iter().enumerate() {
+            let v = e.load(Ordering::Relaxed);
+            if v == 0 || (v >> 32) as u32 == tag {
+                e.store(entry, Ordering::Relaxed);
+                return;
+            }
+            let age = now.wrapping_sub(v as u32);
+            if age >= oldest.1 {
+                oldest = (i, age);
+            }
+        }
+        bucket[oldest.0].store(entry, Ordering::Relaxed);
+    }
+
+    /// How long ago the pair was last routed, ms, at `now_ms`; `None` when
+    /// the index does not hold it (never routed, or evicted).
+    pub fn age_ms(&self, pair: PairHash, now_ms: u64) -> Option<u64> {
+        let tag = pair.tag();
+        self.bucket(pair).iter().find_map(|e| {
+            let v = e.load(Ordering::Relaxed);
+            ((v >> 32) as u32 == tag)
+                .then(|| u64::from(stamp(now_ms).wrapping_sub(v as u32)) * STAMP_MS)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locality::hash_str;
+
+    fn pair(key: &str, worker: &str) -> PairHash {
+        PairHash::new(hash_str(key), hash_str(worker))
+    }
+
+    #[test]
+    fn a_routed_pair_is_found_with_its_age_and_another_worker_is_not() {
+        let ix = RoutingIndex::new(1024);
+        ix.record(pair("user:1", "w1"), 1_000);
+        assert_eq!(ix.age_ms(pair("user:1", "w1"), 3_000), Some(2_000));
+        assert_eq!(ix.age_ms(pair("user:1", "w2"), 3_000), None);
+        assert_eq!(ix.age_ms(pair("user:2", "w1"), 3_000), None);
+        // A second routing refreshes the age.
+        ix.record(pair("user:1", "w1"), 2_992);
+        assert_eq!(ix.age_ms(pair("user:1", "w1"), 3_000), Some(0));
+    }
+
+    #[test]
+    fn a_full_bucket_forgets_its_oldest_routing_first() {
+        // One bucket: the ninth pair evicts the first.
+        let ix = RoutingIndex::new(WAYS);
+        assert_eq!(ix.capacity(), WAYS);
+        for i in 0..=WAYS as u64 {
+            ix.record(pair(&format!("k{i}"), "w"), i * 100);
+        }
+        assert_eq!(ix.age_ms(pair("k0", "w"), 1_000), None);
+        for i in 1..=WAYS as u64 {
+            assert!(ix.age_ms(pair(&format!("k{i}"), "w"), 1_000).is_some());
+        }
+    }
+
+    #[test]
+    fn the_memory_is_fixed_by_the_entries_whatever_the_distinct_keys() {
+        let entries = 1 << 16;
+        let ix = RoutingIndex::new(entries);
+        let before = ix.memory_bytes();
+        assert_eq!(before, entries * 8);
+        for k in 0..200_000u64 {
+            ix.record(PairHash::new(k, hash_str("w3")), k);
+        }
+        assert_eq!(ix.memory_bytes(), before);
+        // The most recent routings are still there.
+        let recent = (200_000 - 1_000..200_000u64)
+            .filter(|&k| {
+                ix.age_ms(PairHash::new(k, hash_str("w3")), 200_000)
+                    .is_some()
+            })
+            .count();
+        assert!(recent > 990, "{recent}");
+    }
+
+    #[test]
+    fn ages_survive_the_stamp_wrapping() {
+        let ix = RoutingIndex::new(64);
+        let t = (u64::from(u32::MAX) + 10) * STAMP_MS;
+        ix.record(pair("k", "w"), t - 100 * STAMP_MS);
+        assert_eq!(ix.age_ms(pair("k", "w"), t), Some(100 * STAMP_MS));
+    }
+}
