@@ -81,25 +81,6 @@ fn a_warm_worker_wins_until_its_queue_outweighs_a_miss_elsewhere() {
         "{}",
         line.reason
     );
-    // Another key, never routed anywhere, is priced alike on both: no
-    // locality pull.
-    let cold = pick(&e, "never", &["w0", "w1"], t);
-    let score = |r: &crate::api::ScoreResponse, w: &str| {
-        r.scores
-            .iter()
-            .find(|s| s.worker_id == w)
-            .map(|s| s.final_score)
-    };
-    let (a, b) = (score(&cold, "w0").unwrap(), score(&cold, "w1").unwrap());
-    assert!((a - b).abs() < 2.0, "{a} {b} {:?}", cold.scores);
-    outcome(
-        &e,
-        &cold.decision_id,
-        cold.pick.as_deref().unwrap(),
-        10.0,
-        Some(false),
-        t,
-    );
     // One request outstanding on w0: about 2.1 ms × 2³ = 17 against a
     // likely miss on w1, 8.9 ms: w1 wins.
     t += 1;

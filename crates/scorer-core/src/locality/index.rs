@@ -31,6 +31,12 @@ impl PairHash {
         Self(super::mix(key_hash ^ worker_hash.rotate_left(29)))
     }
 
+    /// The pair's rendezvous weight: of a key's candidates, the one with
+    /// the highest is its home.
+    pub fn weight(self) -> u64 {
+        self.0
+    }
+
     fn tag(self) -> u32 {
         // Never 0: an entry of 0 is empty.
         ((self.0 >> 32) as u32) | 1

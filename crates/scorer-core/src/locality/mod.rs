@@ -99,6 +99,9 @@ pub struct LocalityEstimate {
     /// How long ago this router last routed the key here, ms; `None`:
     /// never, forgotten, or before the worker came back empty.
     pub routed_age_ms: Option<u64>,
+    /// Whether the worker is the key's home among the candidates
+    /// ([`warmth::HOME_BUCKET`]).
+    pub home: bool,
     /// The routing-age bucket ([`age_bucket`]).
     pub bucket: u8,
     /// The chance the key is warm here, fraction 0..=1.

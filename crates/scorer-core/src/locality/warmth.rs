@@ -15,10 +15,21 @@
 use serde::Serialize;
 
 /// Upper bounds of the routing-age buckets, ms; a routing older than the
-/// last, or none, falls in the last bucket ([`BUCKETS`] − 1).
+/// last, or none, falls in [`HOME_BUCKET`] or [`NEVER_BUCKET`].
 pub const AGE_BOUNDS_MS: [u64; 5] = [1_000, 4_000, 16_000, 64_000, 256_000];
-/// Routing-age buckets, "never routed here" included.
-pub const BUCKETS: usize = AGE_BOUNDS_MS.len() + 1;
+/// The bucket of a key this router has not routed to the worker lately,
+/// on the key's home worker: the candidate with the highest
+/// rendezvous-hash weight for the key (Thaler and Ravishankar's highest
+/// random weight), the same on every router without a word between them.
+/// Routers send a key nobody has routed lately to its home unless its
+/// queue says otherwise, so a key's home is likelier warm; how much
+/// likelier is learnt, as for every bucket.
+pub const HOME_BUCKET: u8 = AGE_BOUNDS_MS.len() as u8;
+/// The bucket of a key this router has not routed to the worker lately,
+/// elsewhere than its home.
+pub const NEVER_BUCKET: u8 = HOME_BUCKET + 1;
+/// Buckets: the routing ages, home and never.
+pub const BUCKETS: usize = NEVER_BUCKET as usize + 1;
 /// Weight of each outcome in a bucket's hit share: about its last 256.
 pub const BUCKET_ALPHA: f64 = 1.0 / 256.0;
 /// Weight of each outcome in the hit and miss service times once warm:
@@ -27,14 +38,15 @@ pub const SERVICE_ALPHA: f64 = 0.05;
 /// Outcomes of the worker's overall hit rate a bucket's share starts from.
 pub const PRIOR_WEIGHT: f64 = 4.0;
 
-/// The bucket of a routing `age_ms` old (`None`: never, or forgotten).
-pub fn age_bucket(age_ms: Option<u64>) -> u8 {
-    let last = (BUCKETS - 1) as u8;
-    age_ms.map_or(last, |a| {
+/// The bucket of a routing `age_ms` old (`None`: never, or forgotten) to
+/// the key's home worker or not.
+pub fn age_bucket(age_ms: Option<u64>, home: bool) -> u8 {
+    let old = if home { HOME_BUCKET } else { NEVER_BUCKET };
+    age_ms.map_or(old, |a| {
         AGE_BOUNDS_MS
             .iter()
             .position(|&b| a < b)
-            .map_or(last, |i| i as u8)
+            .map_or(old, |i| i as u8)
     })
 }
 
@@ -106,7 +118,19 @@ impl CacheEvidence {
     pub fn warm_probability(&self, bucket: u8) -> f64 {
         let b = usize::from(bucket).min(BUCKETS - 1);
         let p0 = self.hit_rate();
-        ((self.bucket_hits[b] + PRIOR_WEIGHT * p0) / (self.bucket_outcomes[b] + PRIOR_WEIGHT))
+        // The home starts as warm as a fresh routing: were it to start at
+        // the worker's rate, no router would prefer a key's home, and no
+        // home would become warmer than elsewhere.
+        let prior = if bucket == HOME_BUCKET {
+            p0.max(self.share(0, p0))
+        } else {
+            p0
+        };
+        self.share(b, prior)
+    }
+
+    fn share(&self, b: usize, prior: f64) -> f64 {
+        ((self.bucket_hits[b] + PRIOR_WEIGHT * prior) / (self.bucket_outcomes[b] + PRIOR_WEIGHT))
             .clamp(0.0, 1.0)
     }
 
@@ -128,12 +152,14 @@ mod tests {
 
     #[test]
     fn ages_fall_in_their_buckets_and_never_routed_in_the_last() {
-        assert_eq!(age_bucket(Some(0)), 0);
-        assert_eq!(age_bucket(Some(999)), 0);
-        assert_eq!(age_bucket(Some(1_000)), 1);
-        assert_eq!(age_bucket(Some(255_999)), 4);
-        assert_eq!(age_bucket(Some(256_000)), 5);
-        assert_eq!(age_bucket(None), 5);
+        assert_eq!(age_bucket(Some(0), false), 0);
+        assert_eq!(age_bucket(Some(999), true), 0);
+        assert_eq!(age_bucket(Some(1_000), false), 1);
+        assert_eq!(age_bucket(Some(255_999), false), 4);
+        assert_eq!(age_bucket(Some(256_000), false), NEVER_BUCKET);
+        assert_eq!(age_bucket(Some(256_000), true), HOME_BUCKET);
+        assert_eq!(age_bucket(None, false), NEVER_BUCKET);
+        assert_eq!(age_bucket(None, true), HOME_BUCKET);
     }
 
     #[test]
@@ -143,15 +169,31 @@ mod tests {
             // Routed here within a second: 9 hits in 10.
             c.observe(Some(0), 1.0, i % 10 != 0);
             // Never routed here: 1 hit in 5.
-            c.observe(Some(5), 10.0, i % 5 == 0);
+            c.observe(Some(NEVER_BUCKET), 10.0, i % 5 == 0);
         }
-        let (recent, never) = (c.warm_probability(0), c.warm_probability(5));
+        let (recent, never) = (c.warm_probability(0), c.warm_probability(NEVER_BUCKET));
         assert!((recent - 0.9).abs() < 0.03, "{recent}");
         assert!((never - 0.2).abs() < 0.03, "{never}");
         // A bucket without outcomes leans on the worker's hit rate.
         assert!((c.warm_probability(3) - c.hit_rate()).abs() < 1e-9);
         assert!(c.is_learnt(8));
         assert!(!CacheEvidence::default().is_learnt(1));
+    }
+
+    #[test]
+    fn a_keys_home_starts_as_warm_as_a_fresh_routing_then_learns() {
+        let mut c = CacheEvidence::default();
+        for i in 0..100 {
+            c.observe(Some(0), 1.0, i % 10 != 0);
+            c.observe(Some(NEVER_BUCKET), 10.0, i % 2 == 0);
+        }
+        let fresh = c.warm_probability(0);
+        assert!((c.warm_probability(HOME_BUCKET) - fresh).abs() < 1e-9);
+        // Outcomes at home say it is cold: the prior gives way.
+        for _ in 0..100 {
+            c.observe(Some(HOME_BUCKET), 10.0, false);
+        }
+        assert!(c.warm_probability(HOME_BUCKET) < 0.05);
     }
 
     #[test]

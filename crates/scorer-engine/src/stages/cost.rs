@@ -48,18 +48,18 @@ fn median_of(
 /// on worker `id`.
 fn locality(
     ix: &RoutingIndex,
-    key_hash: u64,
-    id: &str,
+    pair: PairHash,
+    home: bool,
     evidence: &EvidenceSnapshot,
     cfg: &Config,
     now_ms: u64,
 ) -> LocalityEstimate {
     let cache = &evidence.cache;
-    let age = ix.age_ms(PairHash::new(key_hash, hash_str(id)), now_ms);
-    let routed_age_ms = cache.routing_age(age, now_ms);
-    let bucket = age_bucket(routed_age_ms);
+    let routed_age_ms = cache.routing_age(ix.age_ms(pair, now_ms), now_ms);
+    let bucket = age_bucket(routed_age_ms, home);
     LocalityEstimate {
         routed_age_ms,
+        home,
         bucket,
         p_warm: cache.warm_probability(bucket),
         hit_ms: cache.hit_ms,
@@ -86,8 +86,18 @@ pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config, index: Option<&RoutingInd
         })
         .collect();
     if let Some(ix) = index {
+        let pairs: Vec<PairHash> = selectable
+            .iter()
+            .map(|&i| PairHash::new(d.key_hash, hash_str(d.ids[i])))
+            .collect();
+        let home = pairs
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, p)| p.weight())
+            .map(|(j, _)| j);
         for (j, &i) in selectable.iter().enumerate() {
-            let l = locality(ix, d.key_hash, d.ids[i], &scored[i].evidence, cfg, now_ms);
+            let at_home = home == Some(j);
+            let l = locality(ix, pairs[j], at_home, &scored[i].evidence, cfg, now_ms);
             if l.priced {
                 service[j] = l.expected_ms().max(1e-6);
             }
