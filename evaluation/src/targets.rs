@@ -18,9 +18,11 @@ use crate::runner::ScenarioResults;
 
 mod cache;
 mod embedded;
+mod locality;
 mod model;
 pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
+pub use locality::locality_targets;
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
     missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
@@ -115,12 +117,13 @@ fn p99(p: &PolicyResult) -> f64 {
 }
 
 /// The p99 factor of the simulator service target for `scenario`: 1.0 on
-/// `homogeneous` (nothing to gain, nothing to lose), 0.7 on the
-/// `many-routers` family (the case a central scorer should win), 0.9
-/// elsewhere.
+/// `homogeneous` (nothing to gain, nothing to lose) and on
+/// `cache-affinity` (where the call's cost is paid against routers that
+/// decide in-process), 0.7 on the `many-routers` family (the case a
+/// central scorer should win), 0.9 elsewhere.
 pub fn sim_p99_factor(scenario: &str) -> f64 {
     match scenario {
-        "homogeneous" => 1.0,
+        "homogeneous" | "cache-affinity" => 1.0,
         s if s.starts_with("many-routers") => 0.7,
         _ => 0.9,
     }
@@ -374,6 +377,7 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     }
     out.extend(model_targets(sims));
     out.extend(cache_targets(sims));
+    out.extend(locality_targets(sims));
     out
 }
 
