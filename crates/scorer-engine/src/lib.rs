@@ -207,6 +207,20 @@ impl Engine {
         self.locality.get()
     }
 
+    /// Another router routed the key of hash `key_hash`
+    /// ([`scorer_core::locality::hash_str`]) to `worker_id` at monotonic
+    /// `at_ms`: the routing index learns it as if this engine had, so that
+    /// routers agree where a key is warm. Nothing without a routing index.
+    pub fn learn_routing(&self, key_hash: u64, worker_id: &str, at_ms: u64) {
+        if let Some(ix) = self.locality.get() {
+            let pair = scorer_core::locality::PairHash::new(
+                key_hash,
+                scorer_core::locality::hash_str(worker_id),
+            );
+            ix.record(pair, at_ms);
+        }
+    }
+
     /// Routers deciding on this pool, this engine's included.
     pub fn routers_sharing(&self) -> u32 {
         self.routers_sharing.load(Ordering::Relaxed)

@@ -101,3 +101,21 @@ fn without_hit_or_miss_outcomes_nothing_is_allocated_or_priced() {
     outcome(&e, &r.decision_id, "w0", 1.0, Some(true), 11);
     assert!(e.routing_index().is_some());
 }
+
+#[test]
+fn a_routing_learnt_from_another_router_counts_as_this_ones() {
+    let e = engine();
+    report(&e, "w0", 0.1, 0, 0);
+    // Before any hit or miss there is no index: nothing is learnt.
+    e.learn_routing(scorer_core::locality::hash_str("k"), "w0", 5);
+    assert!(e.routing_index().is_none());
+    let r = pick(&e, "prime", &["w0"], 10);
+    outcome(&e, &r.decision_id, "w0", 10.0, Some(false), 10);
+    e.learn_routing(scorer_core::locality::hash_str("k"), "w0", 16);
+    let pair = scorer_core::locality::PairHash::new(
+        scorer_core::locality::hash_str("k"),
+        scorer_core::locality::hash_str("w0"),
+    );
+    let ix = e.routing_index().expect("an index");
+    assert_eq!(ix.age_ms(pair, 1_616), Some(1_600));
+}
