@@ -101,6 +101,7 @@ fn full_view(b: &Balancer) -> View {
         load: None,
         load_age_ms: None,
         load_routers: None,
+        routed: None,
         overrides: None,
     }
 }

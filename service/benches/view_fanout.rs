@@ -78,7 +78,7 @@ fn shared(engine: &Engine, hub: &ViewHub, now: u64, n: usize) -> usize {
     let view = hub.shared_full(engine, now);
     let mut bytes = 0;
     for seq in 0..n {
-        let load = wire::load(&others());
+        let load = wire::load(&others(), &[]);
         let event = wire::event(seq as u64, &view, Some(&load));
         bytes += event.iter().map(Bytes::len).sum::<usize>();
     }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod decision_log;
 pub mod http;
 pub mod load_board;
+pub mod routed_log;
 pub mod view_hub;
 
 pub use decision_log::EngineLog;

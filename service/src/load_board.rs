@@ -16,7 +16,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use scorer_core::telemetry::validate::is_valid_worker_id;
-use scorer_engine::view::{ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad, is_valid_router_id};
+use scorer_engine::view::{
+    MAX_ROUTED_PER_REPORT, MAX_VIEW_AGE_MS, ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad,
+    is_valid_router_id,
+};
+
+use crate::routed_log::RoutedLog;
 
 /// Most routers whose load is held at once.
 pub const MAX_ROUTERS: usize = 1_024;
@@ -36,6 +41,14 @@ pub enum LoadError {
     /// An entry's count is beyond [`MAX_OUTSTANDING`].
     #[error("`outstanding[{0}].outstanding` must be at most {MAX_OUTSTANDING}")]
     Outstanding(usize),
+    /// More routed keys than [`MAX_ROUTED_PER_REPORT`].
+    #[error("`routed` holds {0} entries, at most {MAX_ROUTED_PER_REPORT}")]
+    TooManyRouted(usize),
+    /// A routed key's hash, worker or age is invalid.
+    #[error(
+        "`routed[{0}]`: `key_hash` must be 16 lowercase hex digits, `worker_id` a valid worker id and `age_ms` at most {MAX_VIEW_AGE_MS}"
+    )]
+    Routed(usize),
     /// More entries than the service holds workers.
     #[error("`outstanding` holds {count} entries, but the pool holds {max} workers")]
     TooMany {
@@ -99,6 +112,7 @@ pub struct OthersLoad {
 pub struct LoadBoard {
     routers: Mutex<HashMap<String, Entry>>,
     version: AtomicU64,
+    routed: RoutedLog,
 }
 
 impl LoadBoard {
@@ -134,6 +148,22 @@ impl LoadBoard {
                 return Err(LoadError::Outstanding(i));
             }
         }
+        if report.routed.len() > MAX_ROUTED_PER_REPORT {
+            return Err(LoadError::TooManyRouted(report.routed.len()));
+        }
+        let mut routed = Vec::with_capacity(report.routed.len());
+        for (i, r) in report.routed.iter().enumerate() {
+            let (Some(hash), true, true) = (
+                r.hash(),
+                is_valid_worker_id(&r.worker_id),
+                r.age_ms <= MAX_VIEW_AGE_MS,
+            ) else {
+                return Err(LoadError::Routed(i));
+            };
+            if (limits.known)(&r.worker_id) {
+                routed.push((hash, r.worker_id.as_str(), r.age_ms));
+            }
+        }
         report.outstanding.retain(|l| (limits.known)(&l.worker_id));
         let unknown = count - report.outstanding.len();
         let mut routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
@@ -159,6 +189,7 @@ impl LoadBoard {
                 }
             }
         }
+        self.routed.push(&report.router_id, &routed, now_ms);
         let entry = Entry {
             load: report.outstanding,
             received_ms: now_ms,
@@ -200,6 +231,11 @@ impl LoadBoard {
         }
     }
 
+    /// The keys the routers reported routing.
+    pub fn routed(&self) -> &RoutedLog {
+        &self.routed
+    }
+
     /// Changes with every accepted report.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
@@ -215,6 +251,7 @@ mod tests {
     use scorer_engine::config::limits::DEFAULT_ROUTERS_PER_CREDENTIAL;
 
     use super::*;
+    use crate::routed_log::Cursor;
 
     fn any(_: &str) -> bool {
         true
@@ -231,6 +268,7 @@ mod tests {
 
     fn load(router: &str, w: &[(&str, u32)]) -> RouterLoad {
         RouterLoad {
+            routed: Vec::new(),
             router_id: router.into(),
             outstanding: w
                 .iter()
@@ -240,6 +278,53 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn routed_keys_reach_the_other_routers_and_a_bad_one_refuses_the_report_whole() {
+        use scorer_engine::view::RoutedKey;
+        let b = LoadBoard::default();
+        let mut r2_stream = b.routed().end();
+        let mut report = load("r1", &[("a", 1)]);
+        report.routed = vec![RoutedKey::new(7, "a", 3), RoutedKey::new(8, "ghost", 0)];
+        let only_a = |w: &str| w == "a";
+        let limits = ReportLimits {
+            known: &only_a,
+            ..open(10)
+        };
+        assert_eq!(b.report(report.clone(), &limits, 100), Ok((1, 0)));
+        // The unknown worker's key is dropped; r1 is not told its own.
+        assert_eq!(
+            b.routed().since(Some("r2"), &mut r2_stream, 110),
+            [RoutedKey::new(7, "a", 13)]
+        );
+        let mut own = b.routed().end();
+        report.routed = vec![RoutedKey::new(9, "a", 0)];
+        b.report(report.clone(), &limits, 120).unwrap();
+        let mut r1_view = Cursor::default();
+        assert!(b.routed().since(Some("r1"), &mut r1_view, 120).is_empty());
+        assert_eq!(b.routed().since(None, &mut own, 120).len(), 1);
+        // A malformed entry: refused, the board unchanged.
+        let version = b.version();
+        report.routed = vec![
+            RoutedKey::new(10, "a", 0),
+            RoutedKey {
+                key_hash: "xyz".into(),
+                worker_id: "a".into(),
+                age_ms: 0,
+            },
+        ];
+        assert_eq!(
+            b.report(report.clone(), &limits, 130),
+            Err(LoadError::Routed(1))
+        );
+        report.routed = vec![RoutedKey::new(10, "a", 0); MAX_ROUTED_PER_REPORT + 1];
+        assert_eq!(
+            b.report(report, &limits, 130),
+            Err(LoadError::TooManyRouted(MAX_ROUTED_PER_REPORT + 1))
+        );
+        assert_eq!(b.version(), version);
+        assert!(b.routed().since(None, &mut own, 130).is_empty());
     }
 
     #[test]

@@ -284,6 +284,7 @@ fn view(engine: &Engine, kind: ViewKind, seq: u64, workers: Vec<ViewWorker>) -> 
         load: None,
         load_age_ms: None,
         load_routers: None,
+        routed: None,
         overrides: None,
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A `View`'s JSON is its fields in declaration order: `kind`, `seq`,
 //! `config_hash`, `model_version`, `workers`, `load`, `load_age_ms`,
-//! `load_routers`, `overrides`. Everything but `seq` and the load is the
+//! `load_routers`, `routed`, `overrides`. Everything but `seq` and the load is the
 //! same for every subscriber of a tick, so it is serialised once
 //! ([`SharedView`]) and each stream splices in its own `seq` and load
 //! ([`event`]); the bytes are those `serde_json` writes for the whole
@@ -10,7 +10,7 @@
 
 use axum::body::Bytes;
 use scorer_engine::overrides::WorkerOverride;
-use scorer_engine::view::{ViewKind, ViewWorker};
+use scorer_engine::view::{RoutedKey, ViewKind, ViewWorker};
 
 use crate::load_board::OthersLoad;
 
@@ -76,13 +76,18 @@ pub fn overrides(list: &[WorkerOverride]) -> Bytes {
     Bytes::from(out)
 }
 
-/// `,"load":[…],"load_age_ms":…,"load_routers":…`: one subscriber's part.
-pub fn load(others: &OthersLoad) -> Bytes {
-    let mut out = Vec::with_capacity(64 + others.load.len() * 48);
+/// `,"load":[…],"load_age_ms":…,"load_routers":…` and, with any,
+/// `,"routed":[…]`: one subscriber's part.
+pub fn load(others: &OthersLoad, routed: &[RoutedKey]) -> Bytes {
+    let mut out = Vec::with_capacity(64 + others.load.len() * 48 + routed.len() * 64);
     out.extend_from_slice(b",\"load\":");
     push_json(&mut out, &others.load);
     out.extend_from_slice(format!(",\"load_age_ms\":{}", others.age_ms).as_bytes());
     out.extend_from_slice(format!(",\"load_routers\":{}", others.routers).as_bytes());
+    if !routed.is_empty() {
+        out.extend_from_slice(b",\"routed\":");
+        push_json(&mut out, routed);
+    }
     Bytes::from(out)
 }
 
@@ -165,6 +170,10 @@ mod tests {
             age_ms: 7,
             routers: 2,
         };
+        let routed = vec![
+            RoutedKey::new(0xabc, "w3", 9),
+            RoutedKey::new(u64::MAX, "w1", 0),
+        ];
         let listed = vec![WorkerOverride {
             worker_id: "w2".into(),
             kind: OverrideKind::Drain,
@@ -189,11 +198,13 @@ mod tests {
                 load: with_load.then(|| others.load.clone()),
                 load_age_ms: with_load.then_some(others.age_ms),
                 load_routers: with_load.then_some(others.routers),
+                routed: (with_load && n == 200).then(|| routed.clone()),
                 overrides: with_overrides.then(|| listed.clone()),
             };
             let mut shared = SharedView::new(kind, "9c1f00aa12345678", version, &workers[..n]);
             shared.overrides = with_overrides.then(|| overrides(&listed));
-            let load_part = with_load.then(|| load(&others));
+            let sent: &[RoutedKey] = if n == 200 { &routed } else { &[] };
+            let load_part = with_load.then(|| load(&others, sent));
             let pieces = event(41, &shared, load_part.as_ref());
             assert_eq!(
                 String::from_utf8(data(&pieces)).unwrap(),

@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 
 use scorer_core::telemetry::validate::{check_snapshot, is_valid_worker_id};
 use scorer_engine::overrides::{OverrideMap, from_view};
-use scorer_engine::view::{MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind, WorkerLoad};
+use scorer_engine::view::{
+    MAX_ROUTED_PER_VIEW, MAX_VIEW_AGE_MS, MAX_VIEW_WORKERS, View, ViewKind, WorkerLoad,
+};
 
 use crate::Balancer;
 use crate::stats::Counters;
@@ -81,6 +83,12 @@ pub enum ViewError {
     /// The overrides are malformed or name a worker twice.
     #[error("overrides: {0}")]
     BadOverrides(String),
+    /// More than [`MAX_ROUTED_PER_VIEW`] routed keys, or one whose hash,
+    /// worker id or age is malformed.
+    #[error(
+        "routed entry {0}: more than {MAX_ROUTED_PER_VIEW} entries, or a key_hash that is not 16 lowercase hex digits, an invalid worker id or an age beyond {MAX_VIEW_AGE_MS}"
+    )]
+    BadRouted(usize),
     /// The view would take the balancer past `telemetry.max_workers`.
     #[error("the view brings {new} new workers beyond telemetry.max_workers = {limit}")]
     TooManyNew {
@@ -117,6 +125,7 @@ impl Balancer {
             }
         };
         let registry = self.engine.registry();
+        self.saw(now_ms);
         let (mut applied, mut skipped) = (0, 0);
         for w in &view.workers {
             let s = &w.snapshot;
@@ -143,6 +152,12 @@ impl Balancer {
             self.apply_load(load, now_ms.saturating_sub(age_ms));
             if let Some(others) = view.load_routers {
                 self.engine.set_routers_sharing(others.saturating_add(1));
+            }
+        }
+        for r in view.routed.iter().flatten() {
+            if let Some(hash) = r.hash() {
+                let at_ms = now_ms.saturating_sub(r.age_ms.min(MAX_VIEW_AGE_MS));
+                self.engine.learn_routing(hash, &r.worker_id, at_ms);
             }
         }
         if let Some(table) = overrides {
@@ -200,6 +215,19 @@ impl Balancer {
             && age_ms > MAX_VIEW_AGE_MS
         {
             return Err(ViewError::LoadAge(age_ms));
+        }
+        if let Some(routed) = &view.routed {
+            if routed.len() > MAX_ROUTED_PER_VIEW {
+                return Err(ViewError::BadRouted(MAX_ROUTED_PER_VIEW));
+            }
+            let bad = |r: &scorer_engine::view::RoutedKey| {
+                r.hash().is_none()
+                    || !is_valid_worker_id(&r.worker_id)
+                    || r.age_ms > MAX_VIEW_AGE_MS
+            };
+            if let Some(index) = routed.iter().position(bad) {
+                return Err(ViewError::BadRouted(index));
+            }
         }
         if let Some(load) = &view.load {
             if load.len() > MAX_VIEW_WORKERS {

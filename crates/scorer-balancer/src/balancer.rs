@@ -140,6 +140,8 @@ pub struct Balancer {
     pub(crate) last_view_ms: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) records: Option<Arc<RecordBuffer>>,
+    /// The latest monotonic ms a pick, outcome or view was given.
+    latest_ms: AtomicU64,
 }
 
 impl Balancer {
@@ -154,12 +156,13 @@ impl Balancer {
             .validate()
             .map_err(|e| BalancerConfigError::Config(e.to_string()))?;
         Ok(Self {
-            engine: Engine::new(config),
+            engine: Engine::new(config).with_routed_outbox(),
             next_id: AtomicU64::new(cfg.first_decision_seq),
             cfg,
             last_view_ms: AtomicU64::new(0),
             counters: Counters::default(),
             records: None,
+            latest_ms: AtomicU64::new(0),
         })
     }
 
@@ -235,6 +238,7 @@ impl Balancer {
             return Err(PickError::NoPickPolicy);
         }
         Counters::bump(&self.counters.picks);
+        self.saw(now_ms);
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let decision_id = format!("{}-{n:016x}", self.cfg.router_id);
         let default_context;
@@ -341,6 +345,7 @@ impl Balancer {
             success,
             cache_hit,
         };
+        self.saw(now_ms);
         let out = match &self.records {
             Some(records) => self
                 .engine
@@ -352,6 +357,19 @@ impl Balancer {
             Counters::bump(&self.counters.outcomes_unknown);
         }
         Ok(out)
+    }
+
+    pub(crate) fn saw(&self, now_ms: u64) {
+        self.latest_ms.fetch_max(now_ms, Ordering::Relaxed);
+    }
+
+    /// The keys this router routed since the last call, oldest first, for
+    /// its next load report (`POST /v1/router/load`'s `routed`): only once
+    /// outcomes have said hit or miss. Ages count to the latest time the
+    /// balancer was given (its last pick, outcome or view).
+    pub fn routed(&self) -> Vec<scorer_engine::view::RoutedKey> {
+        self.engine
+            .take_routed(self.latest_ms.load(Ordering::Relaxed))
     }
 
     /// This router's outstanding picks per worker (the workers with any),

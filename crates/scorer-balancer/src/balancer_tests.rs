@@ -38,6 +38,7 @@ fn view(b: &Balancer, kind: ViewKind, workers: Vec<ViewWorker>) -> View {
         load: None,
         load_age_ms: None,
         load_routers: None,
+        routed: None,
         overrides: None,
     }
 }

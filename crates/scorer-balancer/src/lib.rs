@@ -46,6 +46,8 @@ mod balancer_tests;
 #[cfg(test)]
 mod many_deciders_tests;
 #[cfg(test)]
+mod routed_tests;
+#[cfg(test)]
 mod test_views;
 
 pub use apply::{ViewApplied, ViewError};

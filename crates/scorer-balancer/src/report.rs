@@ -42,10 +42,13 @@ pub async fn report_load(
             _ = tick.tick() => {}
         }
         let outstanding = balancer.outstanding();
+        let routed = balancer.routed();
         let due = match &last {
             None => true,
             Some((sent, at)) => {
-                *sent != outstanding || at.elapsed() >= Duration::from_millis(HEARTBEAT_MS)
+                *sent != outstanding
+                    || !routed.is_empty()
+                    || at.elapsed() >= Duration::from_millis(HEARTBEAT_MS)
             }
         };
         if !due {
@@ -54,6 +57,7 @@ pub async fn report_load(
         let body = RouterLoad {
             router_id: balancer.config().router_id.clone(),
             outstanding,
+            routed,
         };
         let mut req = http
             .post(&url)

@@ -28,6 +28,7 @@ pub(crate) fn full_view(config_hash: &str, seq: u64, workers: &[(&str, f64)]) ->
         load: None,
         load_age_ms: None,
         load_routers: None,
+        routed: None,
         overrides: None,
     }
 }

@@ -40,6 +40,7 @@ mod override_ops;
 pub mod overrides;
 mod pending;
 mod reconfigure;
+pub mod routed_outbox;
 pub mod router_records;
 mod score;
 pub mod self_check;
@@ -152,6 +153,8 @@ pub struct Engine {
     /// first outcome that says hit or miss, with `index_entries` entries.
     locality: std::sync::OnceLock<scorer_core::locality::RoutingIndex>,
     locality_entries: usize,
+    /// An embedded balancer's routed keys for its next load report.
+    routed_outbox: Option<routed_outbox::RoutedOutbox>,
 }
 
 impl Engine {
@@ -175,6 +178,7 @@ impl Engine {
         Self {
             locality: std::sync::OnceLock::new(),
             locality_entries,
+            routed_outbox: None,
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
             sharding,
@@ -205,6 +209,22 @@ impl Engine {
     /// `locality.enabled`).
     pub fn routing_index(&self) -> Option<&scorer_core::locality::RoutingIndex> {
         self.locality.get()
+    }
+
+    /// Keep the keys this engine routes (once it has a routing index) for
+    /// [`Engine::take_routed`]: an embedded balancer reports them to the
+    /// service with its load, and the others learn them.
+    pub fn with_routed_outbox(mut self) -> Self {
+        self.routed_outbox = Some(routed_outbox::RoutedOutbox::default());
+        self
+    }
+
+    /// The keys routed since the last call, oldest first, with their ages
+    /// at monotonic `now_ms` (none without [`Engine::with_routed_outbox`]).
+    pub fn take_routed(&self, now_ms: u64) -> Vec<view::RoutedKey> {
+        self.routed_outbox
+            .as_ref()
+            .map_or_else(Vec::new, |o| o.take(now_ms))
     }
 
     /// Another router routed the key of hash `key_hash`

@@ -231,7 +231,8 @@ impl Engine {
             cfg,
             hash,
             arm,
-            self.routing_index(),
+            self.routing_index()
+                .map(|ix| (ix, self.routed_outbox.as_ref())),
         );
         observer.stage_done(Stage::Record);
         Ok(resp)

@@ -75,6 +75,12 @@ pub struct View {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = "uint32")]
     pub load_routers: Option<u32>,
+    /// Keys the other routers routed since the previous event, at most
+    /// [`MAX_ROUTED_PER_VIEW`], oldest first: a balancer's routing index
+    /// learns them as its own, so that the routers agree where a key is
+    /// warm. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routed: Option<Vec<RoutedKey>>,
     /// The operators' overrides (drain, disable, weight): present, they
     /// are complete (every full view carries them, and a delta when they
     /// changed); absent, the event says nothing of them.
@@ -92,6 +98,54 @@ pub struct RouterLoad {
     pub router_id: String,
     /// Its outstanding picks per worker, each worker once.
     pub outstanding: Vec<WorkerLoad>,
+    /// The keys it routed since its previous report, at most
+    /// [`MAX_ROUTED_PER_REPORT`], oldest first (a router whose workers do
+    /// not report cache hits sends none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routed: Vec<RoutedKey>,
+}
+
+/// Most routed keys one load report may carry.
+pub const MAX_ROUTED_PER_REPORT: usize = 4_096;
+/// Most routed keys one view event may carry.
+pub const MAX_ROUTED_PER_VIEW: usize = 16_384;
+
+/// A key a router sent to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutedKey {
+    /// The key's 64-bit hash as 16 lowercase hex digits: FNV-1a 64 of the
+    /// key's UTF-8 bytes, then MurmurHash3's 64-bit finaliser
+    /// (`scorer_core::locality::hash_str`). The key itself never leaves
+    /// the router.
+    #[schema(min_length = 16, max_length = 16, pattern = "^[0-9a-f]{16}$")]
+    pub key_hash: String,
+    /// The worker it went to, 1..=128 bytes.
+    #[schema(min_length = 1, max_length = 128)]
+    pub worker_id: String,
+    /// How long before the report (or the view event) was written the key
+    /// was routed, ms, at most [`MAX_VIEW_AGE_MS`].
+    #[schema(format = "uint64")]
+    pub age_ms: u64,
+}
+
+impl RoutedKey {
+    /// The key hash, when `key_hash` is 16 lowercase hex digits.
+    pub fn hash(&self) -> Option<u64> {
+        let h = self.key_hash.as_bytes();
+        (h.len() == 16 && h.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| u64::from_str_radix(&self.key_hash, 16).ok())
+            .flatten()
+    }
+
+    /// The entry for `key_hash` routed to `worker_id` `age_ms` ago.
+    pub fn new(key_hash: u64, worker_id: impl Into<String>, age_ms: u64) -> Self {
+        Self {
+            key_hash: format!("{key_hash:016x}"),
+            worker_id: worker_id.into(),
+            age_ms,
+        }
+    }
 }
 
 /// Whether `id` is a valid router id: 1..=32 bytes of ASCII letters,

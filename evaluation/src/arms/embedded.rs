@@ -35,7 +35,7 @@ use scorer_core::telemetry::Snapshot;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::overrides::{OverrideKind, WorkerOverride};
-use scorer_engine::view::{View, ViewKind, ViewWorker, WorkerLoad};
+use scorer_engine::view::{RoutedKey, View, ViewKind, ViewWorker, WorkerLoad};
 use scorer_model::ModelHub;
 
 use super::service_ids::{mono, parse_worker, wall, worker_id};
@@ -49,9 +49,8 @@ pub struct EmbeddedRouter {
     req: ScoreRequest,
     seq: u64,
     workers: usize,
-    /// Per router: its load reports in flight to the service (arrival
-    /// time, outstanding picks per worker), oldest first.
-    in_flight: Vec<VecDeque<(f64, Vec<u32>)>>,
+    /// Per router: its load reports in flight to the service, oldest first.
+    in_flight: Vec<VecDeque<LoadReport>>,
     /// The service's load board.
     board: LoadBoard,
     /// Per router: the load last sent on its view stream.
@@ -125,13 +124,22 @@ impl EmbeddedRouter {
         let Some(b) = self.balancers.get(router) else {
             return;
         };
-        let mut report = vec![0u32; self.workers];
+        let mut load = vec![0u32; self.workers];
         for l in b.outstanding() {
             if let Some(w) = parse_worker(&l.worker_id).filter(|w| *w < self.workers) {
-                report[w] = l.outstanding;
+                load[w] = l.outstanding;
             }
         }
-        self.in_flight[router].push_back((now_ms + one_way_ms, report));
+        let routed = b
+            .routed()
+            .into_iter()
+            .filter_map(|r| Some((r.hash()?, r.worker_id, now_ms - r.age_ms as f64)))
+            .collect();
+        self.in_flight[router].push_back(LoadReport {
+            arrive_ms: now_ms + one_way_ms,
+            load,
+            routed,
+        });
     }
 
     /// At `now_ms`, the service's view of the other routers' load, which
@@ -145,10 +153,11 @@ impl EmbeddedRouter {
         // view stream sends it: only when the load changed).
         let sent_ms = now_ms - one_way_ms;
         self.board.settle(&mut self.in_flight, sent_ms);
+        let routed = self.board.routed_since(router, sent_ms);
         let Some((load, age_ms, counted)) = self.board.others(router, sent_ms) else {
             return;
         };
-        if self.last_sent[router].as_ref() == Some(&load) {
+        if self.last_sent[router].as_ref() == Some(&load) && routed.is_empty() {
             return;
         }
         let b = &self.balancers[router];
@@ -165,6 +174,7 @@ impl EmbeddedRouter {
         );
         view.load_age_ms = Some(age_ms.max(0.0).round() as u64);
         view.load_routers = Some(counted);
+        view.routed = (!routed.is_empty()).then_some(routed);
         let _ = b.apply_view(&view, mono(now_ms), wall(now_ms));
         self.last_sent[router] = Some(load);
         self.seq += 1;
@@ -183,12 +193,26 @@ impl EmbeddedRouter {
     }
 }
 
+/// A router's load report on its way to the service.
+#[derive(Debug, Clone)]
+struct LoadReport {
+    arrive_ms: f64,
+    /// Outstanding picks per worker.
+    load: Vec<u32>,
+    /// The keys routed since the previous report: hash, worker, when.
+    routed: Vec<(u64, String, f64)>,
+}
+
 /// The simulated service's load board: every router's latest report that
-/// has arrived, with its arrival time, and their sum per worker.
+/// has arrived, with its arrival time, and their sum per worker; and the
+/// keys every router routed, each view stream's place in them.
 #[derive(Debug)]
 struct LoadBoard {
     reports: Vec<Option<(f64, Vec<u32>)>>,
     total: Vec<u32>,
+    /// Router, key hash, worker, when routed.
+    routed: Vec<(usize, u64, String, f64)>,
+    cursors: Vec<usize>,
 }
 
 impl LoadBoard {
@@ -196,13 +220,15 @@ impl LoadBoard {
         Self {
             reports: vec![None; routers],
             total: vec![0; workers],
+            routed: Vec::new(),
+            cursors: vec![0; routers],
         }
     }
 
     /// Takes in every report that has arrived by `by_ms`.
-    fn settle(&mut self, in_flight: &mut [VecDeque<(f64, Vec<u32>)>], by_ms: f64) {
+    fn settle(&mut self, in_flight: &mut [VecDeque<LoadReport>], by_ms: f64) {
         for (r, queue) in in_flight.iter_mut().enumerate() {
-            while queue.front().is_some_and(|(at, _)| *at <= by_ms) {
+            while queue.front().is_some_and(|rep| rep.arrive_ms <= by_ms) {
                 let Some(report) = queue.pop_front() else {
                     break;
                 };
@@ -211,12 +237,29 @@ impl LoadBoard {
                         *t -= o;
                     }
                 }
-                for (t, n) in self.total.iter_mut().zip(&report.1) {
+                for (t, n) in self.total.iter_mut().zip(&report.load) {
                     *t += n;
                 }
-                self.reports[r] = Some(report);
+                self.routed
+                    .extend(report.routed.into_iter().map(|(h, w, at)| (r, h, w, at)));
+                self.reports[r] = Some((report.arrive_ms, report.load));
             }
         }
+    }
+
+    /// The keys the other routers routed since `router`'s last view, with
+    /// their ages at `now_ms` (as the service's view stream sends them).
+    fn routed_since(&mut self, router: usize, now_ms: f64) -> Vec<RoutedKey> {
+        let from = self.cursors[router];
+        self.cursors[router] = self.routed.len();
+        self.routed[from..]
+            .iter()
+            .filter(|(r, ..)| *r != router)
+            .take(scorer_engine::view::MAX_ROUTED_PER_VIEW)
+            .map(|(_, h, w, at)| {
+                RoutedKey::new(*h, w.clone(), (now_ms - at).max(0.0).round() as u64)
+            })
+            .collect()
     }
 
     /// Every router's load but `router`'s at `now_ms`, its age as the
@@ -257,6 +300,7 @@ fn delta(b: &Balancer, seq: u64) -> View {
         load: None,
         load_age_ms: None,
         load_routers: None,
+        routed: None,
         overrides: None,
     }
 }

@@ -12,6 +12,7 @@ use crate::canary::{Canary, ConfigArm};
 use crate::config::Config;
 use crate::decision::Decision;
 use crate::pending::{PendingPick, PendingPicks};
+use crate::routed_outbox::RoutedOutbox;
 use crate::self_check::SelfCheck;
 use scorer_core::dynamics::PickRecord;
 use scorer_core::locality::{PairHash, RoutingIndex, hash_str};
@@ -26,7 +27,7 @@ pub(crate) fn record(
     cfg: &Config,
     config_hash: Arc<str>,
     arm: Option<(&Canary, ConfigArm)>,
-    index: Option<&RoutingIndex>,
+    routing: Option<(&RoutingIndex, Option<&RoutedOutbox>)>,
 ) -> ScoreResponse {
     let decide = d.decides();
     let now_ms = d.now_ms;
@@ -39,11 +40,15 @@ pub(crate) fn record(
             penalty_ms: cfg.evidence.penalty_ms(d.context.timeout_ms),
             warm_bucket: d.scored[p].locality.map(|l| l.bucket),
         };
-        if let Some(ix) = index {
+        let worker_id: Arc<str> = Arc::from(d.ids[p]);
+        if let Some((ix, outbox)) = routing {
             ix.record(PairHash::new(d.key_hash, hash_str(d.ids[p])), now_ms);
+            if let Some(o) = outbox {
+                o.push(d.key_hash, worker_id.clone(), now_ms);
+            }
         }
         let pick = PendingPick {
-            worker_id: Arc::from(d.ids[p]),
+            worker_id,
             slot: slot.clone(),
             record,
             expires_ms: now_ms.saturating_add(cfg.evidence.expiry_ms(d.context.timeout_ms)),

@@ -18,6 +18,7 @@ use crate::http::AppState;
 use crate::http::transport::stream_queue::{ConnectionCloser, Pushed, StreamQueue};
 use crate::http::transport::streams::StreamPermit;
 use crate::load_board::OthersLoad;
+use crate::routed_log::Cursor;
 use crate::view_hub::wire::{self, SharedView};
 use scorer_engine::view::{LOAD_INTERVAL_MS, ViewKind, WorkerLoad};
 
@@ -54,6 +55,9 @@ struct Sending {
     last_load: Option<Vec<WorkerLoad>>,
     /// The override table's generation last sent.
     last_overrides: Option<u64>,
+    /// Where the stream is in the routers' routed keys.
+    routed: Cursor,
+    router_id: Option<String>,
 }
 
 /// Produces `s`'s events until its client goes, it sent `max_events`, it
@@ -75,6 +79,8 @@ pub(crate) async fn run(s: Subscriber) {
         left,
         last_load: None,
         last_overrides: None,
+        routed: st.load_board.routed().end(),
+        router_id: router_id.clone(),
     };
     let others = |st: &AppState| st.load_board.others(router_id.as_deref(), now(st));
     let mut next_load = Instant::now() + Duration::from_millis(LOAD_INTERVAL_MS);
@@ -96,6 +102,7 @@ pub(crate) async fn run(s: Subscriber) {
                     let generation = st.engine.override_table().generation();
                     if out.last_load.as_ref() != Some(&load.load)
                         || out.last_overrides != Some(generation)
+                        || out.routed != st.load_board.routed().end()
                     {
                         let shared = st.view_hub.shared_load(&st.engine, now(&st));
                         out.with_load(&st, &queue, &shared, load)
@@ -181,7 +188,11 @@ impl Sending {
         shared: &SharedView,
         others: OthersLoad,
     ) -> Result<(), Stop> {
-        let load = wire::load(&others);
+        let routed =
+            st.load_board
+                .routed()
+                .since(self.router_id.as_deref(), &mut self.routed, now(st));
+        let load = wire::load(&others, &routed);
         self.last_load = Some(others.load);
         self.last_overrides = Some(st.engine.override_table().generation());
         self.send(queue, shared, Some(&load))
