@@ -88,7 +88,11 @@ async fn a_feedbacks_cache_hit_lands_in_its_outcome_row() {
     let (s, b) = t.post_json("/v1/feedback", &batch).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["accepted"], 3, "{b}");
-    // Not a boolean: that item's error.
+    // Not a boolean: 422 alone, that item's error in a batch.
+    let mut wrong = fb(&ids[0], None);
+    wrong["cache_hit"] = json!(1);
+    let (s, b) = t.post_json("/v1/feedback", &wrong).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     let bad = json!({"outcomes": [{"decision_id": ids[0], "worker_id": "a", "latency_ms": 1.0,
                                     "success": true, "cache_hit": "yes"}]});
     let (s, b) = t.post_json("/v1/feedback", &bad).await;
