@@ -22,7 +22,7 @@ CANDIDATE_FIELDS = [
     "worker_id", "eligible", "rule_score", "model_action", "final_score", "probability",
     "picked", "penalty_state", "fallback_reason", "features", "operator_override",
 ]
-OUTCOME_COLUMNS = ["decision_id", "worker_id", "ts_ms", "latency_ms", "success"]
+OUTCOME_COLUMNS = ["decision_id", "worker_id", "ts_ms", "latency_ms", "success", "caller", "cache_hit"]
 
 
 def load(path):

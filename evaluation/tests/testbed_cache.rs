@@ -53,3 +53,47 @@ fn every_arm_reads_cache_aside_and_its_hit_rate_comes_from_redis() {
         );
     }
 }
+
+#[test]
+fn a_nil_get_is_a_miss_filled_from_the_origin_then_a_hit() {
+    use evaluation::router::Op;
+    use evaluation::testbed::cache_aside::CacheAside;
+    use evaluation::testbed::conns::Conns;
+    use evaluation::testbed::procs::{RedisProc, Scratch};
+    use evaluation::testbed::request::{Backend, Ended, Reply, Work};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let dir = Scratch::new("cache-hit");
+        let mut worker = RedisProc::start(&dir.0.join("worker"))
+            .await
+            .expect("worker");
+        let mut origin = RedisProc::start(&dir.0.join("origin"))
+            .await
+            .expect("origin");
+        let cache = CacheAside::connect(origin.port, 1, std::time::Duration::ZERO, 16)
+            .await
+            .expect("origin");
+        let conns = Conns::new(vec![worker.port], None).with_cache(cache);
+        let work = |op| Work {
+            op,
+            key: "user:7:profile".to_owned(),
+            cost: 1.0,
+        };
+        let reply = |cache_hit| Reply {
+            ended: Ended::Ok,
+            cache_hit,
+        };
+        assert_eq!(conns.send(0, &work(Op::Get)).await, reply(Some(false)));
+        assert_eq!(conns.send(0, &work(Op::Get)).await, reply(Some(true)));
+        assert_eq!(conns.send(0, &work(Op::Put)).await, reply(None));
+        let counts = conns.cache_counts().expect("cache-aside");
+        assert_eq!((counts.hits, counts.misses), (vec![1], vec![1]));
+        assert_eq!(counts.origin_reads, 1);
+        worker.stop();
+        origin.stop();
+    });
+}

@@ -482,6 +482,7 @@ async fn a_router_flood_never_drops_the_services_own_decisions() {
             latency_ms: 1.0,
             success: true,
             caller: None,
+            cache_hit: None,
         };
         assert!(!sink.log_router_outcome(rec));
     }

@@ -440,3 +440,32 @@ async fn canary_answers_validate_against_the_document() {
     check(&t, &doc, "post", start, Some(&split), StatusCode::OK).await;
     check(&t, &doc, "post", promote, None, StatusCode::OK).await;
 }
+
+#[tokio::test]
+async fn an_outcomes_cache_hit_is_an_optional_boolean() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    for name in ["Feedback", "RouterOutcome"] {
+        let schema = &doc["components"]["schemas"][name];
+        let hit = &schema["properties"]["cache_hit"];
+        assert!(hit.to_string().contains("boolean"), "{name}: {hit}");
+        assert!(
+            hit["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("miss")),
+            "{name}: {hit}"
+        );
+        let required = schema["required"].to_string();
+        assert!(!required.contains("cache_hit"), "{name}: {required}");
+        for good in [json!(true), json!(false), Value::Null] {
+            validate(&doc, hit, &good, &format!("{name}.cache_hit {good}"));
+        }
+    }
+    // A body with it validates and is recorded.
+    common::report_busy_w1(&t).await;
+    let score = json!({"key": "user:1", "candidates": ["w1"]});
+    let answer = check(&t, &doc, "post", "/v1/score", Some(&score), StatusCode::OK).await;
+    let fb = json!({"decision_id": answer["decision_id"], "worker_id": "w1",
+                    "latency_ms": 2.5, "success": true, "cache_hit": false});
+    check(&t, &doc, "post", "/v1/feedback", Some(&fb), StatusCode::OK).await;
+}

@@ -373,6 +373,7 @@ impl Synth {
             latency_ms: (latency * 1000.0).round() / 1000.0,
             success,
             caller: None,
+            cache_hit: None,
         });
         let rec = DecisionRecord {
             decision_id,

@@ -142,3 +142,22 @@ async fn a_failed_batch_is_sent_again_and_a_refused_one_is_counted_not_resent() 
     task.await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn a_reported_hit_or_miss_travels_in_the_outcome_record() {
+    let b = logging_balancer(16);
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let picks: Vec<_> = (0..3).map(|_| pick(&b, &mut rng)).collect();
+    let hits = [Some(true), Some(false), None];
+    for (p, hit) in picks.iter().zip(hits) {
+        b.outcome_with_cache_hit(&p.decision_id, &p.worker, 2.0, true, hit, 1)
+            .unwrap();
+    }
+    let batch = b.records().unwrap().drain("edge-7", 100).unwrap();
+    let sent: Vec<_> = batch.outcomes.iter().map(|o| o.cache_hit).collect();
+    assert_eq!(sent, hits);
+    let json = serde_json::to_value(&batch.outcomes).unwrap();
+    assert_eq!(json[0]["cache_hit"], true);
+    assert_eq!(json[1]["cache_hit"], false);
+    assert!(json[2].get("cache_hit").is_none(), "absent when unknown");
+}

@@ -129,6 +129,7 @@ impl Engine {
                 latency_ms: f.latency_ms,
                 success: f.success,
                 caller: caller.cloned(),
+                cache_hit: f.cache_hit,
             });
         }
         Ok(out)

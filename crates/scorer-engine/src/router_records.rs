@@ -185,6 +185,11 @@ pub struct RouterOutcome {
     pub latency_ms: f64,
     /// Whether the request succeeded.
     pub success: bool,
+    /// Whether the worker served it from its cache: `true` a hit, `false`
+    /// a miss (a cache-aside GET that found nothing); absent when unknown
+    /// or not a read. Logged as `cache_hit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_hit: Option<bool>,
 }
 
 /// Why a record was refused: the field (relative to the record) and why.
@@ -532,6 +537,7 @@ impl RouterOutcome {
             ts_ms: rec.ts_ms,
             latency_ms: rec.latency_ms,
             success: rec.success,
+            cache_hit: rec.cache_hit,
         }
     }
 
@@ -557,6 +563,7 @@ impl RouterOutcome {
             latency_ms: self.latency_ms,
             success: self.success,
             caller: None,
+            cache_hit: self.cache_hit,
         })
     }
 }

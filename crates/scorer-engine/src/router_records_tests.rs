@@ -241,6 +241,7 @@ fn an_outcome_is_checked_against_its_router() {
         ts_ms: 1_765_000_000_010,
         latency_ms: 1.5,
         success: true,
+        cache_hit: None,
     };
     let rec = ok.clone().into_record(&check("edge-7", 64)).unwrap();
     assert_eq!(RouterOutcome::from_record(&rec), ok);
@@ -291,10 +292,34 @@ fn an_outcome_in_1970_or_9999_is_refused() {
             ts_ms,
             latency_ms: 1.5,
             success: true,
+            cache_hit: None,
         };
         assert_eq!(
             o.into_record(&check("edge-7", 64)).unwrap_err().field,
             "ts_ms"
         );
     }
+}
+
+#[test]
+fn an_outcomes_cache_hit_goes_into_its_record_and_is_optional_on_the_wire() {
+    let json = serde_json::json!({"decision_id": "edge-7-00000000000000a1", "worker_id": "w2",
+        "ts_ms": 1_765_000_000_010i64, "latency_ms": 1.5, "success": true});
+    let unknown: RouterOutcome = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(unknown.cache_hit, None);
+    let rec = unknown.into_record(&check("edge-7", 64)).unwrap();
+    assert_eq!(rec.cache_hit, None);
+    for hit in [true, false] {
+        let mut body = json.clone();
+        body["cache_hit"] = hit.into();
+        let o: RouterOutcome = serde_json::from_value(body.clone()).unwrap();
+        let rec = o.into_record(&check("edge-7", 64)).unwrap();
+        assert_eq!(rec.cache_hit, Some(hit));
+        assert_eq!(
+            serde_json::to_value(RouterOutcome::from_record(&rec)).unwrap(),
+            body
+        );
+    }
+    let wire = serde_json::to_value(RouterOutcome::from_record(&rec)).unwrap();
+    assert!(wire.get("cache_hit").is_none(), "{wire}");
 }

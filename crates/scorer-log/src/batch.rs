@@ -204,6 +204,7 @@ pub fn outcomes_batch(records: &[OutcomeRecord]) -> Result<RecordBatch, ArrowErr
     let mut latency_ms = Vec::with_capacity(n);
     let mut success = BooleanBuilder::with_capacity(n);
     let mut caller = StringBuilder::with_capacity(n, 0);
+    let mut cache_hit = BooleanBuilder::with_capacity(n);
     for r in records {
         decision_id.append_value(&r.decision_id);
         worker_id.append_value(&r.worker_id);
@@ -211,6 +212,7 @@ pub fn outcomes_batch(records: &[OutcomeRecord]) -> Result<RecordBatch, ArrowErr
         latency_ms.push(r.latency_ms);
         success.append_value(r.success);
         caller.append_option(r.caller.as_deref());
+        cache_hit.append_option(r.cache_hit);
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(decision_id.finish()),
@@ -219,6 +221,7 @@ pub fn outcomes_batch(records: &[OutcomeRecord]) -> Result<RecordBatch, ArrowErr
         Arc::new(Float64Array::from(latency_ms)),
         Arc::new(success.finish()),
         Arc::new(caller.finish()),
+        Arc::new(cache_hit.finish()),
     ];
     RecordBatch::try_new(outcomes_schema(), columns)
 }

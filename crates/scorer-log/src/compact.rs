@@ -4,6 +4,11 @@
 //! file deleted. A crash between the rename and the delete leaves both; the
 //! final file wins and the write-ahead file is deleted ([`compact`] checks
 //! first), so no row is ever read twice.
+//!
+//! A write-ahead file left by an earlier version in a layout the reader
+//! still knows (say layout 4's outcomes, before `cache_hit`) is written in
+//! that layout, its own schema and version, and reads as such; any other
+//! schema is the current one.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -78,7 +83,12 @@ pub fn compact(
         path: inprogress.clone(),
         source,
     };
-    let schema = kind.schema();
+    // An older layout the reader knows stays that layout (see the module docs).
+    let own = reader.schema();
+    let schema = match super::reader::layout_of(kind, &own) {
+        Ok(_) => own,
+        Err(_) => kind.schema(),
+    };
     let mut writer: Option<ArrowWriter<File>> = None;
     let mut rows = 0u64;
     while let Some(batch) = reader.next_batch() {

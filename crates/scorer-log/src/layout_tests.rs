@@ -112,11 +112,14 @@ fn files_of_every_layout_read_as_the_same_candidate_rows() {
     let v2_nested = without_caller(&nested, schema::decisions_schema_v2());
     // Layout 3: the nested layout without the candidates' override.
     let v3_nested = without_caller(&nested, schema::decisions_schema_v3());
-    let dirs = ["v1", "v2", "v3", "v4"].map(|d| tmp.path().join(d));
+    // Layout 4: the decisions of layout 5 (only its outcomes differ).
+    let v4_nested = without_caller(&nested, schema::decisions_schema_v4());
+    let dirs = ["v1", "v2", "v3", "v5", "v4"].map(|d| tmp.path().join(d));
     write(&file(&dirs[0], 1), &flat);
     write(&file(&dirs[1], 1), &v2_nested);
     write(&file(&dirs[2], 1), &v3_nested);
     write(&file(&dirs[3], 1), &nested);
+    write(&file(&dirs[4], 1), &v4_nested);
 
     let read = dirs.map(|d| {
         let log = read_dir(&d, LogKind::Decisions).unwrap();
@@ -125,6 +128,7 @@ fn files_of_every_layout_read_as_the_same_candidate_rows() {
         concat_batches(&candidate_rows_schema(), &log.batches).unwrap()
     });
     assert_eq!(read[3], rows);
+    assert_eq!(read[4], rows);
     let callers = read[3].column_by_name("caller").unwrap().as_string::<i32>();
     assert!(callers.iter().all(|c| c == Some("edge-1")));
     let overrides = read[3]
@@ -150,35 +154,93 @@ fn files_of_every_layout_read_as_the_same_candidate_rows() {
     assert_eq!(read[2], before_override);
 }
 
-#[test]
-fn outcomes_written_before_caller_read_with_it_null() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = outcomes_batch(&[OutcomeRecord {
-        decision_id: "d".into(),
+fn outcome(i: usize, cache_hit: Option<bool>) -> OutcomeRecord {
+    OutcomeRecord {
+        decision_id: format!("d-{i}"),
         worker_id: "w".into(),
-        ts_ms: T0 as i64,
+        ts_ms: T0 as i64 + i as i64,
         latency_ms: 1.5,
         success: true,
         caller: Some(Arc::from("edge-1")),
-    }])
-    .unwrap();
+        cache_hit,
+    }
+}
+
+fn outcomes_file(dir: &std::path::Path, seq: u64) -> std::path::PathBuf {
+    dir.join(format!(
+        "dt=2024-03-05/outcomes-20240305T100000000Z-{seq:06}.parquet"
+    ))
+}
+
+fn cache_hits(b: &RecordBatch) -> Vec<Option<bool>> {
+    b.column_by_name(schema::CACHE_HIT_COLUMN)
+        .unwrap()
+        .as_boolean()
+        .iter()
+        .collect()
+}
+
+#[test]
+fn outcomes_written_before_caller_or_cache_hit_read_with_them_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = outcomes_batch(&[outcome(0, Some(true))]).unwrap();
     let v2 = without_caller(&out, schema::outcomes_schema_v2());
-    let path = tmp
-        .path()
-        .join("dt=2024-03-05/outcomes-20240305T100000000Z-000001.parquet");
-    write(&path, &v2);
-    let log = read_dir(tmp.path(), LogKind::Outcomes).unwrap();
-    assert!(log.skipped.is_empty(), "{:?}", log.skipped);
-    let b = &log.batches[0];
-    assert_eq!(b.schema(), outcomes_schema());
-    assert!(b.column_by_name("caller").unwrap().is_null(0));
+    let v3 = without_caller(&out, schema::outcomes_schema_v3());
+    let v4 = without_caller(&out, schema::outcomes_schema_v4());
+    let layouts = [("v2", v2), ("v3", v3), ("v4", v4)];
+    for (name, batch) in &layouts {
+        assert!(batch.column_by_name(schema::CACHE_HIT_COLUMN).is_none());
+        write(&outcomes_file(&tmp.path().join(name), 1), batch);
+    }
+    for (name, _) in layouts {
+        let log = read_dir(&tmp.path().join(name), LogKind::Outcomes).unwrap();
+        assert!(log.skipped.is_empty(), "{name}: {:?}", log.skipped);
+        let b = &log.batches[0];
+        assert_eq!(b.schema(), outcomes_schema(), "{name}");
+        assert_eq!(b.column_by_name("caller").unwrap().is_null(0), name == "v2");
+        assert_eq!(cache_hits(b), [None], "{name}: written before cache_hit");
+        assert_eq!(
+            b.column_by_name("worker_id")
+                .unwrap()
+                .as_string::<i32>()
+                .value(0),
+            "w"
+        );
+    }
+}
+
+#[test]
+fn an_outcomes_cache_hit_is_written_and_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        dir: tmp.path().join("decisions"),
+        ..LogConfig::default()
+    };
+    let log = DecisionLog::start(cfg, Arc::new(ManualClock::new(1_000, T0))).unwrap();
+    let hits = [Some(true), Some(false), None];
+    for (i, hit) in hits.into_iter().enumerate() {
+        assert!(log.log_outcome(outcome(i, hit)));
+    }
+    log.shutdown().unwrap();
+    let o = read_dir(&tmp.path().join("outcomes"), LogKind::Outcomes).unwrap();
+    assert!(o.skipped.is_empty(), "{:?}", o.skipped);
+    let b = concat_batches(&outcomes_schema(), &o.batches).unwrap();
+    assert_eq!(cache_hits(&b), hits);
+    // On disk: the current layout, `cache_hit` a nullable boolean.
+    let file =
+        parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&o.files[0]).unwrap())
+            .unwrap();
+    let kv = parquet::file::reader::FileReader::metadata(&file)
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let version = kv.iter().find(|k| k.key == META_LOG_SCHEMA_VERSION);
     assert_eq!(
-        b.column_by_name("worker_id")
-            .unwrap()
-            .as_string::<i32>()
-            .value(0),
-        "w"
+        version.and_then(|k| k.value.as_deref()),
+        Some(LOG_SCHEMA_VERSION)
     );
+    assert_eq!(LOG_SCHEMA_VERSION, "5");
 }
 
 #[test]
@@ -186,7 +248,7 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     let tmp = tempfile::tempdir().unwrap();
     let nested = decisions_batch(&[decision(1, 2)]).unwrap();
     let mut meta = nested.schema().metadata().clone();
-    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "5".to_string());
+    meta.insert(META_LOG_SCHEMA_VERSION.to_string(), "6".to_string());
     let schema = Arc::new(nested.schema().as_ref().clone().with_metadata(meta));
     let batch = RecordBatch::try_new(schema, nested.columns().to_vec()).unwrap();
     write(&file(tmp.path(), 1), &batch);
@@ -194,8 +256,8 @@ fn a_file_of_an_unknown_layout_is_skipped_naming_its_version() {
     assert_eq!(log.rows, 0);
     let reason = &log.skipped[0].1;
     assert!(
-        reason.contains("log_schema_version is \"5\"")
-            && reason.contains("\"4\" or \"3\" or \"2\" or \"1\""),
+        reason.contains("log_schema_version is \"6\"")
+            && reason.contains("\"5\" or \"4\" or \"3\" or \"2\" or \"1\""),
         "{reason}"
     );
 }

@@ -133,7 +133,7 @@ pub use rolling::{RollReason, roll_reason};
 pub use sampling::sampled_at;
 #[cfg(feature = "parquet")]
 pub use schema::{
-    LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
+    CACHE_HIT_COLUMN, LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_FLAT, META_FEATURE_SCHEMA_VERSION,
     META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, outcomes_schema,
 };
 pub use sink::DecisionSink;

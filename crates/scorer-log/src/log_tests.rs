@@ -125,6 +125,7 @@ fn outcome(i: usize, worker: usize, latency_ms: f64) -> OutcomeRecord {
         success: !i.is_multiple_of(4),
         // The caller of decision `i`: an outcome joins only its own.
         caller: (i % 2 == 1).then(|| std::sync::Arc::from("edge-1")),
+        cache_hit: None,
     }
 }
 

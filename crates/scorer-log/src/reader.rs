@@ -6,10 +6,12 @@
 //! (`*.inprogress`), anything under a `quarantine/` directory and files of the
 //! other kind are ignored.
 //!
-//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"4"`
+//! A file's [`META_LOG_SCHEMA_VERSION`] names its layout: `"5"`
 //! ([`LOG_SCHEMA_VERSION`], one decisions row per decision, candidates
-//! nested with their `operator_override`, with `caller`), `"3"`
-//! ([`LOG_SCHEMA_VERSION_CALLER`], the same without `operator_override`),
+//! nested with their `operator_override`, with `caller`, outcomes with
+//! `cache_hit`), `"4"` ([`LOG_SCHEMA_VERSION_OVERRIDE`], the same without
+//! `cache_hit`), `"3"` ([`LOG_SCHEMA_VERSION_CALLER`], without
+//! `operator_override` either),
 //! `"2"` ([`LOG_SCHEMA_VERSION_NESTED`], without `caller` either) or `"1"`
 //! ([`LOG_SCHEMA_VERSION_FLAT`], one row per candidate, without both).
 //! Its columns must equal that layout's (up to the names of list items:
@@ -18,8 +20,8 @@
 //! or names another layout, is listed in [`LoadedLog::skipped`] with the
 //! reason, never mixed in. Decisions of every layout are returned as
 //! candidate rows ([`candidate_rows_schema`]), outcomes as
-//! [`outcomes_schema`]; a file written before `caller` or
-//! `operator_override` reads with it null.
+//! [`outcomes_schema`]; a file written before `caller`,
+//! `operator_override` or `cache_hit` reads with it null.
 //! A file that cannot be decoded at all (empty, truncated, not Parquet, corrupt)
 //! is an error naming the file: final files are only ever produced complete, so
 //! such a file signals real damage and is not skipped silently.
@@ -38,10 +40,10 @@ use super::flatten::{candidate_rows, is_nested};
 use super::naming::{PARQUET_EXT, QUARANTINE_DIR};
 use super::schema::{
     LOG_SCHEMA_VERSION, LOG_SCHEMA_VERSION_CALLER, LOG_SCHEMA_VERSION_FLAT,
-    LOG_SCHEMA_VERSION_NESTED, META_FEATURE_SCHEMA_VERSION, META_LOG_SCHEMA_VERSION,
-    candidate_rows_schema, decisions_schema, decisions_schema_v2, decisions_schema_v3,
-    flat_layout_read_schema, flat_layout_schema, outcomes_schema, outcomes_schema_v2,
-    outcomes_schema_v3,
+    LOG_SCHEMA_VERSION_NESTED, LOG_SCHEMA_VERSION_OVERRIDE, META_FEATURE_SCHEMA_VERSION,
+    META_LOG_SCHEMA_VERSION, candidate_rows_schema, decisions_schema, decisions_schema_v2,
+    decisions_schema_v3, decisions_schema_v4, flat_layout_read_schema, flat_layout_schema,
+    outcomes_schema, outcomes_schema_v2, outcomes_schema_v3, outcomes_schema_v4,
 };
 use scorer_core::features::FEATURE_SCHEMA_VERSION;
 
@@ -106,6 +108,11 @@ fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
         LogKind::Decisions => vec![
             (LOG_SCHEMA_VERSION, decisions_schema(), decisions_schema()),
             (
+                LOG_SCHEMA_VERSION_OVERRIDE,
+                decisions_schema_v4(),
+                decisions_schema_v4(),
+            ),
+            (
                 LOG_SCHEMA_VERSION_CALLER,
                 decisions_schema_v3(),
                 decisions_schema_v3(),
@@ -123,6 +130,11 @@ fn layouts(kind: LogKind) -> Vec<(&'static str, SchemaRef, SchemaRef)> {
         ],
         LogKind::Outcomes => vec![
             (LOG_SCHEMA_VERSION, outcomes_schema(), outcomes_schema()),
+            (
+                LOG_SCHEMA_VERSION_OVERRIDE,
+                outcomes_schema_v4(),
+                outcomes_schema_v4(),
+            ),
             (
                 LOG_SCHEMA_VERSION_CALLER,
                 outcomes_schema_v3(),

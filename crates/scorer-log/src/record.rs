@@ -113,4 +113,8 @@ pub struct OutcomeRecord {
     pub success: bool,
     /// Configured name of the credential that reported it; `None` without one.
     pub caller: Option<std::sync::Arc<str>>,
+    /// Whether the worker served the request from its cache: `Some(true)` a
+    /// hit, `Some(false)` a miss (a cache-aside GET that found nothing);
+    /// `None` when unknown or not a read.
+    pub cache_hit: Option<bool>,
 }

@@ -321,3 +321,48 @@ fn a_write_ahead_file_without_a_header_or_a_fifo_is_quarantined() {
     assert_eq!(report.quarantined.len(), 2, "{report:?}");
     assert!(root.join("quarantine/.decisions-x-000002.arrows").exists());
 }
+
+#[test]
+fn a_write_ahead_file_of_an_older_layout_is_compacted_in_that_layout() {
+    use crate::schema::{CACHE_HIT_COLUMN, outcomes_schema_v4};
+    let tmp = TempDir::new("recover-v4");
+    let root = tmp.path().join("outcomes");
+    let part = root.join("dt=2024-03-05");
+    std::fs::create_dir_all(&part).unwrap();
+    let final_path = part.join("outcomes-20240305T090000000Z-000001.parquet");
+    let wal = crate::naming::wal_path(&final_path);
+    // Left by a writer of layout 4: outcomes without `cache_hit`.
+    let v4 = outcomes_schema_v4();
+    let mut w = crate::wal::WalWriter::create(
+        &wal,
+        &v4,
+        crate::config::FsyncPolicy::Roll,
+        &crate::wal::file_opener(),
+    )
+    .unwrap();
+    let recs: Vec<OutcomeRecord> = (0..3)
+        .map(|i| OutcomeRecord {
+            decision_id: format!("d-{i}"),
+            worker_id: "w".into(),
+            ts_ms: 1_709_629_200_000,
+            latency_ms: 1.0,
+            success: true,
+            caller: None,
+            cache_hit: Some(true),
+        })
+        .collect();
+    let full = crate::batch::outcomes_batch(&recs).unwrap();
+    let columns = (0..v4.fields().len())
+        .map(|i| full.column(i).clone())
+        .collect();
+    w.append(&RecordBatch::try_new(v4, columns).unwrap())
+        .unwrap();
+    drop(w);
+    let report = recover_dir(&root).unwrap();
+    assert_eq!(report.recovered, vec![final_path], "{report:?}");
+    let o = read_dir(&root, LogKind::Outcomes).unwrap();
+    assert!(o.skipped.is_empty(), "{:?}", o.skipped);
+    assert_eq!(o.rows, 3);
+    let hits = o.batches[0].column_by_name(CACHE_HIT_COLUMN).unwrap();
+    assert_eq!(hits.null_count(), 3, "written before cache_hit");
+}

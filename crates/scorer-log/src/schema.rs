@@ -1,7 +1,7 @@
 //! The Arrow schemas of the decision log: the one place they are defined
 //! (the trainer imports this module).
 //!
-//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 4)
+//! # Decisions on disk: one row per decision ([`decisions_schema`], layout 5)
 //!
 //! | column | type | null | unit / meaning |
 //! | --- | --- | --- | --- |
@@ -69,8 +69,10 @@
 //! | `latency_ms` | Float64 | no | observed latency, ms |
 //! | `success` | Boolean | no | request succeeded |
 //! | `caller` | Utf8 | yes | configured name of the credential that reported it; null without one |
+//! | `cache_hit` | Boolean | yes | the worker served it from its cache: true a hit, false a miss (a cache-aside GET that found nothing); null when unknown or not a read |
 //!
 //! Schema metadata: [`META_LOG_SCHEMA_VERSION`] only (outcomes carry no features).
+//! Files of layouts 1 to 4, written before `cache_hit`, read with it null.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -80,9 +82,17 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
 
 /// Version of the log layout (columns and their meaning); bump on any change.
-/// `"4"`: one decisions row per decision, candidates nested with the
-/// operator's override, and the `caller` of decisions and outcomes.
-pub const LOG_SCHEMA_VERSION: &str = "4";
+/// `"5"`: one decisions row per decision, candidates nested with the
+/// operator's override, the `caller` of decisions and outcomes, and the
+/// outcomes' `cache_hit`.
+pub const LOG_SCHEMA_VERSION: &str = "5";
+/// Layout 4: layout 5 without the outcomes' `cache_hit`
+/// ([`outcomes_schema_v4`]; its decisions are layout 5's,
+/// [`decisions_schema_v4`]). Still read.
+pub const LOG_SCHEMA_VERSION_OVERRIDE: &str = "4";
+/// The outcomes' column saying whether the worker served the request from
+/// its cache.
+pub const CACHE_HIT_COLUMN: &str = "cache_hit";
 /// Layout 3: layout 4 without the candidates' `operator_override`
 /// ([`decisions_schema_v3`]; its outcomes are layout 4's). Still read.
 pub const LOG_SCHEMA_VERSION_CALLER: &str = "3";
@@ -251,7 +261,11 @@ fn nested_schema(with_caller: bool, log_version: &str) -> SchemaRef {
         .collect();
     fields.push(Field::new("pick", DataType::Utf8, true));
     fields.push(Field::new("pick_probability", DataType::Float64, true));
-    let item = if log_version == LOG_SCHEMA_VERSION {
+    let with_override = matches!(
+        log_version,
+        LOG_SCHEMA_VERSION | LOG_SCHEMA_VERSION_OVERRIDE
+    );
+    let item = if with_override {
         candidate_item_field()
     } else {
         item_of(candidate_fields_v3())
@@ -269,6 +283,15 @@ pub fn decisions_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
         .get_or_init(|| nested_schema(true, LOG_SCHEMA_VERSION))
+        .clone()
+}
+
+/// The on-disk decisions schema of layout 4 ([`LOG_SCHEMA_VERSION_OVERRIDE`]):
+/// [`decisions_schema`]'s columns, its metadata naming layout 4.
+pub fn decisions_schema_v4() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| nested_schema(true, LOG_SCHEMA_VERSION_OVERRIDE))
         .clone()
 }
 
@@ -359,7 +382,14 @@ pub fn flat_layout_schema() -> SchemaRef {
         .clone()
 }
 
-fn outcomes(with_caller: bool, log_version: &str) -> SchemaRef {
+/// The outcomes columns of `log_version`: `caller` from layout 3 on,
+/// `cache_hit` from layout 5 on.
+fn outcomes(log_version: &str) -> SchemaRef {
+    let with_caller = !matches!(
+        log_version,
+        LOG_SCHEMA_VERSION_NESTED | LOG_SCHEMA_VERSION_FLAT
+    );
+    let with_cache_hit = log_version == LOG_SCHEMA_VERSION;
     let mut fields = vec![
         Field::new("decision_id", DataType::Utf8, false),
         Field::new("worker_id", DataType::Utf8, false),
@@ -369,6 +399,9 @@ fn outcomes(with_caller: bool, log_version: &str) -> SchemaRef {
     ];
     if with_caller {
         fields.push(Field::new(CALLER_COLUMN, DataType::Utf8, true));
+    }
+    if with_cache_hit {
+        fields.push(Field::new(CACHE_HIT_COLUMN, DataType::Boolean, true));
     }
     let metadata = HashMap::from([(META_LOG_SCHEMA_VERSION.to_string(), log_version.to_string())]);
     Arc::new(Schema::new_with_metadata(fields, metadata))
@@ -386,26 +419,33 @@ pub fn flat_layout_read_schema() -> SchemaRef {
 /// Schema of the outcomes log (see the module table). Cheap: cloned from a cache.
 pub fn outcomes_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA.get_or_init(|| outcomes(LOG_SCHEMA_VERSION)).clone()
+}
+
+/// The outcomes schema of layout 4 ([`LOG_SCHEMA_VERSION_OVERRIDE`]):
+/// [`outcomes_schema`] without `cache_hit`.
+pub fn outcomes_schema_v4() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| outcomes(true, LOG_SCHEMA_VERSION))
+        .get_or_init(|| outcomes(LOG_SCHEMA_VERSION_OVERRIDE))
         .clone()
 }
 
-/// The outcomes schema of layout 3: [`outcomes_schema`]'s columns, its
+/// The outcomes schema of layout 3: [`outcomes_schema_v4`]'s columns, its
 /// metadata naming layout 3.
 pub fn outcomes_schema_v3() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| outcomes(true, LOG_SCHEMA_VERSION_CALLER))
+        .get_or_init(|| outcomes(LOG_SCHEMA_VERSION_CALLER))
         .clone()
 }
 
-/// The outcomes schema of layouts 1 and 2: [`outcomes_schema`] without
+/// The outcomes schema of layouts 1 and 2: [`outcomes_schema_v4`] without
 /// `caller` (its metadata names layout 2).
 pub fn outcomes_schema_v2() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| outcomes(false, LOG_SCHEMA_VERSION_NESTED))
+        .get_or_init(|| outcomes(LOG_SCHEMA_VERSION_NESTED))
         .clone()
 }
 
@@ -423,6 +463,7 @@ mod tests {
     fn schemas_carry_versions() {
         let d = decisions_schema();
         assert_eq!(d.fields().len(), 18);
+        assert_eq!(decisions_schema_v4().fields().len(), 18);
         assert_eq!(decisions_schema_v3().fields().len(), 18);
         assert_eq!(decisions_schema_v2().fields().len(), 17);
         assert_eq!(flat_layout_schema().fields().len(), 24);
@@ -432,14 +473,24 @@ mod tests {
                 .map(String::as_str),
             Some(FEATURE_SCHEMA_VERSION)
         );
-        assert_eq!(version(&d), Some("4"));
+        assert_eq!(version(&d), Some("5"));
+        assert_eq!(version(&decisions_schema_v4()), Some("4"));
+        assert_eq!(d.fields(), decisions_schema_v4().fields());
         assert_eq!(version(&decisions_schema_v3()), Some("3"));
         assert_ne!(d, decisions_schema_v3(), "the candidates differ");
         assert_eq!(version(&decisions_schema_v2()), Some("2"));
         assert_eq!(version(&flat_layout_schema()), Some("1"));
-        assert_eq!(version(&outcomes_schema()), Some("4"));
+        assert_eq!(version(&outcomes_schema()), Some("5"));
+        assert_eq!(version(&outcomes_schema_v4()), Some("4"));
         assert_eq!(version(&outcomes_schema_v3()), Some("3"));
-        assert_eq!(outcomes_schema().fields().len(), 6);
+        assert_eq!(outcomes_schema().fields().len(), 7);
+        let hit = outcomes_schema().field(6).clone();
+        assert_eq!(
+            (hit.name().as_str(), hit.data_type(), hit.is_nullable()),
+            (CACHE_HIT_COLUMN, &DataType::Boolean, true)
+        );
+        assert_eq!(outcomes_schema_v4().fields().len(), 6);
+        assert_eq!(outcomes_schema_v3().fields(), outcomes_schema_v4().fields());
         assert_eq!(outcomes_schema_v2().fields().len(), 5);
     }
 

@@ -241,6 +241,11 @@ impl WalReader {
         }
     }
 
+    /// The schema in the file's header, with its metadata.
+    pub fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.reader.schema()
+    }
+
     /// The next complete batch, or `None` at the end of the stream or at a
     /// torn tail (then [`WalReader::torn`] says why).
     pub fn next_batch(&mut self) -> Option<RecordBatch> {
@@ -290,6 +295,7 @@ mod tests {
                 latency_ms: i as f64,
                 success: true,
                 caller: None,
+                cache_hit: None,
             })
             .collect();
         outcomes_batch(&recs).unwrap()

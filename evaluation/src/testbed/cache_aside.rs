@@ -111,7 +111,9 @@ impl CacheAside {
         }
     }
 
-    /// Serve `work` on `worker` over `conn`, cache-aside.
+    /// Serve `work` on `worker` over `conn`, cache-aside: for a GET,
+    /// whether the worker's cache held the key (`Some(false)`: a nil GET,
+    /// a miss filled from the origin); `None` for a PUT.
     ///
     /// # Errors
     /// The worker's or the origin's failure.
@@ -120,7 +122,7 @@ impl CacheAside {
         worker: usize,
         conn: &mut MultiplexedConnection,
         work: &Work,
-    ) -> Result<(), Failed> {
+    ) -> Result<Option<bool>, Failed> {
         match work.op {
             Op::Put => {
                 let mut origin = self.origin.clone();
@@ -129,7 +131,8 @@ impl CacheAside {
                     .map_err(|_| Failed::Origin)?;
                 set(conn, &work.key, &self.value)
                     .await
-                    .map_err(Failed::Worker)
+                    .map_err(Failed::Worker)?;
+                Ok(None)
             }
             Op::Get => {
                 let cached: Option<Vec<u8>> = redis::cmd("GET")
@@ -139,7 +142,7 @@ impl CacheAside {
                     .map_err(Failed::Worker)?;
                 if cached.is_some() {
                     bump(&self.hits, worker);
-                    return Ok(());
+                    return Ok(Some(true));
                 }
                 bump(&self.misses, worker);
                 let mut origin = self.origin.clone();
@@ -151,7 +154,8 @@ impl CacheAside {
                 self.origin_reads.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(self.miss_penalty).await;
                 let value = stored.as_deref().unwrap_or(&self.value);
-                set(conn, &work.key, value).await.map_err(Failed::Worker)
+                set(conn, &work.key, value).await.map_err(Failed::Worker)?;
+                Ok(Some(false))
             }
         }
     }

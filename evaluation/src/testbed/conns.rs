@@ -6,14 +6,14 @@
 //! a `DEBUG SLEEP` of the worker's mean times the request's cost, so the
 //! request holds the server's only thread for a real service time without
 //! burning CPU. In the `cache` scenario every request goes cache-aside
-//! ([`CacheAside`]) instead.
+//! ([`CacheAside`]) instead, and a GET's reply says whether it was a hit.
 
 use std::time::Duration;
 
 use tokio::sync::RwLock;
 
 use super::cache_aside::{CacheAside, Failed, RouterCounts};
-use super::request::{Backend, Ended, Work};
+use super::request::{Backend, Ended, Reply, Work};
 use crate::router::Op;
 
 /// Connections to the workers.
@@ -107,15 +107,18 @@ impl Conns {
 }
 
 impl Backend for Conns {
-    async fn send(&self, worker: usize, work: &Work) -> Ended {
+    async fn send(&self, worker: usize, work: &Work) -> Reply {
         let Some(mut c) = self.get(worker).await else {
-            return Ended::Refused;
+            return Ended::Refused.into();
         };
         if let Some(cache) = &self.cache {
             return match cache.serve(worker, &mut c, work).await {
-                Ok(()) => Ended::Ok,
-                Err(Failed::Origin) => Ended::Error,
-                Err(Failed::Worker(e)) => self.failed(worker, &e).await,
+                Ok(cache_hit) => Reply {
+                    ended: Ended::Ok,
+                    cache_hit,
+                },
+                Err(Failed::Origin) => Ended::Error.into(),
+                Err(Failed::Worker(e)) => self.failed(worker, &e).await.into(),
             };
         }
         let mut cmd = match work.op {
@@ -142,8 +145,8 @@ impl Backend for Conns {
             None => cmd.query_async::<redis::Value>(&mut c).await.map(drop),
         };
         match r {
-            Ok(()) => Ended::Ok,
-            Err(e) => self.failed(worker, &e).await,
+            Ok(()) => Ended::Ok.into(),
+            Err(e) => self.failed(worker, &e).await.into(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `service-embedded` on the testbed: the load generator links the
 //! balancer (`scorer-balancer`), follows the real service's view stream
 //! (`GET /v1/view`, over HTTP with the router token) on its own task, and
-//! picks in-process. Outcomes go to the balancer at once, and its
+//! picks in-process. Outcomes go to the balancer at once (with the
+//! cache-aside GET's hit or miss, `outcome_with_cache_hit`), and its
 //! outstanding picks to the service every 5 ms (`POST /v1/router/load`).
 
 use std::sync::{Arc, Mutex};
@@ -114,14 +115,20 @@ impl EmbeddedPicker {
         }
     }
 
-    /// The outcome of a pick, to the balancer.
+    /// The outcome of a pick, to the balancer, with its cache hit or miss
+    /// when known.
     pub fn report(&self, done: &Done) {
         if let Some(id) = &done.decision {
             let worker = worker_id(done.worker);
             let now_ms = self.clock.monotonic_ms();
-            let _ = self
-                .balancer
-                .outcome(id, &worker, done.op_ms, done.success, now_ms);
+            let _ = self.balancer.outcome_with_cache_hit(
+                id,
+                &worker,
+                done.op_ms,
+                done.success,
+                done.cache_hit,
+                now_ms,
+            );
         }
     }
 }

@@ -5,7 +5,9 @@
 //! back to the service off the request's path: buffered and sent as one
 //! batch every `feedback_flush_ms` or [`FEEDBACK_BATCH_MAX`] outcomes,
 //! whichever comes first, as the API docs tell a router to (0 sends one
-//! call per outcome); a baseline learns its outcome in-process.
+//! call per outcome); a baseline learns its outcome in-process. Each
+//! outcome carries the cache-aside GET's hit or miss when known
+//! (`cache_hit`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -138,6 +140,16 @@ async fn score(
     (w < n).then(|| (w, v["decision_id"].as_str().map(str::to_owned)))
 }
 
+/// The `POST /v1/feedback` outcome of `done` under decision `id`, with
+/// `cache_hit` when the router knows it.
+fn feedback_body(id: &str, done: &Done) -> Value {
+    let mut body = json!({"decision_id": id, "worker_id": crate::arms::service_ids::worker_id(done.worker), "latency_ms": done.op_ms, "success": done.success});
+    if let Some(hit) = done.cache_hit {
+        body["cache_hit"] = json!(hit);
+    }
+    body
+}
+
 impl Picker {
     /// The baseline, for the operator's drain (`None` for a service arm).
     pub fn baseline(&self) -> Option<SharedBaseline> {
@@ -220,7 +232,7 @@ impl Route for Picker {
 
     async fn report(&self, feedback: &Feedback, done: Done) {
         if let (Some((http, base)), Some(id)) = (self.service(), &done.decision) {
-            let body = json!({"decision_id": id, "worker_id": crate::arms::service_ids::worker_id(done.worker), "latency_ms": done.op_ms, "success": done.success});
+            let body = feedback_body(id, &done);
             match feedback {
                 Feedback::Batched(tx) => {
                     let _ = tx.send(body);
@@ -247,7 +259,7 @@ impl Route for Picker {
                 success: done.success,
                 now_ms: done.now_ms,
                 router: 0,
-                cache_hit: None,
+                cache_hit: done.cache_hit,
             });
         }
     }

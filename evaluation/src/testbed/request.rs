@@ -7,8 +7,10 @@
 //! Poisson instant, so a late start counts too) to the final reply, the
 //! picks (scorer calls) and a retry included: what the user sees. Each
 //! attempt's Redis operation alone (`op_ms`) is what the arm is told in its
-//! outcome, as a router would tell it. Time comes from a [`Clock`], so a
-//! test can charge a pick an exact cost without sleeping.
+//! outcome, as a router would tell it, with whether the worker's cache
+//! held the key when the router can tell (a cache-aside GET, [`Reply`]).
+//! Time comes from a [`Clock`], so a test can charge a pick an exact cost
+//! without sleeping.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -61,6 +63,27 @@ impl Ended {
     }
 }
 
+/// A worker's answer to one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// How the attempt ended.
+    pub ended: Ended,
+    /// For a GET served cache-aside (the `cache` scenario), whether the
+    /// worker's cache held the key: `Some(false)` for a nil GET, a miss
+    /// then filled from the origin. `None` for a PUT or without caches.
+    pub cache_hit: Option<bool>,
+}
+
+impl From<Ended> for Reply {
+    /// Ended so, the cache unknown.
+    fn from(ended: Ended) -> Self {
+        Self {
+            ended,
+            cache_hit: None,
+        }
+    }
+}
+
 /// What a request asks of a worker.
 #[derive(Debug, Clone)]
 pub struct Work {
@@ -77,11 +100,11 @@ pub struct Work {
 pub trait Backend: Send + Sync + 'static {
     /// Send `work` to `worker` and wait for the answer (the caller applies
     /// the timeout).
-    fn send(&self, worker: usize, work: &Work) -> impl Future<Output = Ended> + Send;
+    fn send(&self, worker: usize, work: &Work) -> impl Future<Output = Reply> + Send;
 }
 
 impl<B: Backend> Backend for std::sync::Arc<B> {
-    fn send(&self, worker: usize, work: &Work) -> impl Future<Output = Ended> + Send {
+    fn send(&self, worker: usize, work: &Work) -> impl Future<Output = Reply> + Send {
         (**self).send(worker, work)
     }
 }
@@ -121,6 +144,10 @@ pub struct Done {
     pub success: bool,
     /// Now, ms since the load started.
     pub now_ms: f64,
+    /// Whether the worker served a GET from its cache, when the router can
+    /// tell (cache-aside: a nil GET is a miss); `None` for a PUT, without
+    /// caches, or for an attempt that failed.
+    pub cache_hit: Option<bool>,
 }
 
 /// How an arm picks and learns.
@@ -296,9 +323,10 @@ pub async fn serve<R: Route, B: Backend>(
         let t1 = clock.now_ms();
         let worker = choice.worker.min(ctx.n - 1);
         ctx.state.sent(worker);
-        let ended = tokio::time::timeout(ctx.timeout, ctx.backend.send(worker, work))
+        let reply = tokio::time::timeout(ctx.timeout, ctx.backend.send(worker, work))
             .await
-            .unwrap_or(Ended::TimedOut);
+            .unwrap_or(Reply::from(Ended::TimedOut));
+        let ended = reply.ended;
         let t2 = clock.now_ms();
         ctx.state.answered(worker);
         let op_ms = if ended == Ended::TimedOut {
@@ -312,6 +340,7 @@ pub async fn serve<R: Route, B: Backend>(
             op_ms,
             success: ended == Ended::Ok,
             now_ms: t2,
+            cache_hit: reply.cache_hit.filter(|_| ended == Ended::Ok),
         };
         ctx.route.report(&ctx.feedback, done).await;
         attempts.push(Attempt {

@@ -107,7 +107,15 @@ impl Modify for BearerAuth {
         prometheus::metrics,
         openapi_json,
     ),
-    components(schemas(ErrorBody, ErrorDetail, FieldError)),
+    // The records' shapes: the router endpoint's items are parsed one by
+    // one (any value is an item), each shaped as one of these.
+    components(schemas(
+        ErrorBody,
+        ErrorDetail,
+        FieldError,
+        scorer_engine::router_records::RouterDecision,
+        scorer_engine::router_records::RouterOutcome
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "scoring", description = "Score, pick, feedback, and the view stream for the routers' balancers"),

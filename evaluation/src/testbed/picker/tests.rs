@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::testbed::request::{Backend, Ctx, Ended, RouterState, Wall, Work, serve};
+use crate::testbed::request::{Backend, Ctx, Ended, Reply, RouterState, Wall, Work, serve};
 
 /// Answers every request at once; refuses the first `refuse` sends.
 struct Workers {
@@ -23,11 +23,11 @@ impl Workers {
 }
 
 impl Backend for Workers {
-    async fn send(&self, _worker: usize, _work: &Work) -> Ended {
+    async fn send(&self, _worker: usize, _work: &Work) -> Reply {
         if self.sent.fetch_add(1, Ordering::SeqCst) < self.refuse {
-            Ended::Refused
+            Ended::Refused.into()
         } else {
-            Ended::Ok
+            Ended::Ok.into()
         }
     }
 }
@@ -172,4 +172,63 @@ fn a_load_against_a_dead_scorer_is_served_in_full_by_the_fallback() {
     assert_eq!(run.dropped, 0);
     assert_eq!(run.scorer_errors, run.samples.len() as u64);
     assert_eq!(run.fallbacks, run.samples.len() as u64);
+}
+
+fn done(cache_hit: Option<bool>) -> Done {
+    Done {
+        worker: 1,
+        decision: Some("0192f3a4-0000-7c1e-9d2b-5e6f7a8b9c0d".to_owned()),
+        op_ms: 2.5,
+        success: true,
+        now_ms: 10.0,
+        cache_hit,
+    }
+}
+
+#[test]
+fn a_service_arms_feedback_carries_the_hit_or_miss_when_known() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let picker = service(dead_scorer(), Duration::from_secs(1));
+    let feedback = Feedback::Batched(tx);
+    let rt = rt();
+    for hit in [Some(true), Some(false), None] {
+        rt.block_on(picker.report(&feedback, done(hit)));
+        let body = rx.try_recv().expect("an outcome queued");
+        assert_eq!(body["worker_id"], "w1", "{body}");
+        match hit {
+            Some(h) => assert_eq!(body["cache_hit"], h, "{body}"),
+            None => assert!(body.get("cache_hit").is_none(), "{body}"),
+        }
+    }
+}
+
+/// A baseline that only records the cache hits it is told.
+struct Told(std::sync::Arc<Mutex<Vec<Option<bool>>>>);
+
+impl Router for Told {
+    fn pick(&mut self, _req: &PickRequest<'_>, _rng: &mut ChaCha8Rng) -> crate::router::Pick {
+        unreachable!("not picked here")
+    }
+    fn outcome(&mut self, o: &Outcome<'_>) {
+        self.0.lock().expect("lock").push(o.cache_hit);
+    }
+    fn drain(&mut self, _worker: usize, _drained: bool, _now_ms: f64) {}
+}
+
+#[test]
+fn a_baseline_learns_the_hit_or_miss_of_its_outcome() {
+    use rand::SeedableRng;
+    let told = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let picker = Picker::Baseline {
+        router: std::sync::Arc::new(Mutex::new((
+            Box::new(Told(told.clone())) as Box<dyn Router + Send>,
+            ChaCha8Rng::seed_from_u64(1),
+        ))),
+        score_call: None,
+    };
+    let rt = rt();
+    for hit in [Some(false), Some(true), None] {
+        rt.block_on(picker.report(&Feedback::PerOutcome, done(hit)));
+    }
+    assert_eq!(*told.lock().expect("lock"), [Some(false), Some(true), None]);
 }

@@ -63,15 +63,21 @@ struct FakeWorkers {
     op_ms: f64,
     ends: Mutex<VecDeque<Ended>>,
     hang: Option<usize>,
+    /// What every reply says of the cache.
+    cache_hit: Option<bool>,
 }
 
 impl Backend for FakeWorkers {
-    async fn send(&self, worker: usize, _work: &Work) -> Ended {
+    async fn send(&self, worker: usize, _work: &Work) -> Reply {
         if self.hang == Some(worker) {
             std::future::pending::<()>().await;
         }
         self.clock.advance(self.op_ms);
-        self.ends.lock().unwrap().pop_front().unwrap_or(Ended::Ok)
+        let ended = self.ends.lock().unwrap().pop_front().unwrap_or(Ended::Ok);
+        Reply {
+            ended,
+            cache_hit: self.cache_hit,
+        }
     }
 }
 
@@ -96,6 +102,7 @@ fn ctx(
             op_ms,
             ends: Mutex::new(ends.iter().copied().collect()),
             hang,
+            cache_hit: None,
         },
         state: RouterState::new(3, 1),
         feedback: Feedback::PerOutcome,
@@ -230,4 +237,36 @@ fn the_fallback_is_p2c_least_request_over_the_routers_own_outstanding() {
     state.answered(0);
     assert_eq!(state.outstanding(0), 0, "never below zero");
     assert_eq!(state.fallbacks(), 20);
+}
+
+#[test]
+fn the_arm_is_told_a_hit_or_miss_only_for_an_attempt_that_was_answered() {
+    let clock = Arc::new(FakeClock::at(0.0));
+    let mut c = ctx(
+        &clock,
+        0.0,
+        &[0, 1],
+        1.0,
+        &[Ended::Refused],
+        None,
+        Duration::from_secs(1),
+    );
+    // A cache-aside GET that found nothing: a miss.
+    c.backend.cache_hit = Some(false);
+    let s = block_on(serve(&c, &*clock, 0.0, &work()));
+    assert!(s.success, "{s:?}");
+    let told: Vec<_> = c
+        .route
+        .told
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| (d.worker, d.cache_hit))
+        .collect();
+    assert_eq!(told, vec![(0, None), (1, Some(false))]);
+
+    let mut c = ctx(&clock, 0.0, &[2], 1.0, &[], None, Duration::from_secs(1));
+    c.backend.cache_hit = Some(true);
+    block_on(serve(&c, &*clock, clock.now_ms(), &work()));
+    assert_eq!(c.route.told.lock().unwrap()[0].cache_hit, Some(true));
 }
