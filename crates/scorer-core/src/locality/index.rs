@@ -117,7 +117,7 @@ impl RoutingIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locality::hash_str;
+    use crate::locality::{hash_str, mix};
 
     fn pair(key: &str, worker: &str) -> PairHash {
         PairHash::new(hash_str(key), hash_str(worker))
@@ -167,6 +167,31 @@ mod tests {
             })
             .count();
         assert!(recent > 990, "{recent}");
+    }
+
+    #[test]
+    fn ten_million_keys_over_sixteen_workers_stay_within_64_mib() {
+        // 625 000 keys × 16 workers, one routing each, 1 ms apart.
+        let ix = RoutingIndex::new(8 << 20);
+        assert_eq!(ix.memory_bytes(), 64 << 20);
+        let workers: Vec<u64> = (0..16).map(|w| hash_str(&format!("w{w}"))).collect();
+        let pairs = 10_000_000u64;
+        let pair = |i: u64| PairHash::new(mix(i / 16), workers[(i % 16) as usize]);
+        for i in 0..pairs {
+            ix.record(pair(i), i);
+        }
+        assert_eq!(ix.memory_bytes(), 64 << 20);
+        // Of the latest million routings, how many the index still holds.
+        let latest = (pairs - 1_000_000..pairs)
+            .filter(|&i| ix.age_ms(pair(i), pairs).is_some())
+            .count();
+        assert!(latest > 990_000, "{latest}");
+        // And of all ten million (8 million fit).
+        let held = (0..pairs)
+            .filter(|&i| ix.age_ms(pair(i), pairs).is_some())
+            .count();
+        eprintln!("latest million held: {latest}; all ten million held: {held}");
+        assert!((7_000_000..=8_388_608).contains(&held), "{held}");
     }
 
     #[test]
