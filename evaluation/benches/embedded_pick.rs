@@ -10,6 +10,9 @@
 //! - `balancer model + records`: rules + model, every decision also queued
 //!   for the service's decision log (`Balancer::with_records`; the buffer is
 //!   drained outside the timed call, as the reporter does);
+//! - `balancer rules + locality`: rules only, every worker having learnt its
+//!   hit and miss times from outcomes that said so, every key's routings
+//!   in the routing index: each candidate priced by where the key is warm;
 //! - `balancer blackout`: no view within `view_ttl_ms`, local evidence alone.
 //!
 //! Each pick's outcome is reported outside the timed call, so outstanding
@@ -132,6 +135,71 @@ fn balancer_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
     })
 }
 
+/// A balancer whose workers report hits and misses: every worker has
+/// learnt its hit and miss times and the routing index holds the keys'
+/// routings, so every candidate is priced by where the key is warm. Picks
+/// cycle over 1 024 keys, each answered 1 ms later, a hit when the key
+/// went to the same worker last time.
+fn locality_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
+    for w in 0..N {
+        let req = ScoreRequest::new(format!("teach:{w}"), vec![format!("worker-{w}")]);
+        let mut rng = ChaCha8Rng::seed_from_u64(w as u64);
+        for i in 0..20 {
+            let p = b.pick(&req, now_ms, &mut rng).expect("a pick");
+            let (ms, hit) = if i % 2 == 0 {
+                (10.0, false)
+            } else {
+                (1.0, true)
+            };
+            let _ =
+                b.outcome_with_cache_hit(&p.decision_id, &p.worker, ms, true, Some(hit), now_ms);
+        }
+    }
+    let candidates: Vec<String> = (0..N).map(|i| format!("worker-{i}")).collect();
+    let keys: Vec<String> = (0..1_024)
+        .map(|k| format!("tenant:{}:user:{k}", k % 100))
+        .collect();
+    let mut req = ScoreRequest::new("", candidates);
+    req.policy = Some("p2c".into());
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut last_worker = vec![String::new(); keys.len()];
+    let k = 0usize;
+    Box::new(move |iters| {
+        let last = std::cell::RefCell::new(None);
+        let (req, rng, k, last_worker) = (
+            std::cell::RefCell::new(&mut req),
+            std::cell::RefCell::new(&mut rng),
+            std::cell::Cell::new(k),
+            std::cell::RefCell::new(&mut last_worker),
+        );
+        time(
+            iters,
+            &mut || {
+                let mut r = req.borrow_mut();
+                keys[k.get()].clone_into(&mut r.key);
+                *last.borrow_mut() = b.pick(&r, now_ms, &mut **rng.borrow_mut()).ok();
+            },
+            &mut || {
+                if let Some(p) = last.borrow_mut().take() {
+                    let mut lw = last_worker.borrow_mut();
+                    let hit = lw[k.get()] == p.worker;
+                    let ms = if hit { 1.0 } else { 10.0 };
+                    let _ = b.outcome_with_cache_hit(
+                        &p.decision_id,
+                        &p.worker,
+                        ms,
+                        true,
+                        Some(hit),
+                        now_ms,
+                    );
+                    lw[k.get()] = p.worker;
+                }
+                k.set((k.get() + 1) % keys.len());
+            },
+        )
+    })
+}
+
 fn p2c_case<'a>() -> Case<'a> {
     let mut p2c = P2cLeastRequest::new(N);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
@@ -198,12 +266,17 @@ fn main() {
         Arc::new(SystemClock::new()),
     );
     let logged = build(mcfg, Some(hub)).with_records(Arc::new(records));
-    let blackout = build(cfg, None);
+    let blackout = build(cfg.clone(), None);
+    let warm = build(cfg, None);
     let past_ttl = view_at_ms + blackout.config().view_ttl_ms + 1;
 
     let mut cases: Vec<(&str, Case<'_>)> = vec![
         ("p2c-least-request", p2c_case()),
         ("balancer rules only", balancer_case(&rules, view_at_ms)),
+        (
+            "balancer rules + locality",
+            locality_case(&warm, view_at_ms),
+        ),
         (MODEL_CASE, balancer_case(&model, view_at_ms)),
         (
             "balancer model + records",
