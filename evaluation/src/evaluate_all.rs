@@ -371,7 +371,7 @@ pub fn evaluation_markdown(
          held-out seed. In the `many-routers` scenarios each baseline runs one independent instance per router \
          (as a sidecar does), the service arms share one scorer whose queue every router's calls wait in, \
          and `service-embedded` runs one balancer per router, which learns the others' load, with its age, \
-         from the view stream.\n",
+         and, where workers cache, the keys they routed, from the view stream.\n",
         default_policy = scorer_engine::config::Config::default()
             .selection
             .default_policy,

@@ -9,7 +9,9 @@
 //!   the service one network crossing later, [`EmbeddedRouter::load_report`]), and
 //!   every `LOAD_INTERVAL_MS` its view stream carries the others' load,
 //!   with its age at the service, when it changed, one crossing after it
-//!   left ([`EmbeddedRouter::load_view`]). Each router's two clocks run at their
+//!   left ([`EmbeddedRouter::load_view`]). Once outcomes say hit or miss,
+//!   each report also carries the keys the router routed since its last,
+//!   and each view the keys the others routed since the last view. Each router's two clocks run at their
 //!   own phases, as real routers' do.
 //! - A pick is `Balancer::pick` with every worker as a candidate and the
 //!   request's type and timeout; the simulator charges its measured time
