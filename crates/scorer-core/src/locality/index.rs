@@ -4,9 +4,11 @@
 //! cache-aware router mirrors each worker's cache from its routing
 //! history).
 //!
-//! The table is set-associative, as a CPU cache is: a `(key, worker)` pair
-//! hashes to one bucket of [`WAYS`] entries (one 64-byte cache line), and a
-//! new pair replaces the bucket's oldest. Each entry is one `u64`, a 32-bit
+//! The table is set-associative, as a CPU cache is: a key hashes to one
+//! bucket of [`WAYS`] entries (one 64-byte cache line), which holds its
+//! `(key, worker)` pairs beside other keys', and a new pair replaces the
+//! bucket's oldest. A decision's lookups for all its candidates read that
+//! one line. Each entry is one `u64`, a 32-bit
 //! tag of the pair's hash and the time of the last routing in
 //! [`STAMP_MS`] ms units, read and written with relaxed atomics: no lock,
 //! and a race between two picks loses at most one routing. Memory is
@@ -21,25 +23,33 @@ pub const WAYS: usize = 8;
 /// Time resolution of an entry, ms (a `u32` of these wraps after 2.2 years).
 pub const STAMP_MS: u64 = 16;
 
-/// A `(key, worker)` pair's 64-bit hash.
+/// A `(key, worker)` pair's hashes: the key's, which picks the bucket (so
+/// that a decision's lookups for every candidate read one cache line), and
+/// the pair's, which tags the entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PairHash(u64);
+pub struct PairHash {
+    key: u64,
+    pair: u64,
+}
 
 impl PairHash {
     /// The pair of `key_hash` and `worker_hash` ([`super::hash_str`]).
     pub fn new(key_hash: u64, worker_hash: u64) -> Self {
-        Self(super::mix(key_hash ^ worker_hash.rotate_left(29)))
+        Self {
+            key: key_hash,
+            pair: super::mix(key_hash ^ worker_hash.rotate_left(29)),
+        }
     }
 
     /// The pair's rendezvous weight: of a key's candidates, the one with
     /// the highest is its home.
     pub fn weight(self) -> u64 {
-        self.0
+        self.pair
     }
 
     fn tag(self) -> u32 {
         // Never 0: an entry of 0 is empty.
-        ((self.0 >> 32) as u32) | 1
+        ((self.pair >> 32) as u32) | 1
     }
 }
 
@@ -77,7 +87,7 @@ impl RoutingIndex {
     }
 
     fn bucket(&self, pair: PairHash) -> &[AtomicU64] {
-        let b = (pair.0 as usize) & self.bucket_mask;
+        let b = (pair.key as usize) & self.bucket_mask;
         &self.entries[b * WAYS..(b + 1) * WAYS]
     }
 
@@ -171,12 +181,13 @@ mod tests {
 
     #[test]
     fn ten_million_keys_over_sixteen_workers_stay_within_64_mib() {
-        // 625 000 keys × 16 workers, one routing each, 1 ms apart.
+        // 10 million keys, each routed once, to the 16 workers in turn,
+        // 1 ms apart.
         let ix = RoutingIndex::new(8 << 20);
         assert_eq!(ix.memory_bytes(), 64 << 20);
         let workers: Vec<u64> = (0..16).map(|w| hash_str(&format!("w{w}"))).collect();
         let pairs = 10_000_000u64;
-        let pair = |i: u64| PairHash::new(mix(i / 16), workers[(i % 16) as usize]);
+        let pair = |i: u64| PairHash::new(mix(i), workers[(i % 16) as usize]);
         for i in 0..pairs {
             ix.record(pair(i), i);
         }
