@@ -154,11 +154,12 @@ fn has_caches(r: &ScenarioResults) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache_summary::CacheSummary;
 
-    fn arm(name: &str, p99_ms: f64, hit: f64) -> PolicyResult {
+    /// An arm that ran with this p99 and hit rate.
+    pub(crate) fn arm(name: &str, p99_ms: f64, hit: f64) -> PolicyResult {
         let mut p = PolicyResult::test_ran(name, p99_ms);
         p.cache = Some(CacheSummary {
             hit_rate: Some(hit),

@@ -123,18 +123,7 @@ fn cold_return_target(r: &ScenarioResults) -> TargetCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache_summary::CacheSummary;
-
-    fn arm(name: &str, p99_ms: f64, hit: f64) -> PolicyResult {
-        let mut p = PolicyResult::test_ran(name, p99_ms);
-        p.cache = Some(CacheSummary {
-            hit_rate: Some(hit),
-            hit_rate_per_worker: vec![Some(hit)],
-            origin_reads: 0,
-            origin_bytes: 0,
-        });
-        p
-    }
+    use crate::targets::cache::tests::arm;
 
     #[test]
     fn the_embedded_arm_is_judged_on_hit_rate_and_p99_against_the_anchors() {
