@@ -152,6 +152,9 @@ pub struct Engine {
     /// first outcome that says hit or miss, with `index_entries` entries.
     locality: std::sync::OnceLock<scorer_core::locality::RoutingIndex>,
     locality_entries: usize,
+    /// Each key prefix's hit rate on each worker, allocated with the
+    /// routing index ([`scorer_core::locality::prefix::DEFAULT_ENTRIES`]).
+    prefix_rates: std::sync::OnceLock<scorer_core::locality::PrefixHitRates>,
 }
 
 impl Engine {
@@ -175,6 +178,7 @@ impl Engine {
         Self {
             locality: std::sync::OnceLock::new(),
             locality_entries,
+            prefix_rates: std::sync::OnceLock::new(),
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
             sharding,
@@ -205,6 +209,12 @@ impl Engine {
     /// `locality.enabled`).
     pub fn routing_index(&self) -> Option<&scorer_core::locality::RoutingIndex> {
         self.locality.get()
+    }
+
+    /// The `(key prefix, worker)` hit rates, once an outcome said hit or
+    /// miss (with `locality.enabled`).
+    pub fn prefix_hit_rates(&self) -> Option<&scorer_core::locality::PrefixHitRates> {
+        self.prefix_rates.get()
     }
 
     /// Routers deciding on this pool, this engine's included.
