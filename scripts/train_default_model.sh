@@ -18,16 +18,17 @@ scenarios=(homogeneous heterogeneous mixed-sizes slow-worker compaction
            crash-recovery zombie stale-burst many-routers hidden-signal)
 
 cargo build --release -p evaluation --bin evaluate -p trainer --bin trainer
+bin=${CARGO_TARGET_DIR:-target}/release
 rm -rf "$logs"
 mkdir -p "$logs"
 seed=$first_seed
 for s in "${scenarios[@]}"; do
     seed=$((seed + 1))
     echo "== $s (seed $seed, ${duration_s} s)"
-    target/release/evaluate sim --scenario "$s" --policies service-rules \
+    "$bin/evaluate" sim --scenario "$s" --policies service-rules \
         --seed "$seed" --duration-s "$duration_s" \
         --out "$logs/results/$s" --log-dir "$logs/$s"
 done
-target/release/trainer train --quiet --logs "$logs" --out models/default \
+"$bin/trainer" train --quiet --logs "$logs" --out models/default \
     --seed 42 --num-trees 50 --max-depth 6 --num-leaves 16
-target/release/trainer validate --model models/default
+"$bin/trainer" validate --model models/default

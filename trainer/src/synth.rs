@@ -331,6 +331,8 @@ impl Synth {
                     ctx: &ctx,
                     worker: Some(v),
                     evidence: Some(stand_in_evidence(v)),
+                    locality: None,
+                    prefix_hit_rate: None,
                     rule_score: scores[j],
                     candidate_count: views.len(),
                     rule_rank: rank,

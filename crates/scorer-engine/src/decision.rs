@@ -43,7 +43,11 @@ pub(crate) struct Scored {
     pub operator: Option<OverrideKind>,
     /// The operator's weight (1 without a `weight` override).
     pub operator_weight: f64,
+    /// What the cost's locality term knew of the key here, once it ran.
     pub locality: Option<scorer_core::locality::LocalityEstimate>,
+    /// The decayed hit rate of the key's prefix here, once the cost ran and
+    /// the pair has outcomes that said hit or miss.
+    pub prefix_hit_rate: Option<f64>,
 }
 
 impl Scored {
@@ -67,6 +71,7 @@ impl Scored {
             operator: None,
             operator_weight: 1.0,
             locality: None,
+            prefix_hit_rate: None,
         }
     }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::Engine;
 use super::pending::Lookup;
 use scorer_core::dynamics::EjectionCause;
-use scorer_core::locality::RoutingIndex;
+use scorer_core::locality::{PairHash, PrefixHitRates, RoutingIndex, hash_str, prefix};
 use scorer_core::state::WorkerSlot;
 use scorer_core::telemetry::validate::MAX_LATENCY_MS;
 
@@ -134,6 +134,14 @@ impl Engine {
             if f.cache_hit.is_some() && cfg.locality.enabled {
                 self.locality
                     .get_or_init(|| RoutingIndex::new(self.locality_entries));
+                let rates = self
+                    .prefix_rates
+                    .get_or_init(|| PrefixHitRates::new(prefix::DEFAULT_ENTRIES));
+                if let (Some(hit), Some(prefix_hash), true) =
+                    (f.cache_hit, p.record.prefix_hash, f.success)
+                {
+                    rates.observe(PairHash::new(prefix_hash, hash_str(&p.worker_id)), hit);
+                }
             }
             let eject = p.slot.evidence().complete_cached(
                 &p.record,

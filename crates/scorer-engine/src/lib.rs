@@ -155,6 +155,9 @@ pub struct Engine {
     locality_entries: usize,
     /// An embedded balancer's routed keys for its next load report.
     routed_outbox: Option<routed_outbox::RoutedOutbox>,
+    /// Each key prefix's hit rate on each worker, allocated with the
+    /// routing index ([`scorer_core::locality::prefix::DEFAULT_ENTRIES`]).
+    prefix_rates: std::sync::OnceLock<scorer_core::locality::PrefixHitRates>,
 }
 
 impl Engine {
@@ -179,6 +182,7 @@ impl Engine {
             locality: std::sync::OnceLock::new(),
             locality_entries,
             routed_outbox: None,
+            prefix_rates: std::sync::OnceLock::new(),
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),
             sharding,
@@ -239,6 +243,12 @@ impl Engine {
             );
             ix.record(pair, at_ms);
         }
+    }
+
+    /// The `(key prefix, worker)` hit rates, once an outcome said hit or
+    /// miss (with `locality.enabled`).
+    pub fn prefix_hit_rates(&self) -> Option<&scorer_core::locality::PrefixHitRates> {
+        self.prefix_rates.get()
     }
 
     /// Routers deciding on this pool, this engine's included.

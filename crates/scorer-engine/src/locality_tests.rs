@@ -119,3 +119,75 @@ fn a_routing_learnt_from_another_router_counts_as_this_ones() {
     let ix = e.routing_index().expect("an index");
     assert_eq!(ix.age_ms(pair, 1_616), Some(1_600));
 }
+
+#[test]
+fn the_vector_carries_the_keys_warmth_and_its_prefixs_hit_rate_here() {
+    use scorer_core::features::schema::{PREFIX_HIT_RATE_FEATURE, WARM_PROBABILITY_FEATURE};
+    use scorer_core::locality::{PairHash, age_bucket, hash_str};
+    let (warm, prefix) = (WARM_PROBABILITY_FEATURE, PREFIX_HIT_RATE_FEATURE);
+    let e = engine();
+    report(&e, "w0", 0.1, 0, 0);
+    report(&e, "w1", 0.1, 0, 0);
+    let obs = |r: &crate::api::ScoreResponse, w: &str| {
+        r.scores
+            .iter()
+            .find(|s| s.worker_id == w)
+            .expect("scored")
+            .observation
+    };
+    // Before any outcome said hit or miss: both imputed.
+    let r = pick(&e, "user:0", &["w0", "w1"], 10);
+    assert_eq!((obs(&r, "w0")[warm], obs(&r, "w0")[prefix]), (-1.0, -1.0));
+    outcome(&e, &r.decision_id, &r.pick.expect("picked"), 5.0, None, 10);
+    // `user` keys hit on w0 and miss on w1; a failure teaches nothing.
+    let mut t = 10;
+    for i in 1..=20 {
+        for (w, hit) in [("w0", true), ("w1", false)] {
+            t += 1;
+            let r = pick(&e, &format!("user:{i}"), &[w], t);
+            outcome(&e, &r.decision_id, w, 2.0, Some(hit), t);
+        }
+    }
+    t += 1;
+    let r = pick(&e, "user:x", &["w1"], t);
+    let failed = Feedback {
+        decision_id: r.decision_id.clone(),
+        worker_id: "w1".into(),
+        latency_ms: 2.0,
+        success: false,
+        cache_hit: Some(true),
+    };
+    assert!(e.feedback(&failed, t).expect("valid").released);
+    let rates = e.prefix_hit_rates().expect("allocated");
+    let pair = |p: &str, w: &str| PairHash::new(hash_str(p), hash_str(w));
+    assert_eq!(rates.hit_rate(pair("user", "w0")), Some(1.0));
+    assert_eq!(rates.hit_rate(pair("user", "w1")), Some(0.0));
+    // A new `user` key: its prefix's rate on each worker, and the cost's
+    // chance that it is warm there (never routed: its home's bucket or
+    // the never bucket).
+    t += 1;
+    let key = "user:new";
+    let r = pick(&e, key, &["w0", "w1"], t);
+    let home = ["w0", "w1"]
+        .into_iter()
+        .max_by_key(|w| PairHash::new(hash_str(key), hash_str(w)).weight())
+        .expect("a home");
+    for (w, rate) in [("w0", 1.0), ("w1", 0.0)] {
+        let v = obs(&r, w);
+        assert_eq!(v[prefix], rate, "{w}");
+        let cache = e
+            .registry()
+            .get(w)
+            .expect("known")
+            .evidence()
+            .snapshot()
+            .cache;
+        let p = cache.warm_probability(age_bucket(None, w == home));
+        assert_eq!(v[warm], p as f32, "{w}");
+    }
+    assert!(obs(&r, "w0")[warm] > obs(&r, "w1")[warm]);
+    // Another prefix has no outcomes on either worker: imputed.
+    let r = pick(&e, "session:1", &["w0", "w1"], t + 1);
+    assert_eq!(obs(&r, "w0")[prefix], -1.0);
+    assert!(obs(&r, "w0")[warm] >= 0.0, "the worker's warmth is known");
+}

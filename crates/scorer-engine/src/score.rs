@@ -214,8 +214,10 @@ impl Engine {
         }
         observer.stage_done(Stage::Dynamics);
         if !d.panic {
-            let index = self.routing_index().filter(|_| cfg.locality.enabled);
-            stages::cost(&mut d, cfg, index);
+            let on = cfg.locality.enabled;
+            let index = self.routing_index().filter(|_| on);
+            let rates = self.prefix_hit_rates().filter(|_| on);
+            stages::cost(&mut d, cfg, index, rates);
         }
         observer.stage_done(Stage::Cost);
         stages::model(&mut d, &self.models, cfg);

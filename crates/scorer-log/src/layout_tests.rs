@@ -334,3 +334,71 @@ fn a_stream_yields_what_read_file_loads_and_a_corrupt_file_is_an_error() {
     let e = FileStream::open(&bad, LogKind::Decisions).unwrap_err();
     assert!(e.to_string().contains("decisions-bad.parquet"), "{e}");
 }
+
+#[test]
+fn a_file_of_feature_schema_2_reads_with_the_locality_imputed_and_1_is_skipped() {
+    use arrow::datatypes::Float32Type;
+    use scorer_core::features::schema::{PREFIX_HIT_RATE_FEATURE, WARM_PROBABILITY_FEATURE};
+    use stream::{FileStream, Opened};
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<_> = (0..4).map(|i| decision(i, 3)).collect();
+    let batch = decisions_batch(&records).unwrap();
+    let with_version = |v: &str| {
+        let mut meta = batch.schema().metadata().clone();
+        meta.insert(META_FEATURE_SCHEMA_VERSION.to_string(), v.to_string());
+        let schema = Arc::new(batch.schema().as_ref().clone().with_metadata(meta));
+        let mut columns = batch.columns().to_vec();
+        let i = schema.index_of("feature_schema_version").unwrap();
+        columns[i] = Arc::new(arrow::array::StringArray::from(vec![v; batch.num_rows()]));
+        RecordBatch::try_new(schema, columns).unwrap()
+    };
+    let (v2, v1) = (file(dir.path(), 1), file(dir.path(), 2));
+    write(&v2, &with_version("2"));
+    write(&v1, &with_version("1"));
+
+    let log = read_dir(dir.path(), LogKind::Decisions).unwrap();
+    assert_eq!(log.files, vec![v2.clone()]);
+    assert_eq!(log.skipped.len(), 1);
+    let reason = &log.skipped[0].1;
+    assert!(
+        reason.contains("\"1\"") && reason.contains("readable"),
+        "{reason}"
+    );
+    let rows = concat_batches(&log.batches[0].schema(), &log.batches).unwrap();
+    assert_eq!(rows.num_rows(), 12);
+    let features = rows
+        .column_by_name("features")
+        .unwrap()
+        .as_fixed_size_list();
+    let versions = rows
+        .column_by_name("feature_schema_version")
+        .unwrap()
+        .as_string::<i32>();
+    let locality = [WARM_PROBABILITY_FEATURE, PREFIX_HIT_RATE_FEATURE];
+    for r in 0..rows.num_rows() {
+        assert_eq!(
+            versions.value(r),
+            "2",
+            "rows keep the version they were written under"
+        );
+        let v = features.value(r);
+        let written = records[r / 3].candidates[r % 3].features[0];
+        for (i, x) in v.as_primitive::<Float32Type>().values().iter().enumerate() {
+            let want = if locality.contains(&i) { -1.0 } else { written };
+            assert_eq!(*x, want, "row {r} feature {i}");
+        }
+    }
+    // The stream reads it the same.
+    let Opened::Stream(s) = FileStream::open(&v2, LogKind::Decisions).unwrap() else {
+        panic!("schema 2 should be read")
+    };
+    let streamed: Vec<RecordBatch> = s.map(Result::unwrap).collect();
+    assert_eq!(streamed, log.batches);
+    // A current file is read as written.
+    let v3 = file(dir.path(), 3);
+    write(&v3, &batch);
+    let current = read_file(&v3, LogKind::Decisions).unwrap();
+    let f = current.batches[0].column_by_name("features").unwrap();
+    let first = f.as_fixed_size_list().value(0);
+    assert_eq!(first.as_primitive::<Float32Type>().value(31), 0.0);
+}

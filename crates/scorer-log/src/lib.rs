@@ -100,6 +100,8 @@ pub mod stats;
 #[cfg(feature = "parquet")]
 pub mod stream;
 #[cfg(feature = "parquet")]
+mod upgrade;
+#[cfg(feature = "parquet")]
 pub mod wal;
 #[cfg(feature = "parquet")]
 mod worker;

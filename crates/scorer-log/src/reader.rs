@@ -16,9 +16,11 @@
 //! ([`LOG_SCHEMA_VERSION_FLAT`], one row per candidate, without both).
 //! Its columns must equal that layout's (up to the names of list items:
 //! `element` as pyarrow writes them, or `item`) and a decisions file must
-//! carry the current [`META_FEATURE_SCHEMA_VERSION`]; a file that does not,
-//! or names another layout, is listed in [`LoadedLog::skipped`] with the
-//! reason, never mixed in. Decisions of every layout are returned as
+//! carry a [`META_FEATURE_SCHEMA_VERSION`] that reads as the current one
+//! (the current, or version 2, whose vectors load with the locality
+//! features imputed: [`scorer_core::features::compat`]); a file that does
+//! not, or names another layout, is listed in [`LoadedLog::skipped`] with
+//! the reason, never mixed in. Decisions of every layout are returned as
 //! candidate rows ([`candidate_rows_schema`]), outcomes as
 //! [`outcomes_schema`]; a file written before `caller`,
 //! `operator_override` or `cache_hit` reads with it null.
@@ -45,7 +47,8 @@ use super::schema::{
     decisions_schema_v3, decisions_schema_v4, flat_layout_read_schema, flat_layout_schema,
     outcomes_schema, outcomes_schema_v2, outcomes_schema_v3, outcomes_schema_v4,
 };
-use scorer_core::features::FEATURE_SCHEMA_VERSION;
+use super::upgrade::{feature_version, upgrade_features};
+use scorer_core::features::{FEATURE_SCHEMA_VERSION, compat};
 
 /// Rows per `RecordBatch` when reading.
 pub const READ_BATCH_ROWS: usize = 65_536;
@@ -251,10 +254,11 @@ pub fn layout_of(kind: LogKind, schema: &SchemaRef) -> Result<SchemaRef, String>
     if kind == LogKind::Decisions {
         let want = FEATURE_SCHEMA_VERSION;
         match meta.get(META_FEATURE_SCHEMA_VERSION) {
-            Some(v) if v == want => {}
+            Some(v) if compat::is_readable(v) => {}
             Some(v) => {
+                let readable = compat::READABLE_SCHEMA_VERSIONS.join(", ");
                 return Err(format!(
-                    "{META_FEATURE_SCHEMA_VERSION} is {v:?}, expected {want:?}"
+                    "{META_FEATURE_SCHEMA_VERSION} is {v:?}, expected {want:?} (readable: {readable})"
                 ));
             }
             None => {
@@ -323,6 +327,7 @@ pub(crate) fn restamp(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordB
 fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
     let file = scorer_core::regular_file::open_regular(path).map_err(|e| e.to_string())?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
+    let features_from = feature_version(builder.schema());
     let expected = match kind {
         Some(kind) => match layout_of(kind, builder.schema()) {
             Ok(schema) => Some(schema),
@@ -345,11 +350,19 @@ fn decode(path: &Path, kind: Option<LogKind>) -> Result<FileContents, String> {
                 } else {
                     batch
                 };
-                let full = match kind {
-                    Some(LogKind::Outcomes) => outcomes_schema(),
-                    _ => candidate_rows_schema(),
-                };
-                complete(batch, &full).map_err(|e| e.to_string())?
+                match kind {
+                    Some(LogKind::Outcomes) => {
+                        complete(batch, &outcomes_schema()).map_err(|e| e.to_string())?
+                    }
+                    _ => complete(batch, &candidate_rows_schema())
+                        .and_then(|b| {
+                            upgrade_features(
+                                b,
+                                features_from.as_deref().unwrap_or(FEATURE_SCHEMA_VERSION),
+                            )
+                        })
+                        .map_err(|e| e.to_string())?,
+                }
             }
             None => batch,
         };

@@ -21,6 +21,8 @@ use super::error::ReadError;
 use super::flatten::{candidate_rows, is_nested};
 use super::reader::{READ_BATCH_ROWS, complete, layout_of, panic_message, restamp};
 use super::schema::{candidate_rows_schema, outcomes_schema};
+use super::upgrade::{feature_version, upgrade_features};
+use scorer_core::features::FEATURE_SCHEMA_VERSION;
 
 /// One row group as the footer describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct FileStream {
     path: PathBuf,
     kind: LogKind,
     layout: SchemaRef,
+    /// The feature schema the file's vectors were written under.
+    features_from: String,
     row_groups: Vec<RowGroupShape>,
     reader: Option<ParquetRecordBatchReader>,
 }
@@ -87,6 +91,8 @@ impl FileStream {
                 Ok(schema) => schema,
                 Err(reason) => return Ok(Opened::Mismatch(reason)),
             };
+            let features_from = feature_version(builder.schema())
+                .unwrap_or_else(|| FEATURE_SCHEMA_VERSION.to_owned());
             let row_groups: Vec<RowGroupShape> = builder
                 .metadata()
                 .row_groups()
@@ -107,6 +113,7 @@ impl FileStream {
                 path: path.to_path_buf(),
                 kind,
                 layout,
+                features_from,
                 row_groups,
                 reader: Some(reader),
             }))
@@ -145,7 +152,11 @@ impl FileStream {
                     Ok(b)
                 }
             })
-            .and_then(|b| complete(b, &full));
+            .and_then(|b| complete(b, &full))
+            .and_then(|b| match self.kind {
+                LogKind::Outcomes => Ok(b),
+                LogKind::Decisions => upgrade_features(b, &self.features_from),
+            });
         Some(out.map_err(|e| e.to_string()))
     }
 }

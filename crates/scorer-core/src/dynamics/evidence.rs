@@ -198,6 +198,10 @@ pub struct PickRecord {
     /// was picked ([`crate::locality::age_bucket`]); `None` without a
     /// routing index.
     pub warm_bucket: Option<u8>,
+    /// [`crate::locality::hash_str`] of the request's key prefix, to learn
+    /// the `(prefix, worker)` hit rate from the outcome
+    /// ([`crate::locality::PrefixHitRates`]); `None` with locality off.
+    pub prefix_hash: Option<u64>,
 }
 
 /// A copy of a worker's evidence at one instant.

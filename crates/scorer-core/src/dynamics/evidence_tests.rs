@@ -8,6 +8,7 @@ fn rec(before: u32) -> PickRecord {
         outstanding_before: before,
         penalty_ms: 100.0,
         warm_bucket: None,
+        prefix_hash: None,
     }
 }
 

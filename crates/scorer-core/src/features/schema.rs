@@ -19,6 +19,24 @@
 //! features (prefix and shard buckets, key length and segments, hotness,
 //! the size-table flag), which were the same for every candidate of a
 //! request and so could not tell workers apart.
+//!
+//! The locality features (31 `warm_probability`, 35 `prefix_hit_rate`)
+//! are what the service knows of the request's key on the worker's cache:
+//! the cost's chance that the key is warm there
+//! ([`crate::locality::LocalityEstimate::p_warm`]) and the decayed hit
+//! rate of the key's prefix there ([`crate::locality::PrefixHitRates`]).
+//! Both impute −1, outside their 0..=1 range, so a missing estimate (no
+//! outcome has said hit or miss yet, locality off, a worker the cost did
+//! not run for, a prefix without outcomes on the worker) is told apart
+//! from any learnt one, and never reads as a cold or a warm key. Schema
+//! version 3 put them in the slots of `req_mget` and `candidate_count`:
+//! both were never split on by the shipped model of version 2, both are
+//! the same for every candidate of a request (the model's predictions
+//! are centred on the decision's mean, so such a feature acts only
+//! through interactions), an MGET of several keys still shows in
+//! `batch_size`, and the candidate count still scales `rule_rank_frac`.
+//! Logs of version 2 read as version 3 with both features imputed
+//! ([`super::compat`]).
 
 use std::sync::OnceLock;
 
@@ -32,19 +50,25 @@ pub const FEATURE_COUNT: usize = 42;
 /// that the model's target is relative to.
 pub const EXPECTED_LATENCY_FEATURE: usize = 7;
 /// Version of the schema; bump on any change of order, meaning or imputation.
-pub const FEATURE_SCHEMA_VERSION: &str = "2";
+pub const FEATURE_SCHEMA_VERSION: &str = "3";
+/// Index of `warm_probability`, the cost's chance that the key is warm on
+/// the worker.
+pub const WARM_PROBABILITY_FEATURE: usize = 31;
+/// Index of `prefix_hit_rate`, the decayed hit rate of the key's prefix on
+/// the worker.
+pub const PREFIX_HIT_RATE_FEATURE: usize = 35;
 
 /// The group a feature belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FeatureGroup {
-    /// From the key (1).
+    /// From the key: its value size, and its locality on the worker (3).
     Key,
     /// From the service's own evidence and cost for the worker (7).
     Evidence,
     /// From the worker's telemetry (20).
     Worker,
-    /// From the request context and the candidate set (10).
+    /// From the request context and the candidate set (8).
     Context,
     /// From the worker's report history (4).
     History,
@@ -407,17 +431,17 @@ pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
         0.0,
         1.0,
         0.0,
-        "request_type is DELETE",
+        "request_type is DELETE (an MGET or an absent type has all three 0)",
     ),
     f(
         31,
-        "req_mget",
-        C,
-        "bool",
-        0.0,
+        "warm_probability",
+        K,
+        "fraction",
+        -1.0,
         1.0,
-        0.0,
-        "request_type is MGET (all four 0 when absent)",
+        -1.0,
+        "the cost's chance that the key is warm on the worker (by how long ago this router routed it there, or the key's home); -1 without an estimate",
     ),
     f(
         32,
@@ -451,13 +475,13 @@ pub const FEATURES: [FeatureSpec; FEATURE_COUNT] = [
     ),
     f(
         35,
-        "candidate_count",
-        C,
-        "count",
+        "prefix_hit_rate",
+        K,
+        "fraction",
+        -1.0,
         1.0,
-        1024.0,
-        1.0,
-        "distinct candidates in the request",
+        -1.0,
+        "decayed hit rate of the key's prefix on the worker over its last ~64 outcomes that said hit or miss; -1 without any",
     ),
     f(
         36,
@@ -546,43 +570,5 @@ pub fn schema_hash() -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn indices_are_positions_and_names_unique() {
-        let mut names = std::collections::HashSet::new();
-        for (i, s) in FEATURES.iter().enumerate() {
-            assert_eq!(s.index, i);
-            assert!(names.insert(s.name), "duplicate {}", s.name);
-            assert!(
-                s.min <= s.impute && s.impute <= s.max,
-                "{} impute out of range",
-                s.name
-            );
-        }
-    }
-
-    #[test]
-    fn group_sizes_are_1_7_20_10_4() {
-        let count = |g| FEATURES.iter().filter(|s| s.group == g).count();
-        assert_eq!(
-            [count(K), count(E), count(W), count(C), count(H)],
-            [1, 7, 20, 10, 4]
-        );
-    }
-
-    #[test]
-    fn the_expected_latency_index_names_its_feature() {
-        assert_eq!(
-            FEATURES[EXPECTED_LATENCY_FEATURE].name,
-            "expected_latency_ln_ms"
-        );
-    }
-
-    #[test]
-    fn hash_is_stable_hex() {
-        assert_eq!(schema_hash().len(), 16);
-        assert_eq!(schema_hash(), schema_hash());
-    }
-}
+#[path = "schema_tests.rs"]
+mod tests;

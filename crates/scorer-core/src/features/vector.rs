@@ -1,6 +1,7 @@
 //! Build one candidate's observation vector in [`FEATURES`] order.
 
-use super::schema::{FEATURE_COUNT, FEATURES};
+use super::schema::{FEATURE_COUNT, FEATURES, PREFIX_HIT_RATE_FEATURE, WARM_PROBABILITY_FEATURE};
+use crate::locality::LocalityEstimate;
 use crate::scoring::{RequestContext, RequestType};
 use crate::state::WorkerView;
 
@@ -37,6 +38,13 @@ pub struct ObservationInputs<'a> {
     /// The service's evidence and cost for the worker, `None` when the cost
     /// did not run (unknown worker, panic mode).
     pub evidence: Option<CandidateEvidence>,
+    /// What the cost's locality term knew of the key on the worker
+    /// (feature `warm_probability`), `None` without it.
+    pub locality: Option<LocalityEstimate>,
+    /// The decayed hit rate of the key's prefix on the worker, fraction
+    /// (feature `prefix_hit_rate`), `None` without outcomes that said hit
+    /// or miss.
+    pub prefix_hit_rate: Option<f64>,
     /// The worker's rule score, 0..=100.
     pub rule_score: f64,
     /// Distinct candidates in the request, >= 1.
@@ -63,6 +71,10 @@ pub struct CandidateInputs<'a> {
     pub worker: Option<&'a WorkerView>,
     /// The service's evidence and cost for the worker (see [`ObservationInputs::evidence`]).
     pub evidence: Option<CandidateEvidence>,
+    /// The key's locality on the worker (see [`ObservationInputs::locality`]).
+    pub locality: Option<LocalityEstimate>,
+    /// The prefix's hit rate on the worker (see [`ObservationInputs::prefix_hit_rate`]).
+    pub prefix_hit_rate: Option<f64>,
     /// The worker's rule score, 0..=100.
     pub rule_score: f64,
     /// This candidate's rank by rule score, 0 = best.
@@ -83,8 +95,8 @@ fn finish(i: usize, x: f64) -> f32 {
     if x > spec.max { spec.max } else { x }
 }
 
-/// The request-level features of a decision (value size, request context,
-/// candidate count: indices 5, 28..=33 and 35), imputed and clamped once,
+/// The request-level features of a decision (value size, request context:
+/// indices 5, 28..=30, 32 and 33), imputed and clamped once,
 /// then completed per candidate by [`RequestFeatures::observation`].
 /// Building one per decision instead of recomputing them for every
 /// candidate halves the vector's cost.
@@ -100,7 +112,8 @@ pub struct RequestFeatures<'a> {
 
 impl<'a> RequestFeatures<'a> {
     /// The request-level part of `inp`; its per-candidate fields (`worker`,
-    /// `evidence`, `rule_score`, `rule_rank`, `best_rule_score`) are not read.
+    /// `evidence`, `locality`, `prefix_hit_rate`, `rule_score`, `rule_rank`,
+    /// `best_rule_score`) are not read.
     pub fn new(inp: &ObservationInputs<'a>) -> Self {
         let mut base = [0f32; FEATURE_COUNT];
         base[5] = finish(5, (inp.value_size_bytes.max(1) as f64).log2());
@@ -108,10 +121,8 @@ impl<'a> RequestFeatures<'a> {
         base[28] = finish(28, bool01(rt == Some(RequestType::Get)));
         base[29] = finish(29, bool01(rt == Some(RequestType::Put)));
         base[30] = finish(30, bool01(rt == Some(RequestType::Delete)));
-        base[31] = finish(31, bool01(rt == Some(RequestType::Mget)));
         base[32] = finish(32, inp.ctx.timeout_ms.map_or(f64::NAN, |t| t as f64));
         base[33] = finish(33, inp.ctx.batch_size.map_or(f64::NAN, f64::from));
-        base[35] = finish(35, inp.candidate_count as f64);
         RequestFeatures {
             base,
             client_region: inp.ctx.client_region.as_deref(),
@@ -123,7 +134,7 @@ impl<'a> RequestFeatures<'a> {
     }
 
     /// One candidate's full vector: the request-level values plus the
-    /// worker's (0..=4, 6..=27, 34, 36..=41). Every value is finite and clamped.
+    /// worker's (0..=4, 6..=27, 31, 34..=41). Every value is finite and clamped.
     pub fn observation(&self, c: &CandidateInputs<'_>) -> [f32; FEATURE_COUNT] {
         let mut v = self.base;
         let now_ms = self.now_ms;
@@ -185,6 +196,9 @@ impl<'a> RequestFeatures<'a> {
             }
         }
         v[26] = finish(26, c.rule_score / 100.0);
+        let (warm, prefix) = (WARM_PROBABILITY_FEATURE, PREFIX_HIT_RATE_FEATURE);
+        v[warm] = finish(warm, c.locality.map_or(f64::NAN, |l| l.p_warm));
+        v[prefix] = finish(prefix, c.prefix_hit_rate.unwrap_or(f64::NAN));
         let worker_region = c.worker.and_then(|w| w.region.as_deref());
         v[34] = finish(
             34,
@@ -213,6 +227,8 @@ pub fn observation(inp: &ObservationInputs<'_>) -> [f32; FEATURE_COUNT] {
     RequestFeatures::new(inp).observation(&CandidateInputs {
         worker: inp.worker,
         evidence: inp.evidence,
+        locality: inp.locality,
+        prefix_hit_rate: inp.prefix_hit_rate,
         rule_score: inp.rule_score,
         rule_rank: inp.rule_rank,
         best_rule_score: inp.best_rule_score,
@@ -265,12 +281,26 @@ mod tests {
         }
     }
 
+    fn locality() -> LocalityEstimate {
+        LocalityEstimate {
+            routed_age_ms: Some(500),
+            home: false,
+            bucket: 0,
+            p_warm: 0.8125,
+            hit_ms: 1.0,
+            miss_ms: 10.0,
+            priced: true,
+        }
+    }
+
     fn inputs<'a>(ctx: &'a RequestContext, w: Option<&'a WorkerView>) -> ObservationInputs<'a> {
         ObservationInputs {
             value_size_bytes: 512,
             ctx,
             worker: w,
             evidence: w.map(|_| evidence()),
+            locality: w.map(|_| locality()),
+            prefix_hit_rate: w.map(|_| 0.375),
             rule_score: 70.0,
             candidate_count: 3,
             rule_rank: 1,
@@ -305,10 +335,12 @@ mod tests {
         assert_eq!(v[25], 1.0);
         assert_eq!(v[26], 0.7);
         assert_eq!(v[27], 5.0);
-        assert_eq!(&v[28..32], &[0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(&v[28..31], &[0.0, 1.0, 0.0]);
+        assert_eq!(v[31], 0.8125, "the cost's P(warm) of the key here");
         assert_eq!(v[32], 50.0);
         assert_eq!(v[33], 1.0, "absent batch size imputes 1");
         assert_eq!(v[34], 1.0);
+        assert_eq!(v[35], 0.375, "the prefix's hit rate here");
         assert_eq!(v[36], 0.5);
         assert!((v[37] - 0.2625).abs() < 1e-6);
         assert_eq!(v[40], 0.0, "one cache sample has no slope: imputed 0");
@@ -329,9 +361,31 @@ mod tests {
         assert_eq!(v[23], 10_000.0);
         assert_eq!(v[25], 0.0);
         assert_eq!(v[27], 6.0);
-        assert_eq!(&v[28..32], &[0.0; 4]);
+        assert_eq!(&v[28..31], &[0.0; 3]);
         assert_eq!(v[32], -1.0);
         assert_eq!(v[34], 0.5);
+        assert_eq!((v[31], v[35]), (-1.0, -1.0), "no locality: -1");
+    }
+
+    #[test]
+    fn a_known_worker_without_locality_imputes_it_apart_from_a_cold_key() {
+        let ctx = RequestContext::default();
+        let w = view();
+        let mut inp = inputs(&ctx, Some(&w));
+        inp.locality = None;
+        inp.prefix_hit_rate = None;
+        let missing = observation(&inp);
+        assert_eq!((missing[31], missing[35]), (-1.0, -1.0));
+        inp.locality = Some(LocalityEstimate {
+            p_warm: 0.0,
+            ..locality()
+        });
+        inp.prefix_hit_rate = Some(0.0);
+        let cold = observation(&inp);
+        assert_eq!((cold[31], cold[35]), (0.0, 0.0), "cold is not missing");
+        // Out-of-range estimates are clamped into the fraction's range.
+        inp.prefix_hit_rate = Some(1.5);
+        assert_eq!(observation(&inp)[35], 1.0);
     }
 
     #[test]
@@ -371,6 +425,8 @@ mod tests {
             let reused = req.observation(&CandidateInputs {
                 worker: w,
                 evidence: one.evidence,
+                locality: one.locality,
+                prefix_hit_rate: one.prefix_hit_rate,
                 rule_score: score,
                 rule_rank: rank,
                 best_rule_score: one.best_rule_score,
@@ -381,6 +437,8 @@ mod tests {
         let v2 = req.observation(&CandidateInputs {
             worker: Some(&w2),
             evidence: None,
+            locality: None,
+            prefix_hit_rate: None,
             rule_score: 40.0,
             rule_rank: 1,
             best_rule_score: 96.25,

@@ -6,6 +6,8 @@
 //! * [`warmth`]: per worker, from outcomes that say hit or miss, the hit
 //!   and miss service times and how often a key routed there some time
 //!   ago was still warm.
+//! * [`prefix`]: per key prefix and worker, the decayed share of hits
+//!   (a feature of the model, not a term of the cost).
 //!
 //! The cost stage prices key `k` on worker `w` at
 //! `P(warm) × hit time(w) + (1 − P(warm)) × miss time(w)` in place of the
@@ -14,11 +16,13 @@
 //! prices and allocates exactly as without this module.
 
 pub mod index;
+pub mod prefix;
 pub mod warmth;
 
 use serde::{Deserialize, Serialize};
 
 pub use index::{PairHash, RoutingIndex};
+pub use prefix::PrefixHitRates;
 pub use warmth::{CacheEvidence, age_bucket};
 
 /// Default [`LocalityConfig::index_entries`]: 8 MiB.

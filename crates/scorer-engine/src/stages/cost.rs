@@ -6,7 +6,9 @@ use crate::config::Config;
 use crate::decision::{Decision, Scored};
 use scorer_core::dynamics::{EvidenceSnapshot, median};
 use scorer_core::features::CandidateEvidence;
-use scorer_core::locality::{LocalityEstimate, PairHash, RoutingIndex, age_bucket, hash_str};
+use scorer_core::locality::{
+    LocalityEstimate, PairHash, PrefixHitRates, RoutingIndex, age_bucket, hash_str,
+};
 use scorer_core::scoring::{CostInputs, Stage, apply_cost};
 
 /// The service-time prior of candidates without outcomes, ms: the median
@@ -69,8 +71,22 @@ fn locality(
 }
 
 /// Runs the cost stage on the selectable candidates of `d` (not in panic
-/// mode, where penalties and evidence are ignored).
-pub(crate) fn cost(d: &mut Decision<'_>, cfg: &Config, index: Option<&RoutingIndex>) {
+/// mode, where penalties and evidence are ignored). With the routing index
+/// each gets its [`LocalityEstimate`], and with the prefix hit rates its
+/// prefix's (features of the model; the rates are not a term of the cost).
+pub(crate) fn cost(
+    d: &mut Decision<'_>,
+    cfg: &Config,
+    index: Option<&RoutingIndex>,
+    rates: Option<&PrefixHitRates>,
+) {
+    if let Some(rates) = rates {
+        let prefix = hash_str(d.key.prefix);
+        for &i in &d.selectable {
+            let pair = PairHash::new(prefix, hash_str(d.ids[i]));
+            d.scored[i].prefix_hit_rate = rates.hit_rate(pair);
+        }
+    }
     let (scored, selectable) = (&mut d.scored, &d.selectable);
     let (context, now_ms) = (d.context, d.now_ms);
     let ev = &cfg.evidence;
@@ -176,7 +192,7 @@ mod tests {
         for _ in 0..2 {
             d.scored[1].evidence.outstanding += 1;
         }
-        cost(&mut d, &e.config(), None);
+        cost(&mut d, &e.config(), None, None);
         let idle = d.scored[0].cost_evidence.expect("costed");
         let busy = d.scored[1].cost_evidence.expect("costed");
         assert_eq!((idle.outstanding, busy.outstanding), (0, 2));

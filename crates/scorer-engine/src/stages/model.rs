@@ -91,6 +91,8 @@ fn observations(d: &mut Decision<'_>, cfg: &Config) {
         ctx: d.context,
         worker: None,
         evidence: None,
+        locality: None,
+        prefix_hit_rate: None,
         rule_score: 0.0,
         candidate_count: ids.len(),
         rule_rank: 0,
@@ -106,6 +108,8 @@ fn observations(d: &mut Decision<'_>, cfg: &Config) {
             request.observation(&CandidateInputs {
                 worker: s.view.as_deref(),
                 evidence: s.cost_evidence,
+                locality: s.locality,
+                prefix_hit_rate: s.prefix_hit_rate,
                 rule_score: s.rule,
                 rule_rank,
                 best_rule_score: best,
@@ -330,7 +334,7 @@ mod tests {
         let req = request(&["a", "b", "ghost"]);
         let cfg = e.config();
         let mut d = through_dynamics(&req, &e, 1_000);
-        cost(&mut d, &cfg, None);
+        cost(&mut d, &cfg, None, None);
         model(&mut d, e.models(), &cfg);
         assert_eq!(d.observations.len(), 3);
         assert_eq!(d.model.fallback_reason, Some("model_missing"));

@@ -39,6 +39,7 @@ pub(crate) fn record(
             outstanding_before: slot.evidence().pick(now_ms),
             penalty_ms: cfg.evidence.penalty_ms(d.context.timeout_ms),
             warm_bucket: d.scored[p].locality.map(|l| l.bucket),
+            prefix_hash: cfg.locality.enabled.then(|| hash_str(d.key.prefix)),
         };
         let worker_id: Arc<str> = Arc::from(d.ids[p]);
         if let Some((ix, outbox)) = routing {
@@ -145,7 +146,7 @@ mod tests {
         let req = request(&["ghost", "busy", "idle"]);
         let cfg = e.config();
         let mut d = through_dynamics(&req, &e, 1_000);
-        cost(&mut d, &cfg, None);
+        cost(&mut d, &cfg, None, None);
         model(&mut d, e.models(), &cfg);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         select(&mut d, &Default::default(), &mut rng).unwrap();
