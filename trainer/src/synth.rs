@@ -308,15 +308,13 @@ impl Synth {
             .unwrap_or_else(|_| vec![1.0 / cands.len() as f64; cands.len()]);
         let u: f64 = rng.random();
         let mut acc = 0.0;
-        let mut pick = probs.len() - 1;
-        for (j, p) in probs.iter().enumerate() {
-            acc += p;
-            if u < acc {
-                pick = j;
-                break;
-            }
-        }
-
+        let pick = probs
+            .iter()
+            .position(|p| {
+                acc += p;
+                u < acc
+            })
+            .unwrap_or(probs.len() - 1);
         let candidates: Vec<CandidateRow> = views
             .iter()
             .enumerate()
