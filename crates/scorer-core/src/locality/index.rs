@@ -18,6 +18,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::buckets::Buckets;
+
 /// Entries in one bucket: 8 × 8 bytes, one cache line.
 pub const WAYS: usize = 8;
 /// Time resolution of an entry, ms (a `u32` of these wraps after 2.2 years).
@@ -56,8 +58,7 @@ impl PairHash {
 /// The routing index.
 #[derive(Debug)]
 pub struct RoutingIndex {
-    entries: Box<[AtomicU64]>,
-    bucket_mask: usize,
+    table: Buckets<WAYS>,
 }
 
 fn stamp(now_ms: u64) -> u32 {
@@ -69,26 +70,23 @@ impl RoutingIndex {
     /// An index of at least `entries` entries (rounded up to a power of two
     /// buckets of [`WAYS`], at least one bucket).
     pub fn new(entries: usize) -> Self {
-        let buckets = entries.div_ceil(WAYS).max(1).next_power_of_two();
         Self {
-            entries: (0..buckets * WAYS).map(|_| AtomicU64::new(0)).collect(),
-            bucket_mask: buckets - 1,
+            table: Buckets::new(entries),
         }
     }
 
     /// Entries held.
     pub fn capacity(&self) -> usize {
-        self.entries.len()
+        self.table.len()
     }
 
     /// The table's memory, bytes.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.entries)
+        self.table.memory_bytes()
     }
 
     fn bucket(&self, pair: PairHash) -> &[AtomicU64] {
-        let b = (pair.key as usize) & self.bucket_mask;
-        &self.entries[b * WAYS..(b + 1) * WAYS]
+        self.table.bucket(pair.key)
     }
 
     /// The pair was routed at `now_ms`.

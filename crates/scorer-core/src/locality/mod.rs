@@ -15,6 +15,7 @@
 //! hits and misses; a deployment that never reports a hit or a miss
 //! prices and allocates exactly as without this module.
 
+mod buckets;
 pub mod index;
 pub mod prefix;
 pub mod warmth;

@@ -17,6 +17,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::buckets::Buckets;
+
 use super::PairHash;
 
 /// Entries in one bucket: 4 × 8 bytes.
@@ -34,8 +36,7 @@ pub const DECAY_SHIFT: u32 = 6;
 /// The table of `(prefix, worker)` hit rates.
 #[derive(Debug)]
 pub struct PrefixHitRates {
-    entries: Box<[AtomicU64]>,
-    bucket_mask: usize,
+    table: Buckets<WAYS>,
 }
 
 fn tag(pair: PairHash) -> u32 {
@@ -71,21 +72,18 @@ impl PrefixHitRates {
     /// A table of at least `entries` entries (rounded up to a power of two
     /// buckets of [`WAYS`], at least one bucket).
     pub fn new(entries: usize) -> Self {
-        let buckets = entries.div_ceil(WAYS).max(1).next_power_of_two();
         Self {
-            entries: (0..buckets * WAYS).map(|_| AtomicU64::new(0)).collect(),
-            bucket_mask: buckets - 1,
+            table: Buckets::new(entries),
         }
     }
 
     /// The table's memory, bytes.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.entries)
+        self.table.memory_bytes()
     }
 
     fn bucket(&self, pair: PairHash) -> &[AtomicU64] {
-        let b = (pair.weight() as usize) & self.bucket_mask;
-        &self.entries[b * WAYS..(b + 1) * WAYS]
+        self.table.bucket(pair.weight())
     }
 
     /// An outcome of the pair ([`PairHash::new`] of the prefix's and the
