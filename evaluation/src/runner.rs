@@ -187,10 +187,18 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                 .push(PolicyResult::skipped(name, "not runnable"));
             continue;
         };
-        if let (Some(_), Arm::Remote(r)) = (&log, &mut arm) {
-            r.set_decision_id_prefix(&format!("{}-s{}-{name}-d", sc.name, opts.seed));
+        if log.is_some() {
+            let prefix = format!("{}-s{}-{name}-d", sc.name, opts.seed);
+            match &mut arm {
+                Arm::Remote(r) => r.set_decision_id_prefix(&prefix),
+                Arm::Embedded(e) => e.set_decision_id_prefix(&format!("{prefix}-")),
+                _ => {}
+            }
         }
         let rec = simulate(&sc, &mut arm, opts.seed);
+        if let Arm::Embedded(e) = &arm {
+            e.flush_log();
+        }
         let (spread, self_check) = match &arm {
             Arm::Remote(r) => (r.model_spread(), r.self_check_samples()),
             _ => (None, None),

@@ -6,10 +6,13 @@ mod common;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use scorer_balancer::follow::FollowConfig;
+use scorer_balancer::follow::{FollowConfig, FollowEvent, follow_view};
 use scorer_balancer::model::{FetchError, fetch_model};
-use scorer_core::clock::SystemClock;
+use scorer_balancer::model_sync::{ModelSync, sync_model};
+use scorer_balancer::{Balancer, BalancerConfig};
+use scorer_core::clock::{ManualClock, SystemClock};
 use scorer_model::ModelHub;
+use serde_json::json;
 
 use common::model_fixture::{app_with, config, fixture};
 use common::{no_warmup, test_app};
@@ -106,4 +109,102 @@ async fn without_a_model_there_is_nothing_to_fetch() {
         (status, body["error"]["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("no_model"))
     );
+}
+
+/// The first view event the service sends `balancer`'s stream, applied.
+async fn apply_one_view(balancer: &Arc<Balancer>, base: &str) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let follower = tokio::spawn(follow_view(
+        balancer.clone(),
+        reqwest::Client::new(),
+        FollowConfig::new(base),
+        Arc::new(ManualClock::new(1_000, common::WALL)),
+        move |e| {
+            let _ = tx.send(e);
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    loop {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(30), rx.recv()).await;
+        match event {
+            Ok(Some(FollowEvent::Applied(_))) => break,
+            Ok(Some(_)) => {}
+            other => panic!("no view applied: {other:?}"),
+        }
+    }
+    let _ = stop.send(());
+    follower.await.expect("the follower stops");
+}
+
+#[tokio::test]
+async fn a_promotion_and_a_rollback_reach_two_routers() {
+    let fx = fixture("follow");
+    let (v1, v2) = (fx.dir.join("v1"), fx.dir.join("v2"));
+    let cfg = config(&v1);
+    let app = app_with(cfg.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let router = app
+        .router
+        .clone()
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let http = reqwest::Client::new();
+    let follow = FollowConfig::new(&base);
+    let routers: Vec<(Arc<Balancer>, Arc<ModelHub>, std::path::PathBuf)> = (0..2)
+        .map(|r| {
+            let dest = fx.dir.join(format!("router-{r}"));
+            let mut model_cfg = cfg.model.clone();
+            model_cfg.dir = dest.clone();
+            let hub = Arc::new(ModelHub::unloaded(&model_cfg, Arc::new(SystemClock::new())));
+            let b = Balancer::new(cfg.clone(), BalancerConfig::new(format!("edge-{r}")))
+                .expect("valid")
+                .with_models(hub.clone());
+            (Arc::new(b), hub, dest)
+        })
+        .collect();
+    let serving = |hub: &ModelHub| {
+        hub.current()
+            .primary
+            .model()
+            .map(|m| m.card.model_version.clone())
+    };
+
+    for (step, want) in [("start", "v1"), ("promote", "v2"), ("rollback", "v1")] {
+        match step {
+            "promote" => {
+                let (s, b) = app
+                    .post_json("/v1/admin/model/promote", &json!({"dir": v2}))
+                    .await;
+                assert_eq!(s, StatusCode::OK, "{b}");
+            }
+            "rollback" => {
+                let (s, b) = app.post("/v1/admin/model/rollback", "").await;
+                assert_eq!(s, StatusCode::OK, "{b}");
+            }
+            _ => {}
+        }
+        for (balancer, hub, dest) in &routers {
+            apply_one_view(balancer, &base).await;
+            assert_eq!(
+                balancer.view_model_version().as_deref(),
+                Some(want),
+                "{step}"
+            );
+            let synced = sync_model(balancer, hub, &cfg.model, &http, &follow, dest)
+                .await
+                .expect("fetched");
+            assert!(
+                matches!(&synced, ModelSync::Loaded(f) if f.version == want),
+                "{step}: {synced:?}"
+            );
+            assert_eq!(serving(hub).as_deref(), Some(want), "{step}");
+            // In step now: a second call fetches nothing.
+            let again = sync_model(balancer, hub, &cfg.model, &http, &follow, dest).await;
+            assert_eq!(again.expect("in step"), ModelSync::InStep, "{step}");
+        }
+    }
 }

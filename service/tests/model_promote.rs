@@ -180,3 +180,80 @@ async fn rolling_back_a_promotion_on_a_service_started_without_a_model_turns_it_
         false
     );
 }
+
+#[tokio::test]
+async fn a_pinned_model_refuses_promotions_and_rollbacks_until_unpinned() {
+    let fx = fixture("promote-pin");
+    let (v1, v2) = (fx.dir.join("v1"), fx.dir.join("v2"));
+    let cfg = config(&v1);
+    let t = app_with_source(cfg.clone(), Arc::new(Mutex::new(cfg)));
+    let first = served_version(&t).await;
+    let (s, b) = t
+        .post_json("/v1/admin/model/promote", &json!({"dir": v2}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let second = served_version(&t).await;
+
+    for bad in [
+        json!({"reason": " "}),
+        json!({"reason": "x".repeat(513)}),
+        json!({}),
+    ] {
+        let (s, b) = t.post_json("/v1/admin/model/pin", &bad).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    }
+    let (s, b) = t
+        .post_json("/v1/admin/model/pin", &json!({"reason": "release freeze"}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["pinned"].clone(), b["model_version"].clone()),
+        (json!("release freeze"), json!(second))
+    );
+    let (s, b) = t.post("/v1/admin/model/rollback", "").await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("model_pinned"))
+    );
+    let (s, b) = t
+        .post_json("/v1/admin/model/promote", &json!({"dir": v1}))
+        .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("model_pinned"))
+    );
+    assert_eq!(served_version(&t).await, second, "nothing changed");
+    let promotions = t.get("/v1/model").await.1["promotions"].clone();
+    assert_eq!(
+        promotions,
+        json!({"pinned": "release freeze", "promotions": 1, "rollbacks": 0, "refused_pinned": 2})
+    );
+    let metrics = t.metrics().await;
+    assert_eq!(
+        common::metric_value(&metrics, "scorer_model_pinned"),
+        Some(1.0)
+    );
+    assert_eq!(
+        common::metric_value(&metrics, "scorer_model_switches_refused_pinned_total"),
+        Some(2.0)
+    );
+
+    let unpin = axum::http::Request::delete("/v1/admin/model/pin")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let (s, b) = t.send(unpin).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["was_pinned"], "release freeze");
+    let (s, b) = t.post("/v1/admin/model/rollback", "").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(served_version(&t).await, first);
+    let metrics = t.metrics().await;
+    assert_eq!(
+        common::metric_value(&metrics, "scorer_model_pinned"),
+        Some(0.0)
+    );
+    assert_eq!(
+        common::metric_value(&metrics, "scorer_model_rollbacks_total"),
+        Some(1.0)
+    );
+}

@@ -37,6 +37,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/admin/config/canary/promote"),
     ("post", "/v1/admin/config/canary/abort"),
     ("post", "/v1/admin/model/promote"),
+    ("post", "/v1/admin/model/pin"),
+    ("delete", "/v1/admin/model/pin"),
     ("post", "/v1/admin/model/rollback"),
     ("get", "/v1/admin/overrides"),
     ("delete", "/v1/admin/overrides"),

@@ -174,6 +174,15 @@ impl Balancer {
             Counters::bump(&c.config_mismatches);
         }
         self.last_view_ms.store(now_ms + 1, Ordering::Release);
+        {
+            let mut model = self
+                .view_model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if model.as_deref() != view.model_version.as_deref() {
+                *model = view.model_version.as_deref().map(std::sync::Arc::from);
+            }
+        }
         Ok(ViewApplied {
             applied,
             skipped,

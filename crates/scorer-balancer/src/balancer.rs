@@ -142,6 +142,8 @@ pub struct Balancer {
     pub(crate) records: Option<Arc<RecordBuffer>>,
     /// The latest monotonic ms a pick, outcome or view was given.
     latest_ms: AtomicU64,
+    /// The model version the last applied view said the service runs.
+    pub(crate) view_model: std::sync::Mutex<Option<Arc<str>>>,
 }
 
 impl Balancer {
@@ -163,6 +165,7 @@ impl Balancer {
             counters: Counters::default(),
             records: None,
             latest_ms: AtomicU64::new(0),
+            view_model: std::sync::Mutex::new(None),
         })
     }
 
@@ -195,6 +198,15 @@ impl Balancer {
     /// The balancer's settings.
     pub fn config(&self) -> &BalancerConfig {
         &self.cfg
+    }
+
+    /// The model version the last applied view said the service runs;
+    /// `None` before a view, or when the service runs no model.
+    pub fn view_model_version(&self) -> Option<Arc<str>> {
+        self.view_model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Age of the last applied view at monotonic `now_ms`; `None` before

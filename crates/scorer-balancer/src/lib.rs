@@ -26,7 +26,8 @@
 //! outstanding picks, so that many routers act as one,
 //! [`report_records::report_records`] sends its decisions and outcomes to
 //! the service's decision log ([`records::RecordBuffer`]), and
-//! [`model::fetch_model`] fetches the model the service runs.
+//! [`model::fetch_model`] fetches the model the service runs, and
+//! [`model_sync::sync_model`] follows its promotions and rollbacks.
 
 mod apply;
 mod balancer;
@@ -34,6 +35,8 @@ mod balancer;
 pub mod follow;
 #[cfg(feature = "http")]
 pub mod model;
+#[cfg(feature = "http")]
+pub mod model_sync;
 pub mod records;
 #[cfg(feature = "http")]
 pub mod report;

@@ -146,3 +146,52 @@ fn bad_many_router_keys_are_refused_with_their_names() {
         );
     }
 }
+
+/// Whether router `b`'s decision over the four workers ran the model, and
+/// why not when it did not.
+fn model_used(b: &Balancer) -> (bool, Option<&'static str>) {
+    let req = ScoreRequest::new(
+        "user:1:profile",
+        WORKERS.iter().map(|&w| w.into()).collect(),
+    );
+    let ctx = scorer_core::scoring::RequestContext::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let resp = b
+        .engine()
+        .preview(&req, &ctx, 1_000, &mut rng)
+        .expect("a decision");
+    (resp.model.used, resp.model.fallback_reason)
+}
+
+#[test]
+fn among_other_routers_the_model_is_held_unless_many_deciders_is_set() {
+    let dir = std::env::temp_dir().join(format!("balancer-many-deciders-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let model = scorer_model::fixture::random_model(5, 3, 7);
+    scorer_model::fixture::write_model_dir(&dir, &model, "t1", 10, 1).expect("a model");
+    let with = |many_deciders: bool, others: u32| {
+        let mut cfg = Config::default();
+        cfg.scoring.warmup_ms = 0;
+        cfg.model.dir.clone_from(&dir);
+        cfg.model.budget_us = 1_000_000;
+        cfg.model.many_deciders = many_deciders;
+        let clock = std::sync::Arc::new(scorer_core::clock::SystemClock::new());
+        let hub = std::sync::Arc::new(scorer_model::ModelHub::load(&cfg.model, clock));
+        let b = Balancer::new(cfg, BalancerConfig::new("router-0"))
+            .expect("valid")
+            .with_models(hub);
+        let workers: Vec<(&str, f64)> = WORKERS.iter().map(|&w| (w, 0.2)).collect();
+        let mut v = full_view(b.engine().config_hash().as_ref(), 1_000, &workers);
+        v.load = Some(Vec::new());
+        v.load_routers = Some(others);
+        b.apply_view(&v, 1_000, WALL + 1_000).expect("valid view");
+        model_used(&b)
+    };
+    // Alone (the view counts no other router), the model decides.
+    assert_eq!(with(false, 0), (true, None));
+    // Among 7 others, the rules decide, and say why.
+    assert_eq!(with(false, 7), (false, Some("many_deciders")));
+    // Unless the configuration asks for the model there too.
+    assert_eq!(with(true, 7), (true, None));
+    let _ = std::fs::remove_dir_all(&dir);
+}

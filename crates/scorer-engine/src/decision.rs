@@ -104,6 +104,8 @@ pub(crate) struct Decision<'r> {
     /// No view of the workers' telemetry: every known candidate is live
     /// and healthy, and is scored on local evidence alone.
     pub blackout: bool,
+    /// Routers deciding on the pool, this one included (1 for the service).
+    pub routers: u32,
     /// The operators' overrides, as the decision started.
     pub overrides: Arc<OverrideTable>,
     /// Every candidate's 42-feature vector.
@@ -192,6 +194,7 @@ impl<'r> Decision<'r> {
             selectable: Vec::new(),
             panic: false,
             blackout: false,
+            routers,
             overrides: Arc::default(),
             observations: Vec::new(),
             model_actions: Vec::new(),

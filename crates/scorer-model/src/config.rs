@@ -44,6 +44,11 @@ pub struct ModelConfig {
     pub factor_min: f64,
     /// Highest model cost factor, in [1, 100]. Default 4.
     pub factor_max: f64,
+    /// Use the model where the decider shares its workers with other
+    /// routers deciding on the same view (an embedded balancer whose view
+    /// counts other routers). Default false: there the model's correction
+    /// is common to every router and correlates their picks (herding).
+    pub many_deciders: bool,
     /// `[model.shadow]`: a model evaluated beside the primary, never used.
     pub shadow: ShadowConfig,
     /// `[model.ab]`: a second model serving a fraction of keys.
@@ -81,6 +86,7 @@ impl Default for ModelConfig {
             scale: DEFAULT_SCALE,
             factor_min: DEFAULT_FACTOR_MIN,
             factor_max: DEFAULT_FACTOR_MAX,
+            many_deciders: false,
             shadow: ShadowConfig::default(),
             ab: AbConfig::default(),
         }

@@ -21,11 +21,17 @@ pub enum FallbackReason {
     BreakerOpen,
     /// `[model] enabled = false`.
     Disabled,
+    /// The decider shares its workers with other routers that decide on
+    /// the same view (an embedded balancer whose view counts other
+    /// routers), and `[model] many_deciders = false`: the model's
+    /// correction, drawn from the same shared telemetry, would be the same
+    /// in every router and move all their picks together.
+    ManyDeciders,
 }
 
 impl FallbackReason {
     /// Every reason, in counter order.
-    pub const ALL: [FallbackReason; 7] = [
+    pub const ALL: [FallbackReason; 8] = [
         Self::BudgetExceeded,
         Self::ModelError,
         Self::NonFiniteOutput,
@@ -33,6 +39,7 @@ impl FallbackReason {
         Self::SchemaMismatch,
         Self::BreakerOpen,
         Self::Disabled,
+        Self::ManyDeciders,
     ];
 
     /// The snake_case label used in responses, logs and counters.
@@ -45,6 +52,7 @@ impl FallbackReason {
             Self::SchemaMismatch => "schema_mismatch",
             Self::BreakerOpen => "breaker_open",
             Self::Disabled => "model_disabled",
+            Self::ManyDeciders => "many_deciders",
         }
     }
 

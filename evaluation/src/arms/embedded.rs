@@ -17,6 +17,8 @@
 //!   request's type and timeout; the simulator charges its measured time
 //!   ([`crate::embedded_calibration`]).
 //! - Outcomes reach the router's balancer at once.
+//! - With a decision log, each router's decisions and outcomes reach it
+//!   as a deployed router's do ([`super::embedded_log`]).
 //! - A drain (the operator's override on the service) reaches every
 //!   balancer as the view's override table, at once (the service's view
 //!   stream checks for changed overrides every 5 ms).
@@ -38,8 +40,10 @@ use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::overrides::{OverrideKind, WorkerOverride};
 use scorer_engine::view::{RoutedKey, View, ViewKind, ViewWorker, WorkerLoad};
+use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
+use super::embedded_log::EmbeddedLog;
 use super::service_ids::{mono, parse_worker, wall, worker_id};
 use crate::embedded_calibration::EmbeddedPickCalibration;
 use crate::router::{Op, Outcome, Pick, PickRequest, Router};
@@ -59,11 +63,14 @@ pub struct EmbeddedRouter {
     last_sent: Vec<Option<Vec<u32>>>,
     /// The workers the operator has drained on the service.
     drained: std::collections::BTreeSet<usize>,
+    /// The routers' decision-log records, when the run keeps a log.
+    log: Option<EmbeddedLog>,
 }
 
 impl EmbeddedRouter {
     /// `routers` balancers over workers `w0..w{n-1}`, each deciding with
-    /// `config` (validated) and `models`.
+    /// `config` (validated) and, when given, `models` (else on the rules
+    /// alone), sending their decisions and outcomes to `log` when given.
     ///
     /// # Errors
     /// A configuration the balancer refuses.
@@ -71,18 +78,25 @@ impl EmbeddedRouter {
         n: usize,
         routers: usize,
         config: &Config,
-        models: &Arc<ModelHub>,
+        models: Option<&Arc<ModelHub>>,
+        log: Option<Arc<DecisionLog>>,
     ) -> Result<Self, String> {
+        let log = log.map(|l| EmbeddedLog::new(l, routers, config));
         let balancers = (0..routers.max(1))
             .map(|r| {
                 // Ids from 0: a simulated run is reproducible to the id.
                 let mut bc = BalancerConfig::new(format!("router-{r}"));
                 bc.first_decision_seq = 0;
-                Balancer::new(config.clone(), bc)
-                    .map(|b| b.with_models(models.clone()))
-                    .map_err(|e| e.to_string())
+                let mut b = Balancer::new(config.clone(), bc).map_err(|e| e.to_string())?;
+                if let Some(m) = models {
+                    b = b.with_models(m.clone());
+                }
+                if let Some(l) = &log {
+                    b = b.with_records(l.buffer(r));
+                }
+                Ok(b)
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
         let routers = balancers.len();
         Ok(Self {
             balancers,
@@ -93,7 +107,35 @@ impl EmbeddedRouter {
             board: LoadBoard::new(routers, n),
             last_sent: vec![None; routers],
             drained: std::collections::BTreeSet::new(),
+            log,
         })
+    }
+
+    /// Prefixes the decision ids this arm logs with `prefix` (the run's).
+    pub fn set_decision_id_prefix(&mut self, prefix: &str) {
+        if let Some(l) = &mut self.log {
+            l.set_prefix(prefix);
+        }
+    }
+
+    /// Hands every router's waiting records to the decision log (at the
+    /// end of a run, before the log shuts down).
+    pub fn flush_log(&self) {
+        if let Some(l) = &self.log {
+            for (r, b) in self.balancers.iter().enumerate() {
+                l.flush(r, &b.config().router_id);
+            }
+        }
+    }
+
+    /// Before router `router` acts at `now_ms`: its records carry that
+    /// time, and a full buffer goes on to the log.
+    fn log_at(&self, router: usize, now_ms: f64) {
+        if let Some(l) = &self.log {
+            l.at(now_ms);
+            let r = router.min(self.balancers.len() - 1);
+            l.flush_full(r, &self.balancers[r].config().router_id);
+        }
     }
 
     fn balancer(&self, router: usize) -> &Balancer {
@@ -318,6 +360,7 @@ impl Router for EmbeddedRouter {
             timeout_ms: Some(req.timeout_ms as u64),
             ..RequestContext::default()
         });
+        self.log_at(req.router, req.now_ms);
         let b = self.balancer(req.router);
         match b.pick(&self.req, mono(req.now_ms), rng) {
             Ok(p) => Pick {
@@ -334,6 +377,7 @@ impl Router for EmbeddedRouter {
 
     fn outcome(&mut self, o: &Outcome<'_>) {
         let Some(id) = o.decision_id else { return };
+        self.log_at(o.router, o.now_ms);
         let b = self.balancer(o.router);
         let _ = b.outcome_with_cache_hit(
             id,
@@ -399,7 +443,7 @@ mod tests {
         use rand::SeedableRng;
         let cfg = Config::default();
         let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
-        let mut arm = EmbeddedRouter::new(2, 2, &cfg, &hub).expect("valid");
+        let mut arm = EmbeddedRouter::new(2, 2, &cfg, Some(&hub), None).expect("valid");
         let snaps: Vec<Snapshot> = (0..2)
             .map(|i| {
                 let mut s = Snapshot::new(worker_id(i), crate::arms::service_ids::WALL_EPOCH_MS);
@@ -442,7 +486,7 @@ mod tests {
         sc.routers = 3;
         let cfg = Config::default();
         let hub = Arc::new(ModelHub::unloaded(&cfg.model, Arc::new(SystemClock::new())));
-        let arm = EmbeddedRouter::new(8, sc.routers, &cfg, &hub).expect("valid");
+        let arm = EmbeddedRouter::new(8, sc.routers, &cfg, Some(&hub), None).expect("valid");
         let mut arm = crate::arms::Arm::Embedded(Box::new(arm));
         let rec = crate::sim::simulate(&sc, &mut arm, 7);
         let crate::arms::Arm::Embedded(arm) = arm else {

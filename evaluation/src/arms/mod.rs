@@ -24,6 +24,7 @@ mod arm;
 pub mod arm_spec;
 pub mod baselines;
 pub mod embedded;
+mod embedded_log;
 pub mod model;
 pub mod oracle;
 pub mod per_router;

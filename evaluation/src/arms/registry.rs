@@ -201,6 +201,17 @@ pub const ARMS: &[ArmSpec] = &[
         by_default: false,
         colour: (200, 160, 0), // gold
     },
+    // The embedded balancer on the rules alone: its logs train the shipped
+    // model without depending on it.
+    ArmSpec {
+        name: "service-embedded-rules",
+        class: Class::Diagnostic,
+        kind: Kind::Embedded,
+        model: Model::None,
+        model_arm: false,
+        by_default: false,
+        colour: (0, 120, 80), // dark jade
+    },
     // The `service` arm under its older name, so that older commands and
     // result files still read.
     ArmSpec {
@@ -389,7 +400,7 @@ pub fn build(
             Arm::Remote(Box::new(r))
         }
         Kind::Embedded => {
-            let arm = EmbeddedRouter::new(n, routers, config, &models?).ok()?;
+            let arm = EmbeddedRouter::new(n, routers, config, models.as_ref(), log).ok()?;
             Arm::Embedded(Box::new(arm))
         }
     })

@@ -79,6 +79,7 @@ pub const ROUTE_ROLES: &[(&str, Role)] = &[
     ("/v1/admin/config/canary/abort", Role::Admin),
     ("/v1/admin/model/promote", Role::Admin),
     ("/v1/admin/model/rollback", Role::Admin),
+    ("/v1/admin/model/pin", Role::Admin),
     ("/v1/admin/overrides", Role::Admin),
     ("/v1/admin/workers/{worker_id}/override", Role::Admin),
 ];

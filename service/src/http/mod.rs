@@ -159,6 +159,10 @@ pub fn app(state: AppState) -> Router {
             post(endpoints::promote::rollback),
         )
         .route(
+            "/v1/admin/model/pin",
+            post(endpoints::promote::pin).delete(endpoints::promote::unpin),
+        )
+        .route(
             "/v1/admin/workers/{worker_id}/override",
             put(endpoints::overrides::set_override).delete(endpoints::overrides::clear_override),
         )

@@ -98,6 +98,8 @@ impl Modify for BearerAuth {
         canary::abort,
         promote::promote,
         promote::rollback,
+        promote::pin,
+        promote::unpin,
         overrides::set_override,
         overrides::clear_override,
         overrides::list_overrides,

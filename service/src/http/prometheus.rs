@@ -436,6 +436,32 @@ fn registry(st: &AppState) -> Registry {
         "1 while a loaded model's budget breaker is open or half-open",
         open,
     );
+    let p = st.promotions.stats();
+    counter(
+        &mut r,
+        "scorer_model_promotions",
+        "Model promotions applied since start (POST /v1/admin/model/promote)",
+        p.promotions,
+    );
+    counter(
+        &mut r,
+        "scorer_model_rollbacks",
+        "Model rollbacks applied since start (POST /v1/admin/model/rollback)",
+        p.rollbacks,
+    );
+    counter(
+        &mut r,
+        "scorer_model_switches_refused_pinned",
+        "Promotions and rollbacks refused because the served model is pinned",
+        p.refused_pinned,
+    );
+    let pinned: Gauge = Gauge::default();
+    pinned.set(i64::from(p.pinned.is_some()));
+    r.register(
+        "scorer_model_pinned",
+        "1 while the served model is pinned (POST /v1/admin/model/pin)",
+        pinned,
+    );
 
     if let Some(log) = e.decision_log() {
         super::log_metrics::register(&mut r, &log.stats());

@@ -21,7 +21,7 @@ use scorer_core::features::schema::EXPECTED_LATENCY_FEATURE;
 use scorer_core::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};
 use scorer_model::blend::{mean_prediction, rule_actions};
-use scorer_model::{Arm, ModelHub, ModelSet, arm_for};
+use scorer_model::{Arm, FallbackReason, ModelHub, ModelSet, arm_for};
 
 /// Runs the model stage: `d.observations` for every candidate, then, out
 /// of panic mode, the model (or its fallback) on the selectable ones, and
@@ -51,6 +51,7 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
         .zip(&in_set)
         .filter_map(|(s, &inside)| inside.then_some(&mut s.e))
         .collect();
+    let held = (d.routers > 1 && !set.cfg.many_deciders).then_some(FallbackReason::ManyDeciders);
     let mut out = apply(
         hub,
         &set,
@@ -60,6 +61,7 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
         &mut es,
         d.now_ms,
         decide,
+        held,
     );
     for (j, &i) in d.selectable.iter().enumerate() {
         d.model_actions[i] = out.model_a[j];
@@ -148,6 +150,7 @@ pub(crate) fn apply(
     es: &mut [&mut Explained],
     now_ms: u64,
     record: bool,
+    held: Option<FallbackReason>,
 ) -> StageOut {
     debug_assert_eq!(obs.len(), es.len());
     let n = obs.len();
@@ -171,9 +174,10 @@ pub(crate) fn apply(
     };
     let mut model_a = vec![None; n];
     let mut raw = vec![0f32; n];
-    let result = match slot {
-        scorer_model::Slot::Refused { reason, .. } => Err(*reason),
-        scorer_model::Slot::Ready(m) => {
+    let result = match (held, slot) {
+        (Some(reason), _) => Err(reason),
+        (None, scorer_model::Slot::Refused { reason, .. }) => Err(*reason),
+        (None, scorer_model::Slot::Ready(m)) => {
             decision.version = Some(m.card.model_version.clone());
             OUTPUTS.with(|b| {
                 let out = &mut *b.borrow_mut();

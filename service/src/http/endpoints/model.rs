@@ -72,11 +72,12 @@ fn set_json(set: &ModelSet, now_ms: u64) -> Value {
 /// `GET /v1/model`: the models in use, their cards, breaker states, and
 /// since-start counters with inference latency percentiles (µs).
 #[utoipa::path(get, path = "/v1/model", tag = "model",
-    responses((status = 200, description = "`{used, generation, primary, ab, shadow, config, stats}`", body = Object)))]
+    responses((status = 200, description = "`{used, generation, primary, ab, shadow, config, stats, promotions: {pinned, promotions, rollbacks, refused_pinned}}`", body = Object)))]
 pub(crate) async fn model(State(st): State<AppState>) -> Json<Value> {
     let hub = st.engine.models();
     let mut v = set_json(&hub.current(), st.clock.monotonic_ms());
     v["stats"] = serde_json::to_value(hub.stats().snapshot()).unwrap_or(Value::Null);
+    v["promotions"] = serde_json::to_value(st.promotions.stats()).unwrap_or(Value::Null);
     Json(v)
 }
 

@@ -13,6 +13,10 @@
 //! configuration source still names the `[model] dir` it named at the
 //! promotion; once the source names another, the source wins. It does not
 //! survive a restart: put the directory in the configuration for that.
+//!
+//! `POST /v1/admin/model/pin` freezes the served model: until
+//! `DELETE /v1/admin/model/pin`, promotions and rollbacks (an operator's or
+//! the retraining loop's) answer 409 `model_pinned` and change nothing.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,7 +52,30 @@ struct PromotionState {
     /// What is served by promotion, and the `[model] dir` the configuration
     /// source named when it was promoted.
     promoted: Option<(Served, PathBuf)>,
+    /// Why the served model is pinned, while it is.
+    pinned: Option<String>,
+    /// Switches applied since start: promotions, rollbacks.
+    promotions: u64,
+    rollbacks: u64,
+    /// Switches refused because the model was pinned.
+    refused_pinned: u64,
 }
+
+/// What promotions did since start, for `/metrics` and `GET /v1/model`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PromotionStats {
+    /// Why the served model is pinned; `None` when it is not.
+    pub pinned: Option<String>,
+    /// Promotions applied.
+    pub promotions: u64,
+    /// Rollbacks applied.
+    pub rollbacks: u64,
+    /// Promotions and rollbacks refused because the model was pinned.
+    pub refused_pinned: u64,
+}
+
+/// Longest pin reason, bytes.
+pub const MAX_PIN_REASON_BYTES: usize = 512;
 
 /// Longest `dir` a promotion accepts, bytes (Linux's `PATH_MAX`).
 pub const MAX_DIR_BYTES: usize = 4096;
@@ -72,6 +99,32 @@ impl Promotions {
 
     fn set(&self, s: PromotionState) {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = s;
+    }
+
+    /// What promotions did since start.
+    pub fn stats(&self) -> PromotionStats {
+        let s = self.get();
+        PromotionStats {
+            pinned: s.pinned,
+            promotions: s.promotions,
+            rollbacks: s.rollbacks,
+            refused_pinned: s.refused_pinned,
+        }
+    }
+
+    /// `Err(model_pinned)` while the model is pinned (counted).
+    fn check_unpinned(&self, action: &str) -> Result<(), ApiError> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &s.pinned {
+            None => Ok(()),
+            Some(reason) => {
+                let message = format!(
+                    "the served model is pinned ({reason}): no {action} until DELETE /v1/admin/model/pin"
+                );
+                s.refused_pinned += 1;
+                Err(ApiError::new(StatusCode::CONFLICT, "model_pinned", message))
+            }
+        }
     }
 
     /// `cfg` (from the configuration source) with the promoted directory in
@@ -151,6 +204,9 @@ async fn switch_on_own_thread(
 }
 
 async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<Value>, ApiError> {
+    st.promotions.check_unpinned(action).inspect_err(|e| {
+        tracing::warn!(dir = ?shown(&to.dir), error = %e.message, "model {action} refused; nothing changed");
+    })?;
     let cfg = (*st.engine.config()).clone();
     let from = Served {
         dir: cfg.model.dir.clone(),
@@ -172,8 +228,11 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
             Some(from.clone())
         },
         promoted: source_dir
-            .or_else(|| before.promoted.map(|(_, s)| s))
+            .or_else(|| before.promoted.clone().map(|(_, s)| s))
             .map(|s| (to.clone(), s)),
+        promotions: before.promotions + u64::from(action == "promotion"),
+        rollbacks: before.rollbacks + u64::from(action == "rollback"),
+        ..before
     });
     tracing::info!(from = ?from.dir, to = ?to.dir, enabled = to.enabled,
         version = %body["model_version"], "model {action} applied");
@@ -183,16 +242,86 @@ async fn switch(st: &AppState, to: Served, action: &'static str) -> Result<Json<
     Ok(Json(body))
 }
 
+/// Body of `POST /v1/admin/model/pin`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PinRequest {
+    /// Why (shown in `GET /v1/model` and in refusals), 1..=512 bytes.
+    reason: String,
+}
+
+/// `POST /v1/admin/model/pin` with `{"reason": …}`: freezes the served
+/// model; promotions and rollbacks answer 409 `model_pinned` until
+/// `DELETE /v1/admin/model/pin`. 200 with `{pinned, model_version}`.
+#[utoipa::path(post, path = "/v1/admin/model/pin", tag = "admin", request_body = PinRequest,
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Pinned: `{pinned: reason, model_version}`", body = Object),
+        JsonBodyErrors,
+        AdminErrors,
+    ))]
+pub(crate) async fn pin(
+    State(st): State<AppState>,
+    body: Result<ApiJson<PinRequest>, ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let ApiJson(req) = body?;
+    let reason = req.reason.trim();
+    if reason.is_empty() || reason.len() > MAX_PIN_REASON_BYTES || reason.contains('\0') {
+        return Err(ApiError::unprocessable(format!(
+            "`reason`: must say why (1..={MAX_PIN_REASON_BYTES} bytes, no NUL)"
+        )));
+    }
+    let version = served_version(&st);
+    {
+        let mut s = st
+            .promotions
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        s.pinned = Some(reason.to_owned());
+    }
+    tracing::info!(%reason, version = ?version, "model pinned");
+    Ok(Json(json!({"pinned": reason, "model_version": version})))
+}
+
+/// `DELETE /v1/admin/model/pin`: promotions and rollbacks apply again.
+/// 200 with `{pinned: null, was_pinned}`.
+#[utoipa::path(delete, path = "/v1/admin/model/pin", tag = "admin",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Unpinned: `{pinned: null, was_pinned}`", body = Object),
+        AdminErrors,
+    ))]
+pub(crate) async fn unpin(State(st): State<AppState>) -> Json<Value> {
+    let was = st
+        .promotions
+        .state
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pinned
+        .take();
+    if was.is_some() {
+        tracing::info!(version = ?served_version(&st), "model unpinned");
+    }
+    Json(json!({"pinned": null, "was_pinned": was}))
+}
+
+fn served_version(st: &AppState) -> Option<String> {
+    let set = st.engine.models().current();
+    set.primary.model().map(|m| m.card.model_version.clone())
+}
+
 /// `POST /v1/admin/model/promote` with `{"dir": …}`: vets the directory and
 /// serves it (see the module docs). 200 with `{applied, dir, previous_dir,
 /// model_version, enabled, generation, config_hash}`; 422 `model_refused` (nothing
-/// changed) or the usual body errors.
+/// changed), 409 `model_pinned` or the usual body errors.
 #[utoipa::path(post, path = "/v1/admin/model/promote", tag = "admin", request_body = PromoteRequest,
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
         JsonBodyErrors,
         AdminErrors,
+        (status = 409, description = "The served model is pinned (`model_pinned`); nothing changed", body = ErrorBody),
     ))]
 pub(crate) async fn promote(
     State(st): State<AppState>,
@@ -214,13 +343,14 @@ pub(crate) async fn promote(
 /// `POST /v1/admin/model/rollback`: serves again what was served before the
 /// last promotion or rollback (its directory vetted anew, or the model off
 /// if it was off). 200 as promote; 409
-/// `no_previous_model` when nothing was promoted; 422 `model_refused`.
+/// `no_previous_model` when nothing was promoted, or `model_pinned`; 422
+/// `model_refused`.
 #[utoipa::path(post, path = "/v1/admin/model/rollback", tag = "admin",
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Served: `{applied: true, dir, previous_dir, model_version, generation, config_hash}`", body = Object),
         AdminErrors,
-        (status = 409, description = "Nothing to roll back to (`no_previous_model`)", body = ErrorBody),
+        (status = 409, description = "Nothing to roll back to (`no_previous_model`), or the model is pinned (`model_pinned`)", body = ErrorBody),
         (status = 422, description = "The previous directory is refused now (`model_refused`); nothing changed", body = ErrorBody),
     ))]
 pub(crate) async fn rollback(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
