@@ -25,6 +25,7 @@ fn opts(budget: u64, sample: Option<SampleSpec>) -> StreamOptions {
         valid_fraction: 0.2,
         sample,
         spill_dir: None,
+        window: None,
     }
 }
 

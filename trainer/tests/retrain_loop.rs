@@ -1,0 +1,304 @@
+//! `trainer loop` end to end on synthetic logs: a candidate trained on
+//! shuffled targets is never promoted; a candidate trained on logs with a
+//! learnable signal is promoted over a weak served model, published whole
+//! and served through the admin API (a local HTTP server stands in for the
+//! service); and the admin calls themselves.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{TempDir, synth};
+use scorer_client::Credentials;
+use trainer::compare::CompareOptions;
+use trainer::gate::GateConfig;
+use trainer::pipeline::{TrainExtras, TrainOptions, run_train_with};
+use trainer::progress::Progress;
+use trainer::promote::{AdminClient, MODEL_FILES, STAGING_PREFIX};
+use trainer::retrain_loop::{Action, Clock, LoopOptions, Round, WindowSpec, run_loop};
+use trainer::train::TrainParams;
+
+/// A clock that never waits: every round starts at once.
+struct Immediate {
+    waits: usize,
+}
+
+impl Clock for Immediate {
+    fn now_ms(&self) -> i64 {
+        trainer::synth::SYNTH_START_MS + 3_600_000
+    }
+
+    fn wait(&mut self, _: Duration) -> bool {
+        self.waits += 1;
+        true
+    }
+}
+
+fn train_options(logs: &Path) -> TrainOptions {
+    TrainOptions {
+        logs: vec![logs.to_path_buf()],
+        out: PathBuf::new(),
+        params: TrainParams {
+            num_trees: 40,
+            ..TrainParams::default()
+        },
+        target: Default::default(),
+        valid_fraction: 0.3,
+        memory_budget_bytes: 1 << 30,
+        sample: None,
+        network: None,
+        spill_dir: None,
+    }
+}
+
+fn loop_options(logs: &Path, models: &Path, current: Option<PathBuf>) -> LoopOptions {
+    LoopOptions {
+        train: train_options(logs),
+        models_dir: models.to_path_buf(),
+        current,
+        window: WindowSpec::Decisions(8_000),
+        gate: GateConfig {
+            min_decisions: 1_000,
+            min_gain_ms: 0.05,
+        },
+        compare: CompareOptions {
+            bootstrap: 300,
+            ..CompareOptions::default()
+        },
+        forbid_promotion: false,
+        max_rounds: Some(2),
+        every: Duration::from_secs(300),
+        shuffle_targets_seed: None,
+    }
+}
+
+fn run(opts: &LoopOptions, admin: Option<&AdminClient>) -> Vec<Round> {
+    let stop = AtomicBool::new(false);
+    let mut clock = Immediate { waits: 0 };
+    let rounds = run_loop(
+        opts,
+        admin,
+        &mut clock,
+        &stop,
+        Progress::hidden(),
+        &mut |r| println!("{}", r.line),
+    )
+    .unwrap();
+    assert_eq!(
+        clock.waits,
+        rounds.len() - 1,
+        "no wait after the last round"
+    );
+    rounds
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_candidate_trained_on_shuffled_targets_is_never_promoted() {
+    let tmp = TempDir::new("loop-shuffled");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let models = tmp.join("models");
+    let opts = LoopOptions {
+        shuffle_targets_seed: Some(3),
+        ..loop_options(&logs, &models, None)
+    };
+    let rounds = run(&opts, None);
+    assert_eq!(rounds.len(), 2);
+    for r in &rounds {
+        assert_eq!(r.action, Action::Held, "{}", r.line);
+        assert!(r.line.contains("held rules against loop-"), "{}", r.line);
+    }
+    // Nothing published, no staging left.
+    assert_eq!(entries(&models), Vec::<String>::new());
+}
+
+/// A one-connection-at-a-time HTTP server on 127.0.0.1: answers each
+/// request with `status` and `{"applied": true}`, and sends the request
+/// line, the authorization header and the body to the test.
+fn admin_server(
+    status: &'static str,
+    requests: usize,
+) -> (String, mpsc::Receiver<(String, String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(requests) {
+            let mut stream = stream.unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let (mut auth, mut length) = (String::new(), 0usize);
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                let (name, value) = h.split_once(':').unwrap();
+                match name.to_ascii_lowercase().as_str() {
+                    "authorization" => auth = value.trim().to_string(),
+                    "content-length" => length = value.trim().parse().unwrap(),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let answer = r#"{"applied": true}"#;
+            write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            )
+            .unwrap();
+            tx.send((
+                line.trim_end().to_string(),
+                auth,
+                String::from_utf8(body).unwrap(),
+            ))
+            .unwrap();
+        }
+    });
+    (url, rx)
+}
+
+fn admin(url: &str) -> AdminClient {
+    let credentials = Credentials::none()
+        .with_token("0123456789abcdef-loop")
+        .unwrap();
+    AdminClient::new(url, &credentials).unwrap()
+}
+
+#[test]
+fn a_candidate_with_a_learnable_signal_is_promoted_over_a_weak_model() {
+    let tmp = TempDir::new("loop-good");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    // The weak served model: trained on the same logs, on shuffled targets.
+    let weak = tmp.join("weak");
+    run_train_with(
+        &TrainOptions {
+            out: weak.clone(),
+            ..train_options(&logs)
+        },
+        &TrainExtras {
+            shuffle_targets_seed: Some(3),
+            ..TrainExtras::default()
+        },
+        Progress::hidden(),
+    )
+    .unwrap();
+    let models = tmp.join("models");
+    let (url, requests) = admin_server("200 OK", 1);
+    let client = admin(&url);
+    let rounds = run(&loop_options(&logs, &models, Some(weak)), Some(&client));
+
+    let Action::Promoted { dir, version } = &rounds[0].action else {
+        panic!("not promoted: {}", rounds[0].line);
+    };
+    assert!(
+        rounds[0]
+            .line
+            .starts_with(&format!("round 1: promoted {version} over weak-")),
+        "{}",
+        rounds[0].line
+    );
+    // Published whole, under its version, and nothing else in the directory.
+    assert_eq!(dir, &std::fs::canonicalize(models.join(version)).unwrap());
+    for f in MODEL_FILES {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let card = scorer_model::read_card(dir).unwrap();
+    assert_eq!(&card.model_version, version);
+    trainer::validate::vet_as_service(dir).unwrap();
+    assert_eq!(entries(&models), vec![version.clone()]);
+    assert!(
+        !entries(&models)
+            .iter()
+            .any(|e| e.starts_with(STAGING_PREFIX))
+    );
+
+    // The service was told to serve it.
+    let (line, auth, body) = requests.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(line, "POST /v1/admin/model/promote HTTP/1.1");
+    assert_eq!(auth, "Bearer 0123456789abcdef-loop");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body, serde_json::json!({"dir": dir.to_str().unwrap()}));
+
+    // The next round serves the promoted model: the same logs retrain the
+    // same model, which gains nothing over itself.
+    assert_eq!(rounds[1].action, Action::Held, "{}", rounds[1].line);
+    assert!(
+        rounds[1]
+            .line
+            .starts_with(&format!("round 2: held {version} against {version}")),
+        "{}",
+        rounds[1].line
+    );
+}
+
+#[test]
+fn forbidden_promotion_decides_but_writes_nothing() {
+    let tmp = TempDir::new("loop-forbidden");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let models = tmp.join("models");
+    let opts = LoopOptions {
+        forbid_promotion: true,
+        max_rounds: Some(1),
+        ..loop_options(&logs, &models, None)
+    };
+    let rounds = run(&opts, None);
+    assert_eq!(rounds[0].action, Action::WouldPromote, "{}", rounds[0].line);
+    assert!(
+        rounds[0].line.contains("(promotion forbidden)"),
+        "{}",
+        rounds[0].line
+    );
+    assert_eq!(entries(&models), Vec::<String>::new());
+}
+
+#[test]
+fn the_admin_calls_carry_the_token_and_the_directory() {
+    let (url, requests) = admin_server("200 OK", 2);
+    let client = admin(&url);
+    let answer = client
+        .promote(Path::new("/srv/models/loop-0123abcd"))
+        .unwrap();
+    assert_eq!(answer, serde_json::json!({"applied": true}));
+    let (line, auth, body) = requests.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(line, "POST /v1/admin/model/promote HTTP/1.1");
+    assert_eq!(auth, "Bearer 0123456789abcdef-loop");
+    assert_eq!(body, r#"{"dir":"/srv/models/loop-0123abcd"}"#);
+
+    client.rollback().unwrap();
+    let (line, auth, body) = requests.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(line, "POST /v1/admin/model/rollback HTTP/1.1");
+    assert_eq!(auth, "Bearer 0123456789abcdef-loop");
+    assert_eq!(body, "");
+}
+
+#[test]
+fn a_refusal_by_the_service_is_an_error_with_its_answer() {
+    let (url, _requests) = admin_server("422 Unprocessable Entity", 1);
+    let e = admin(&url).rollback().unwrap_err().to_string();
+    assert!(e.contains("422"), "{e}");
+    assert!(e.contains(r#"{"applied": true}"#), "{e}");
+    let e = AdminClient::new("localhost:8080", &Credentials::none()).unwrap_err();
+    assert!(e.to_string().contains("http://host:port"), "{e}");
+}
