@@ -399,8 +399,10 @@ fn run_round(
             if stopped() {
                 return Ok(None);
             }
-            let dir = publish(&train.out, &opts.models_dir, &candidate.version)?;
-            let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+            let published = publish(&train.out, &opts.models_dir, &candidate.version)?;
+            // The service may run in another directory: it gets the
+            // absolute path; the line shows the path as given.
+            let dir = std::fs::canonicalize(&published).unwrap_or_else(|_| published.clone());
             if let Some(a) = admin {
                 a.promote(&dir)?;
             }
@@ -418,7 +420,7 @@ fn run_round(
                     "round {number}: promoted {} over {} ({}): {evidence}, above min-gain {:.3} ms{mae}",
                     candidate.version,
                     served.version,
-                    dir.display(),
+                    published.display(),
                     opts.gate.min_gain_ms
                 ),
             )
