@@ -125,7 +125,7 @@ fn judge(cfg: &GateConfig, e: &Evidence) -> Result<f64, Hold> {
     let (Some(gain_ms), Some(ci)) = (e.gain_ms, e.gain_ci_ms) else {
         return Err(Hold::NoEstimate);
     };
-    if !(ci.low > 0.0) {
+    if ci.low.is_nan() || ci.low <= 0.0 {
         return Err(Hold::IntervalNotAbove0);
     }
     Ok(gain_ms)
@@ -136,7 +136,7 @@ pub fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(c);
