@@ -151,13 +151,19 @@ pub struct Round {
 
 /// A served model: its directory (`None`: the rules alone) and version.
 #[derive(Debug, Clone, PartialEq)]
-struct Served {
-    dir: Option<PathBuf>,
-    version: String,
+pub struct Served {
+    /// The model directory; `None` for the rules alone.
+    pub dir: Option<PathBuf>,
+    /// Its card's model version (`rules` for the rules alone).
+    pub version: String,
 }
 
 impl Served {
-    fn of(dir: Option<&Path>) -> Result<Self> {
+    /// The model of `dir` (its card read), or the rules alone.
+    ///
+    /// # Errors
+    /// As [`load_model_dir`].
+    pub fn of(dir: Option<&Path>) -> Result<Self> {
         Ok(match dir {
             None => Served {
                 dir: None,
@@ -172,7 +178,10 @@ impl Served {
 
     /// Each row's prediction `ln(latency / E)`: the model's, or 0 for the
     /// rules (factor 1).
-    fn predict(&self, features: &[f32]) -> Result<Vec<f32>> {
+    ///
+    /// # Errors
+    /// As [`load_model_dir`]; tract errors.
+    pub fn predict(&self, features: &[f32]) -> Result<Vec<f32>> {
         match &self.dir {
             None => Ok(vec![
                 0.0;
@@ -322,26 +331,10 @@ fn run_round(
         return Ok(None);
     }
     let rule = opts.train.target;
-    // `trainer compare --a A --b B` on `table`: the DR difference B − A
-    // and its interval, with A's predictions as the direct method.
-    let compare = |table: &LogTable, a: &Served, b: &Served| -> Result<Evidence> {
-        let (pa, pb) = (a.predict(&table.features)?, b.predict(&table.features)?);
-        let r = compare_predictions(table, &pa, &pb, &rule, &Blend::default(), &opts.compare);
-        Ok(Evidence {
-            decisions: r.a.off_policy.decisions,
-            gain_ms: r.dr_latency_diff_ms,
-            gain_ci_ms: r.dr_latency_diff_ci_ms,
-        })
-    };
     let served = state.served.clone();
 
     if let Some(previous) = state.previous.clone() {
-        let since = select_decisions(&table, |d| {
-            d.model_version.as_deref() == Some(served.version.as_str())
-        });
-        // The gain of going back: promoted − previous, the promoted model
-        // (trained on the logs) the direct method.
-        let back = compare(&since, &served, &previous)?.negated();
+        let back = rollback_evidence(&table, &served, &previous, &rule, &opts.compare)?;
         if let Rollback::RollBack = decide_rollback(&opts.gate, &back) {
             let line = if opts.forbid_promotion {
                 format!(
@@ -376,7 +369,7 @@ fn run_round(
     drop(table);
     // The candidate's gain: served − candidate, the candidate the direct
     // method (the rules' own expectation is far off).
-    let evidence = compare(&held_out, &candidate, &served)?;
+    let evidence = compare(&held_out, &candidate, &served, &rule, &opts.compare)?;
     let mae = mae_line(&held_out, &rule, &served, &candidate)?;
     let (action, line) = match decide_promotion(&opts.gate, &evidence) {
         Promotion::Hold(h) => (
@@ -432,6 +425,47 @@ fn run_round(
         action,
         line,
     }))
+}
+
+/// `trainer compare --a A --b B` on `table`: the DR difference B − A and
+/// its interval, with A's predictions as the direct method.
+///
+/// # Errors
+/// As [`Served::predict`].
+pub fn compare(
+    table: &LogTable,
+    a: &Served,
+    b: &Served,
+    rule: &crate::target::TargetRule,
+    opts: &CompareOptions,
+) -> Result<Evidence> {
+    let (pa, pb) = (a.predict(&table.features)?, b.predict(&table.features)?);
+    let r = compare_predictions(table, &pa, &pb, rule, &Blend::default(), opts);
+    Ok(Evidence {
+        decisions: r.a.off_policy.decisions,
+        gain_ms: r.dr_latency_diff_ms,
+        gain_ci_ms: r.dr_latency_diff_ci_ms,
+    })
+}
+
+/// The rollback's evidence: on the decisions of `table` that `served`
+/// scored (the log's `model_version`), the gain of serving `previous`
+/// again (served minus previous DR mean latency, ms), with the served
+/// model, trained on the logs, as the direct method.
+///
+/// # Errors
+/// As [`compare`].
+pub fn rollback_evidence(
+    table: &LogTable,
+    served: &Served,
+    previous: &Served,
+    rule: &crate::target::TargetRule,
+    opts: &CompareOptions,
+) -> Result<Evidence> {
+    let since = select_decisions(table, |d| {
+        d.model_version.as_deref() == Some(served.version.as_str())
+    });
+    Ok(compare(&since, served, previous, rule, opts)?.negated())
 }
 
 /// `; held-out MAE(log) candidate X, served Y` on the held-out decisions'

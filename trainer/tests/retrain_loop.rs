@@ -302,3 +302,63 @@ fn a_refusal_by_the_service_is_an_error_with_its_answer() {
     let e = AdminClient::new("localhost:8080", &Credentials::none()).unwrap_err();
     assert!(e.to_string().contains("http://host:port"), "{e}");
 }
+
+#[test]
+fn a_promoted_model_that_does_worse_than_the_one_before_is_rolled_back() {
+    use trainer::gate::{Hold, Rollback, decide_rollback};
+    use trainer::retrain_loop::{Served, rollback_evidence};
+    let tmp = TempDir::new("loop-rollback");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let train = |name: &str, shuffle: Option<u64>| {
+        let out = tmp.join(name);
+        run_train_with(
+            &TrainOptions {
+                out: out.clone(),
+                ..train_options(&logs)
+            },
+            &TrainExtras {
+                shuffle_targets_seed: shuffle,
+                ..TrainExtras::default()
+            },
+            Progress::hidden(),
+        )
+        .unwrap();
+        Served::of(Some(&out)).unwrap()
+    };
+    let good = train("good", None);
+    let bad = train("bad", Some(3));
+    let opts = loop_options(&logs, &tmp.join("models"), None);
+    let gate = &opts.gate;
+    let rule = &opts.train.target;
+    let mut table = trainer::dataset::load_logs(&[logs.clone()], |_, _, _| {}).unwrap();
+    let newest = table.decisions.len() - 3_000;
+
+    // No decision was scored by the promoted model yet: nothing to judge.
+    let e = rollback_evidence(&table, &bad, &good, rule, &opts.compare).unwrap();
+    assert_eq!(e.decisions, 0);
+    assert_eq!(
+        decide_rollback(gate, &e),
+        Rollback::Keep(Hold::TooFewDecisions)
+    );
+
+    // The newest 3 000 decisions were scored by `bad`, promoted over
+    // `good`: `good` is faster on them, beyond the interval.
+    for d in &mut table.decisions[newest..] {
+        d.model_version = Some(bad.version.clone());
+    }
+    let e = rollback_evidence(&table, &bad, &good, rule, &opts.compare).unwrap();
+    assert!(e.decisions > 2_500, "{e}");
+    assert_eq!(decide_rollback(gate, &e), Rollback::RollBack, "{e}");
+
+    // The other way round, `good` promoted over `bad` and serving well:
+    // kept.
+    for d in &mut table.decisions[newest..] {
+        d.model_version = Some(good.version.clone());
+    }
+    let e = rollback_evidence(&table, &good, &bad, rule, &opts.compare).unwrap();
+    assert!(
+        matches!(decide_rollback(gate, &e), Rollback::Keep(_)),
+        "{e}"
+    );
+}
