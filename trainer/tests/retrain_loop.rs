@@ -331,7 +331,7 @@ fn a_promoted_model_that_does_worse_than_the_one_before_is_rolled_back() {
     let opts = loop_options(&logs, &tmp.join("models"), None);
     let gate = &opts.gate;
     let rule = &opts.train.target;
-    let mut table = trainer::dataset::load_logs(&[logs.clone()], |_, _, _| {}).unwrap();
+    let mut table = trainer::dataset::load_logs(std::slice::from_ref(&logs), |_, _, _| {}).unwrap();
     let newest = table.decisions.len() - 3_000;
 
     // No decision was scored by the promoted model yet: nothing to judge.
