@@ -146,14 +146,6 @@ pub fn list_log_files(dirs: &[PathBuf], kind: LogKind) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn load_kind(
-    dirs: &[PathBuf],
-    kind: LogKind,
-    on_file: &mut dyn FnMut(&Path, usize, usize),
-) -> Result<LoadedLog> {
-    read_kind(list_log_files(dirs, kind)?, kind, on_file)
-}
-
 fn read_kind(
     files: Vec<PathBuf>,
     kind: LogKind,
@@ -206,8 +198,9 @@ pub fn load_logs(
             "at least one --logs directory is needed".into(),
         ));
     }
-    let decisions = load_kind(dirs, LogKind::Decisions, &mut on_file)?;
-    let outcomes = load_kind(dirs, LogKind::Outcomes, &mut on_file)?;
+    let (d, o) = (LogKind::Decisions, LogKind::Outcomes);
+    let decisions = read_kind(list_log_files(dirs, d)?, d, &mut on_file)?;
+    let outcomes = read_kind(list_log_files(dirs, o)?, o, &mut on_file)?;
     if decisions.rows == 0 {
         let where_ = dirs
             .iter()
@@ -222,10 +215,11 @@ pub fn load_logs(
     joined_table(decisions, outcomes)
 }
 
-/// [`load_logs`] of the given files (decisions files in time order).
+/// [`load_logs`] of the given files (decisions files in time order); no
+/// decision row gives an empty table.
 ///
 /// # Errors
-/// As [`load_logs`].
+/// As [`load_logs`], but for the lack of decisions.
 pub fn load_log_files(
     decision_files: &[PathBuf],
     outcome_files: &[PathBuf],
@@ -233,12 +227,6 @@ pub fn load_log_files(
 ) -> Result<LogTable> {
     let decisions = read_kind(decision_files.to_vec(), LogKind::Decisions, &mut on_file)?;
     let outcomes = read_kind(outcome_files.to_vec(), LogKind::Outcomes, &mut on_file)?;
-    if decisions.rows == 0 {
-        return Err(TrainerError::NoData(format!(
-            "no decision rows in {} decisions files",
-            decision_files.len()
-        )));
-    }
     joined_table(decisions, outcomes)
 }
 

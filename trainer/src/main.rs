@@ -245,7 +245,8 @@ fn run_loop(args: &LoopArgs, progress: Progress) -> anyhow::Result<()> {
         &mut |r| say!("{}", r.line),
     )?;
     if STOP.load(Ordering::SeqCst) {
-        say!("stopped after {} rounds", rounds.len());
+        let n = rounds.len();
+        say!("stopped after {n} round{}", if n == 1 { "" } else { "s" });
     }
     Ok(())
 }
