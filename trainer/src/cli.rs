@@ -276,6 +276,12 @@ pub struct LoopArgs {
     /// rules alone].
     #[arg(long, value_name = "DIR")]
     pub current: Option<PathBuf>,
+    /// The model directory the service served before --current (what its
+    /// POST /v1/admin/model/rollback returns to), so that the loop may roll
+    /// back to it [default: none: only models the loop promoted are rolled
+    /// back].
+    #[arg(long, value_name = "DIR", requires = "current")]
+    pub previous: Option<PathBuf>,
     /// Seconds between the starts of two rounds.
     #[arg(long, value_name = "S", default_value_t = 300)]
     pub every_s: u64,

@@ -217,6 +217,7 @@ fn run_loop(args: &LoopArgs, progress: Progress) -> anyhow::Result<()> {
         },
         models_dir: args.models_dir.clone(),
         current: args.current.clone(),
+        previous: args.previous.clone(),
         window: match args.window_hours {
             Some(h) => WindowSpec::Hours(h),
             None => WindowSpec::Decisions(args.window_decisions),

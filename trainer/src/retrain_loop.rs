@@ -64,6 +64,9 @@ pub struct LoopOptions {
     /// The model the service serves when the loop starts; `None`: the
     /// rules alone.
     pub current: Option<PathBuf>,
+    /// The model the service served before `current`, which the loop may
+    /// roll back to; `None`: only models the loop promoted are rolled back.
+    pub previous: Option<PathBuf>,
     /// The window each round trains and judges on.
     pub window: WindowSpec,
     /// The gate's thresholds.
@@ -236,7 +239,10 @@ pub fn run_loop(
     remove_stale_staging(&opts.models_dir)?;
     let mut state = State {
         served: Served::of(opts.current.as_deref())?,
-        previous: None,
+        previous: match &opts.previous {
+            Some(p) => Some(Served::of(Some(p))?),
+            None => None,
+        },
     };
     let mut rounds = Vec::new();
     for number in 1.. {

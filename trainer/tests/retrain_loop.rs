@@ -61,6 +61,7 @@ fn loop_options(logs: &Path, models: &Path, current: Option<PathBuf>) -> LoopOpt
         train: train_options(logs),
         models_dir: models.to_path_buf(),
         current,
+        previous: None,
         window: WindowSpec::Decisions(8_000),
         gate: GateConfig {
             min_decisions: 1_000,
@@ -361,4 +362,93 @@ fn a_promoted_model_that_does_worse_than_the_one_before_is_rolled_back() {
         matches!(decide_rollback(gate, &e), Rollback::Keep(_)),
         "{e}"
     );
+}
+
+#[test]
+fn the_loop_rolls_back_through_the_service_when_the_model_before_does_better() {
+    use scorer_log::naming::final_path;
+    use scorer_log::{LogKind, decisions_batch, outcomes_batch};
+    use trainer::synth::{Synth, SynthConfig, write_file};
+    let tmp = TempDir::new("loop-rolls-back");
+    let first = tmp.join("first");
+    synth(&first, 10_000, 7);
+    let train = |name: &str, shuffle: Option<u64>| {
+        let out = tmp.join(name);
+        let s = run_train_with(
+            &TrainOptions {
+                out: out.clone(),
+                ..train_options(&first)
+            },
+            &TrainExtras {
+                shuffle_targets_seed: shuffle,
+                ..TrainExtras::default()
+            },
+            Progress::hidden(),
+        )
+        .unwrap();
+        (out, s.card.model_version)
+    };
+    let (good, good_version) = train("good", None);
+    let (bad, bad_version) = train("bad", Some(3));
+
+    // Later logs, every decision under `bad`'s version: `bad` was
+    // promoted over `good` and has served since.
+    let logs = tmp.join("logs");
+    let mut synth = Synth::new(SynthConfig {
+        seed: 8,
+        ..SynthConfig::default()
+    })
+    .unwrap();
+    for file in 0..4u64 {
+        let (mut ds, mut os) = (Vec::new(), Vec::new());
+        for _ in 0..2_500 {
+            let (mut d, o) = synth.next_decision().unwrap();
+            d.model_version = Some(bad_version.clone());
+            ds.push(d);
+            os.extend(o);
+        }
+        let at = 1_793_491_200_000 + file * 60_000;
+        let path = |kind| final_path(&logs, kind, at, 1);
+        write_file(
+            &path(LogKind::Decisions),
+            vec![decisions_batch(&ds).unwrap()],
+        )
+        .unwrap();
+        write_file(&path(LogKind::Outcomes), vec![outcomes_batch(&os).unwrap()]).unwrap();
+    }
+
+    let models = tmp.join("models");
+    let (url, requests) = admin_server("200 OK", 1);
+    let client = admin(&url);
+    let opts = LoopOptions {
+        previous: Some(good),
+        max_rounds: Some(1),
+        ..loop_options(&logs, &models, Some(bad))
+    };
+    let rounds = run(&opts, Some(&client));
+    assert_eq!(rounds[0].action, Action::RolledBack, "{}", rounds[0].line);
+    assert!(
+        rounds[0].line.starts_with(&format!(
+            "round 1: rolled back {bad_version} to {good_version}: DR gain "
+        )),
+        "{}",
+        rounds[0].line
+    );
+    let (line, auth, body) = requests.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(line, "POST /v1/admin/model/rollback HTTP/1.1");
+    assert_eq!(auth, "Bearer 0123456789abcdef-loop");
+    assert_eq!(body, "");
+    // Nothing promoted, nothing left behind.
+    assert_eq!(entries(&models), Vec::<String>::new());
+
+    // Without the model before, there is nothing to roll back to: the
+    // round judges a candidate instead.
+    let rounds = run(
+        &LoopOptions {
+            previous: None,
+            ..opts
+        },
+        None,
+    );
+    assert_ne!(rounds[0].action, Action::RolledBack, "{}", rounds[0].line);
 }
