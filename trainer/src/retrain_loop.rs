@@ -209,7 +209,9 @@ struct State {
 }
 
 /// Errors a round reports and survives: the next round may have the data
-/// or a better candidate.
+/// or a better candidate. (A call the service did not apply is reported by
+/// the round itself, and leaves the loop's view of the served model
+/// unchanged.)
 fn skippable(e: &TrainerError) -> bool {
     matches!(
         e,
@@ -226,7 +228,7 @@ fn skippable(e: &TrainerError) -> bool {
 /// # Errors
 /// Bad options, an unreadable current model, or a round's error that the
 /// next round would meet again (an unreadable log, a models directory that
-/// cannot be written, a service that refuses the call).
+/// cannot be written).
 pub fn run_loop(
     opts: &LoopOptions,
     admin: Option<&AdminClient>,
@@ -331,6 +333,7 @@ fn run_round(
     let Some((valid_from_ms, _)) = summary.valid_ts_ms else {
         return Err(TrainerError::NoData("no validation rows".into()));
     };
+    let sp = progress.spinner("comparing with the served model");
     let outcome_files = list_log_files(&opts.train.logs, LogKind::Outcomes)?;
     let table = load_log_files(&summary.decision_files, &outcome_files, |_, _, _| {})?;
     if stopped() {
@@ -342,14 +345,22 @@ fn run_round(
     if let Some(previous) = state.previous.clone() {
         let back = rollback_evidence(&table, &served, &previous, &rule, &opts.compare)?;
         if let Rollback::RollBack = decide_rollback(&opts.gate, &back) {
+            sp.finish_and_clear();
             let line = if opts.forbid_promotion {
                 format!(
                     "round {number}: would roll back {} to {} (promotion forbidden): {back}, the previous model is faster",
                     served.version, previous.version
                 )
             } else {
-                if let Some(a) = admin {
-                    a.rollback()?;
+                if let Some(Err(e)) = admin.map(AdminClient::rollback) {
+                    return Ok(Some(Round {
+                        number,
+                        action: Action::Skipped,
+                        line: format!(
+                            "round {number}: {} should roll back to {} ({back}) but the service did not: {e}",
+                            served.version, previous.version
+                        ),
+                    }));
                 }
                 state.served = previous.clone();
                 state.previous = None;
@@ -377,6 +388,7 @@ fn run_round(
     // method (the rules' own expectation is far off).
     let evidence = compare(&held_out, &candidate, &served, &rule, &opts.compare)?;
     let mae = mae_line(&held_out, &rule, &served, &candidate)?;
+    sp.finish_and_clear();
     let (action, line) = match decide_promotion(&opts.gate, &evidence) {
         Promotion::Hold(h) => (
             Action::Held,
@@ -402,8 +414,16 @@ fn run_round(
             // The service may run in another directory: it gets the
             // absolute path; the line shows the path as given.
             let dir = std::fs::canonicalize(&published).unwrap_or_else(|_| published.clone());
-            if let Some(a) = admin {
-                a.promote(&dir)?;
+            if let Some(Err(e)) = admin.map(|a| a.promote(&dir)) {
+                return Ok(Some(Round {
+                    number,
+                    action: Action::Skipped,
+                    line: format!(
+                        "round {number}: wrote {} ({}) but the service did not serve it: {e}",
+                        candidate.version,
+                        published.display()
+                    ),
+                }));
             }
             state.previous = Some(served.clone());
             state.served = Served {

@@ -452,3 +452,29 @@ fn the_loop_rolls_back_through_the_service_when_the_model_before_does_better() {
     );
     assert_ne!(rounds[0].action, Action::RolledBack, "{}", rounds[0].line);
 }
+
+#[test]
+fn a_promotion_the_service_refuses_is_reported_and_the_loop_goes_on() {
+    let tmp = TempDir::new("loop-refused");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let models = tmp.join("models");
+    let (url, requests) = admin_server("422 Unprocessable Entity", 2);
+    let client = admin(&url);
+    let rounds = run(&loop_options(&logs, &models, None), Some(&client));
+    // The rules stay served: both rounds try the same promotion again.
+    for r in &rounds {
+        assert_eq!(r.action, Action::Skipped, "{}", r.line);
+        assert!(r.line.contains("422 Unprocessable Entity"), "{}", r.line);
+        assert!(
+            r.line.contains("but the service did not serve it"),
+            "{}",
+            r.line
+        );
+        let (line, _, _) = requests.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(line, "POST /v1/admin/model/promote HTTP/1.1");
+    }
+    assert_eq!(rounds.len(), 2);
+    let names = entries(&models);
+    assert_eq!(names.len(), 1, "{names:?}");
+}
