@@ -32,7 +32,9 @@ use scorer_model::{Blend, RunnablePlan};
 use crate::compare::{CompareOptions, compare_predictions};
 use crate::dataset::{LogTable, list_log_files, load_log_files};
 use crate::error::{Result, TrainerError};
-use crate::gate::{Evidence, GateConfig, Promotion, Rollback, decide_promotion, decide_rollback};
+use crate::gate::{
+    Evidence, GateConfig, Hold, Promotion, Rollback, decide_promotion, decide_rollback,
+};
 use crate::parity::served_probabilities;
 use crate::pipeline::{TrainExtras, TrainOptions, run_train_with};
 use crate::progress::Progress;
@@ -342,9 +344,22 @@ fn run_round(
     let rule = opts.train.target;
     let served = state.served.clone();
 
+    let mut kept = String::new();
     if let Some(previous) = state.previous.clone() {
         let back = rollback_evidence(&table, &served, &previous, &rule, &opts.compare)?;
-        if let Rollback::RollBack = decide_rollback(&opts.gate, &back) {
+        let verdict = decide_rollback(&opts.gate, &back);
+        if let Rollback::Keep(h) = verdict {
+            let why = match h {
+                Hold::TooFewDecisions => "too few decisions to judge",
+                Hold::NoEstimate => "no estimate",
+                Hold::IntervalNotAbove0 | Hold::GainBelowMinimum => "not faster beyond the noise",
+            };
+            kept = format!(
+                "; {} kept over {}: {back} for going back, {why}",
+                served.version, previous.version
+            );
+        }
+        if let Rollback::RollBack = verdict {
             sp.finish_and_clear();
             let line = if opts.forbid_promotion {
                 format!(
@@ -393,7 +408,7 @@ fn run_round(
         Promotion::Hold(h) => (
             Action::Held,
             format!(
-                "round {number}: held {} against {}: {}{mae}",
+                "round {number}: held {} against {}: {}{mae}{kept}",
                 served.version,
                 candidate.version,
                 h.explain(&opts.gate, &evidence)

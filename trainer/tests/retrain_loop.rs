@@ -251,6 +251,18 @@ fn a_candidate_with_a_learnable_signal_is_promoted_over_a_weak_model() {
         "{}",
         rounds[1].line
     );
+    // The weak model stays the rollback target, with nothing to judge on:
+    // these logs hold no decision the promoted model scored.
+    let weak_version = scorer_model::read_card(&tmp.join("weak"))
+        .unwrap()
+        .model_version;
+    assert!(
+        rounds[1].line.ends_with(&format!(
+            "; {version} kept over {weak_version}: no DR estimate (0 decisions) for going back, too few decisions to judge"
+        )),
+        "{}",
+        rounds[1].line
+    );
 }
 
 #[test]
