@@ -490,3 +490,37 @@ fn a_promotion_the_service_refuses_is_reported_and_the_loop_goes_on() {
     let names = entries(&models);
     assert_eq!(names.len(), 1, "{names:?}");
 }
+
+#[test]
+fn a_window_of_hours_counts_back_from_the_clock() {
+    let tmp = TempDir::new("loop-hours");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let models = tmp.join("models");
+    let clock = Immediate { waits: 0 };
+    // The synthetic decisions span about 205 s from SYNTH_START_MS; the
+    // clock reads an hour after it, so a window of (3600 - 50) s starts
+    // 50 s in: about three quarters of them.
+    let hours = 3_550.0 / 3_600.0;
+    let since_ms = clock.now_ms() - (hours * 3_600_000.0) as i64;
+    assert_eq!(since_ms, trainer::synth::SYNTH_START_MS + 50_000);
+    let opts = LoopOptions {
+        window: WindowSpec::Hours(hours),
+        max_rounds: Some(1),
+        ..loop_options(&logs, &models, None)
+    };
+    let rounds = run(&opts, None);
+    let Action::Promoted { dir, .. } = &rounds[0].action else {
+        panic!("not promoted: {}", rounds[0].line);
+    };
+    let card = scorer_model::read_card(dir).unwrap();
+    let data = &card.details["training_data"];
+    assert_eq!(
+        data["window"],
+        serde_json::json!({"since": {"ts_ms": since_ms}})
+    );
+    let first_ts = data["train_ts_ms"][0].as_i64().unwrap();
+    assert!(first_ts >= since_ms, "{first_ts} < {since_ms}");
+    let rows = data["train_rows"].as_u64().unwrap() + data["validation_rows"].as_u64().unwrap();
+    assert!((6_000..9_000).contains(&rows), "{rows} rows in the window");
+}
