@@ -4,7 +4,9 @@
 //!
 //! For the latest `N`, only the newest decisions files whose footers hold
 //! at least `N` decisions are read (files are in time order), and of their
-//! labelled rows the latest `N` by decision time are kept; the outcomes
+//! labelled rows the latest `N` by decision time are kept (a file of the
+//! older flat layout counts candidate rows in its footer, so a window over
+//! such files may hold fewer than `N`); the outcomes
 //! files are all read, since an outcome may be written long after its
 //! decision. For a time, every decisions file is read and the rows before
 //! it are dropped.
