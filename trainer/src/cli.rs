@@ -1,4 +1,4 @@
-//! The command line (clap): `trainer train | validate | compare | synth`.
+//! The command line (clap): `trainer train | validate | compare | synth | loop`.
 //! Every flag's help states its unit and default.
 
 use std::path::PathBuf;
@@ -47,6 +47,13 @@ pub enum Command {
     /// Write synthetic decision and outcome logs (the service's Parquet
     /// schema) from a documented generative model of worker behaviour.
     Synth(SynthArgs),
+    /// The retraining loop: every --every-s seconds, train a candidate on
+    /// the latest decisions, validate it, compare it with the served model
+    /// on the newest held-out decisions, and promote it only when its gain
+    /// clears --min-gain-ms with its whole 95% interval above 0; roll a
+    /// promoted model back when the one before it does better on the
+    /// decisions it served. One line per round says what it decided and why.
+    Loop(LoopArgs),
 }
 
 /// How outcomes become targets, shared by the commands.
@@ -252,4 +259,132 @@ pub struct SynthArgs {
     /// Decisions per Parquet file pair.
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub rows_per_file: usize,
+}
+
+/// `trainer loop`.
+#[derive(Debug, Args)]
+pub struct LoopArgs {
+    /// The service's decision-log directory (decisions-*.parquet and
+    /// outcomes-*.parquet, searched recursively). Repeat for several.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub logs: Vec<PathBuf>,
+    /// Where promoted models are written, one directory per model version
+    /// (created; each appears whole, by a rename).
+    #[arg(long, value_name = "DIR")]
+    pub models_dir: PathBuf,
+    /// The model directory the service serves now [default: none, the
+    /// rules alone].
+    #[arg(long, value_name = "DIR")]
+    pub current: Option<PathBuf>,
+    /// The model directory the service served before --current (what its
+    /// POST /v1/admin/model/rollback returns to), so that the loop may roll
+    /// back to it [default: none: only models the loop promoted are rolled
+    /// back].
+    #[arg(long, value_name = "DIR", requires = "current")]
+    pub previous: Option<PathBuf>,
+    /// Seconds between the starts of two rounds.
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    pub every_s: u64,
+    /// Stop after this many rounds [default: run until stopped].
+    #[arg(long, value_name = "N")]
+    pub max_rounds: Option<u64>,
+    /// Train and judge on the latest N decisions with an outcome.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 200_000,
+        conflicts_with = "window_hours"
+    )]
+    pub window_decisions: usize,
+    /// Instead: on the decisions of the last H hours (a number of hours, > 0).
+    #[arg(long, value_name = "H")]
+    pub window_hours: Option<f64>,
+    /// Fewest held-out decisions (usable: outcome, propensity, every
+    /// candidate's features) the gate decides on.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    pub min_decisions: usize,
+    /// Smallest doubly robust gain (served minus candidate mean latency, in
+    /// milliseconds) that promotes; its 95% interval must also be above 0.
+    #[arg(long, value_name = "MS", default_value_t = 0.05)]
+    pub min_gain_ms: f64,
+    /// Decide and report, but never promote nor roll back (a dry run).
+    #[arg(long)]
+    pub forbid_promotion: bool,
+    /// The running service (http://host:port): promotions and rollbacks are
+    /// applied through its POST /v1/admin/model/promote and
+    /// /v1/admin/model/rollback. Without it, promoted models are only
+    /// written to --models-dir.
+    #[arg(long, value_name = "URL")]
+    pub service_url: Option<String>,
+    /// The service's admin bearer token. Better set as SCORER_ADMIN__TOKEN
+    /// (as the service reads it), out of the process list.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SCORER_ADMIN__TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+    /// PEM CA certificate(s) that signed the service's certificate, for an
+    /// https:// --service-url.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Share of the window's decisions, the latest, held out: for the
+    /// validation metrics and the gate's comparison; a fraction in (0, 1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
+    pub valid_fraction: f64,
+    /// What the log reader may hold at once (bytes, or KiB/MiB/GiB), as for
+    /// `trainer train`.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub memory_budget: Bytes,
+    /// Directory for training rows that do not fit --memory-budget
+    /// [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Seed of every LightGBM random choice.
+    #[arg(long, value_name = "N", default_value_t = TrainParams::default().seed)]
+    pub seed: u64,
+    /// Number of boosting rounds = trees.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub num_trees: usize,
+    /// Maximum tree depth, in levels.
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub max_depth: usize,
+    /// Shrinkage applied to each tree, dimensionless in (0, 1].
+    #[arg(long, value_name = "RATE", default_value_t = 0.1)]
+    pub learning_rate: f64,
+    /// Minimum training rows per leaf.
+    #[arg(long, value_name = "ROWS", default_value_t = 20)]
+    pub min_data_in_leaf: usize,
+    /// LightGBM threads.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+    /// Cap on inverse-propensity weights in the comparison (dimensionless, >= 1).
+    #[arg(long, value_name = "WEIGHT", default_value_t = DEFAULT_CLIP)]
+    pub clip: f64,
+    /// Bootstrap resamples (a count, >= 1) behind the gate's 95% interval.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOOTSTRAP)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap's resampling.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BOOTSTRAP_SEED)]
+    pub bootstrap_seed: u64,
+    /// Targets.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+impl LoopArgs {
+    /// The LightGBM parameters of these flags.
+    pub fn params(&self) -> TrainParams {
+        TrainParams {
+            num_trees: self.num_trees,
+            max_depth: self.max_depth,
+            num_leaves: None,
+            learning_rate: self.learning_rate,
+            min_data_in_leaf: self.min_data_in_leaf,
+            seed: self.seed,
+            threads: self.threads,
+            machines: 1,
+        }
+    }
 }

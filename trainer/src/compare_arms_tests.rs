@@ -14,6 +14,7 @@ fn table(rows: &[(&str, f64, bool)]) -> LogTable {
             all_features: true,
             arm: Some(arm.into()),
             config_hash: format!("h-{arm}"),
+            model_version: None,
         });
         t.decision_of.push(i);
         t.eligible.push(true);

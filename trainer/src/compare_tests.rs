@@ -62,6 +62,7 @@ fn two_candidates(n: usize, latency: impl Fn(usize, usize) -> f64) -> LogTable {
             all_features: true,
             arm: None,
             config_hash: "h".into(),
+            model_version: None,
         });
         for c in 0..2 {
             let picked = c == i % 2;

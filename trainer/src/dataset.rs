@@ -63,6 +63,8 @@ pub struct Decision {
     pub arm: Option<String>,
     /// Hash of the configuration that scored it.
     pub config_hash: String,
+    /// Version of the model that scored it; `None` on the rules alone.
+    pub model_version: Option<String>,
 }
 
 /// Every candidate row of the loaded logs, column by column, with the
@@ -144,12 +146,11 @@ pub fn list_log_files(dirs: &[PathBuf], kind: LogKind) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn load_kind(
-    dirs: &[PathBuf],
+fn read_kind(
+    files: Vec<PathBuf>,
     kind: LogKind,
     on_file: &mut dyn FnMut(&Path, usize, usize),
 ) -> Result<LoadedLog> {
-    let files = list_log_files(dirs, kind)?;
     let mut all = LoadedLog::default();
     let total = files.len();
     for (i, f) in files.into_iter().enumerate() {
@@ -197,8 +198,9 @@ pub fn load_logs(
             "at least one --logs directory is needed".into(),
         ));
     }
-    let decisions = load_kind(dirs, LogKind::Decisions, &mut on_file)?;
-    let outcomes = load_kind(dirs, LogKind::Outcomes, &mut on_file)?;
+    let (d, o) = (LogKind::Decisions, LogKind::Outcomes);
+    let decisions = read_kind(list_log_files(dirs, d)?, d, &mut on_file)?;
+    let outcomes = read_kind(list_log_files(dirs, o)?, o, &mut on_file)?;
     if decisions.rows == 0 {
         let where_ = dirs
             .iter()
@@ -210,6 +212,25 @@ pub fn load_logs(
             decisions.files.len()
         )));
     }
+    joined_table(decisions, outcomes)
+}
+
+/// [`load_logs`] of the given files (decisions files in time order); no
+/// decision row gives an empty table.
+///
+/// # Errors
+/// As [`load_logs`], but for the lack of decisions.
+pub fn load_log_files(
+    decision_files: &[PathBuf],
+    outcome_files: &[PathBuf],
+    mut on_file: impl FnMut(&Path, usize, usize),
+) -> Result<LogTable> {
+    let decisions = read_kind(decision_files.to_vec(), LogKind::Decisions, &mut on_file)?;
+    let outcomes = read_kind(outcome_files.to_vec(), LogKind::Outcomes, &mut on_file)?;
+    joined_table(decisions, outcomes)
+}
+
+fn joined_table(decisions: LoadedLog, outcomes: LoadedLog) -> Result<LogTable> {
     let joined = join_outcomes(&decisions, &outcomes)?;
     let mut table = table_from_joined(&joined)?;
     table.decision_files = decisions.files;
@@ -264,6 +285,9 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
     let config_hash = col(b, "config_hash")?
         .as_string_opt::<i32>()
         .ok_or_else(|| type_err("config_hash"))?;
+    let model_version = col(b, "model_version")?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| type_err("model_version"))?;
     let all = values.values();
 
     let mut t = LogTable::default();
@@ -317,6 +341,9 @@ fn table_from_joined(b: &RecordBatch) -> Result<LogTable> {
                 all_features: has_features,
                 arm: arm.is_valid(i).then(|| arm.value(i).to_owned()),
                 config_hash: config_hash.value(i).to_owned(),
+                model_version: model_version
+                    .is_valid(i)
+                    .then(|| model_version.value(i).to_owned()),
             });
         }
         t.decision_of.push(t.decisions.len() - 1);

@@ -105,6 +105,14 @@ pub enum TrainerError {
     /// JSON could not be written.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The service's admin API could not be reached or refused a call.
+    #[error("service {url}: {reason}")]
+    Service {
+        /// The URL called.
+        url: String,
+        /// What went wrong, with the service's answer.
+        reason: String,
+    },
 }
 
 impl From<lightgbm3::Error> for TrainerError {

@@ -21,6 +21,10 @@
 //! | [`validate`] | `trainer validate` |
 //! | [`compare`] | `trainer compare` (agreement, Spearman, IPS/SNIPS/DR, ESS, bootstrap intervals, verdict) |
 //! | [`compare_arms`] | `trainer compare --arms` (two live arms' outcomes, on-policy difference with intervals) |
+//! | [`window`] | the sliding window of `trainer loop` |
+//! | [`gate`] | the promotion and rollback decisions of `trainer loop` |
+//! | [`promote`] | publishing a model directory whole, the service's admin calls |
+//! | [`retrain_loop`] | `trainer loop` (train, validate, gate, promote or roll back, every round) |
 //! | [`progress`] | indicatif progress bars |
 //! | [`error`] | [`TrainerError`] |
 //!
@@ -35,11 +39,14 @@ pub mod compare;
 pub mod compare_arms;
 pub mod dataset;
 pub mod error;
+pub mod gate;
 pub mod golden;
 pub mod parity;
 pub mod pipeline;
 pub mod progress;
+pub mod promote;
 pub mod regression_metrics;
+pub mod retrain_loop;
 pub mod sample;
 mod scan;
 pub mod spill;
@@ -50,6 +57,7 @@ pub mod target;
 pub mod text_model;
 pub mod train;
 pub mod validate;
+pub mod window;
 
 pub use error::{Result, TrainerError};
 pub use text_model::{EvaluateF64, TextModelError, parse_model_text};

@@ -4,10 +4,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use trainer::cli::{Cli, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use trainer::cli::{Cli, Command, LoopArgs};
 use trainer::compare_arms::compare_arms;
+use trainer::gate::GateConfig;
 use trainer::pipeline::load_with_progress;
 use trainer::progress::Progress;
+use trainer::promote::AdminClient;
+use trainer::retrain_loop::{self, LoopOptions, SystemClock, WindowSpec};
 use trainer::synth::{SynthConfig, write_logs};
 use trainer::{TrainerError, compare, pipeline, validate};
 
@@ -155,6 +160,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", r.table());
             say!("wrote {}", args.out.display());
         }
+        Command::Loop(args) => run_loop(&args, progress)?,
         Command::Synth(args) => {
             let cfg = SynthConfig {
                 decisions: args.rows,
@@ -176,6 +182,72 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 args.out.display()
             );
         }
+    }
+    Ok(())
+}
+
+/// Set by the first stop request (Ctrl-C, SIGTERM) during `trainer loop`,
+/// which then stops between steps; a second one exits at once.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+fn run_loop(args: &LoopArgs, progress: Progress) -> anyhow::Result<()> {
+    let admin = match &args.service_url {
+        Some(url) => {
+            let credentials =
+                scorer_client::Credentials::from_args(&scorer_client::CredentialArgs {
+                    token: args.admin_token.clone(),
+                    ca_file: args.ca_file.clone(),
+                    ..scorer_client::CredentialArgs::default()
+                })?;
+            Some(AdminClient::new(url, &credentials)?)
+        }
+        None => None,
+    };
+    let opts = LoopOptions {
+        train: pipeline::TrainOptions {
+            logs: args.logs.clone(),
+            out: args.models_dir.clone(),
+            params: args.params(),
+            target: args.target.into(),
+            valid_fraction: args.valid_fraction,
+            memory_budget_bytes: args.memory_budget.0,
+            sample: None,
+            network: None,
+            spill_dir: args.spill_dir.clone(),
+        },
+        models_dir: args.models_dir.clone(),
+        current: args.current.clone(),
+        previous: args.previous.clone(),
+        window: match args.window_hours {
+            Some(h) => WindowSpec::Hours(h),
+            None => WindowSpec::Decisions(args.window_decisions),
+        },
+        gate: GateConfig {
+            min_decisions: args.min_decisions,
+            min_gain_ms: args.min_gain_ms,
+        },
+        compare: compare::CompareOptions {
+            clip: args.clip,
+            bootstrap: args.bootstrap,
+            seed: args.bootstrap_seed,
+        },
+        forbid_promotion: args.forbid_promotion,
+        max_rounds: args.max_rounds,
+        every: std::time::Duration::from_secs(args.every_s),
+        shuffle_targets_seed: None,
+    };
+    let mut clock = SystemClock { stop: &STOP };
+    let rounds = retrain_loop::run_loop(
+        &opts,
+        admin.as_ref(),
+        &mut clock,
+        &STOP,
+        progress,
+        &mut |r| say!("{}", r.line),
+    )?;
+    if STOP.load(Ordering::SeqCst) {
+        let n = rounds.len();
+        say!("stopped after {n} round{}", if n == 1 { "" } else { "s" });
     }
     Ok(())
 }
@@ -205,9 +277,15 @@ fn arms_or_exit(arms: &[String]) -> [&str; 2] {
 fn main() -> ExitCode {
     use std::io::Write as _;
     let cli = Cli::parse();
+    let in_loop = matches!(cli.command, Command::Loop(_));
     // A stop request (Ctrl-C, SIGTERM) runs no destructor: delete the spill
     // files here, or gigabytes of them would stay in the spill directory.
-    let _ = ctrlc::set_handler(|| {
+    // The loop stops between steps on the first request; its staging
+    // directory is hidden and removed by the next start.
+    let _ = ctrlc::set_handler(move || {
+        if in_loop && !STOP.swap(true, Ordering::SeqCst) {
+            return;
+        }
         trainer::spill::delete_live_files();
         std::process::exit(130);
     });

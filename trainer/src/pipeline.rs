@@ -23,6 +23,7 @@ use crate::sample::SampleSpec;
 use crate::spill::{self, Parked};
 use crate::stream::{StreamOptions, Streamed, stream_labelled};
 use crate::train::{DATASET_PARAMS_NOTE, TrainParams, Trained, predict, train, train_file};
+use crate::window::Window;
 
 /// Everything `trainer train` needs.
 #[derive(Debug, Clone)]
@@ -72,6 +73,17 @@ pub struct Timings {
     pub validate_s: f64,
 }
 
+/// What `trainer loop` adds to a training run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TrainExtras {
+    /// Train and validate on this window of the logs only.
+    pub window: Option<Window>,
+    /// Tests only: shuffle the training rows' targets with this seed, so
+    /// that the model can learn nothing (the rows must fit in memory).
+    #[doc(hidden)]
+    pub shuffle_targets_seed: Option<u64>,
+}
+
 /// What `trainer train` did.
 #[derive(Debug, Clone)]
 pub struct TrainSummary {
@@ -91,6 +103,10 @@ pub struct TrainSummary {
     pub timings: Timings,
     /// Files written.
     pub files: Vec<PathBuf>,
+    /// Decisions files read.
+    pub decision_files: Vec<PathBuf>,
+    /// Earliest and latest decision time of the validation rows, Unix ms.
+    pub valid_ts_ms: Option<(i64, i64)>,
 }
 
 /// Loads `dirs` with a progress bar over files; prints a `warning:` line on
@@ -246,6 +262,19 @@ fn check_trainable(train: &Labelled, valid: &Labelled, counts: TargetCounts) -> 
 /// Any [`TrainerError`]; [`TrainerError::Parity`] when the exported model
 /// disagrees with LightGBM (then nothing is written).
 pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary> {
+    run_train_with(opts, &TrainExtras::default(), progress)
+}
+
+/// [`run_train`] with what `trainer loop` adds.
+///
+/// # Errors
+/// As [`run_train`]; [`TrainerError::InvalidArgument`] for shuffled targets
+/// with rows that do not fit in memory.
+pub fn run_train_with(
+    opts: &TrainOptions,
+    extras: &TrainExtras,
+    progress: Progress,
+) -> Result<TrainSummary> {
     opts.params.validate()?;
     opts.target.validate()?;
     if !(opts.valid_fraction > 0.0 && opts.valid_fraction < 1.0) {
@@ -265,11 +294,12 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             valid_fraction: opts.valid_fraction,
             sample: opts.sample,
             spill_dir: opts.spill_dir.clone(),
+            window: extras.window,
         },
         progress,
     )?;
     let Streamed {
-        train: train_set,
+        train: mut train_set,
         spilled,
         valid,
         parked,
@@ -282,6 +312,18 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
     if report.decisions_dropped.total() > 0 {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "warning: {}", report.decisions_dropped);
+    }
+    if let Some(seed) = extras.shuffle_targets_seed {
+        if spilled.is_some() {
+            return Err(TrainerError::InvalidArgument(
+                "shuffled targets need the training rows in memory".into(),
+            ));
+        }
+        use rand::SeedableRng as _;
+        use rand::seq::SliceRandom as _;
+        train_set
+            .targets
+            .shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
     }
     let counts = train_set.counts;
     check_trainable(&train_set, &valid, counts)?;
@@ -386,6 +428,7 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
             "train_ts_ms": ts_range(&train_set),
             "validation_ts_ms": ts_range(&valid),
             "sample": report.sample,
+            "window": extras.window,
             "reader": {
                 "method": "streamed a row group at a time: outcomes into a (decision, worker) map, then the decisions, keeping each decision's picked row",
                 "decision_passes": report.decision_passes,
@@ -466,5 +509,12 @@ pub fn run_train(opts: &TrainOptions, progress: Progress) -> Result<TrainSummary
         parity,
         timings,
         files,
+        valid_ts_ms: valid
+            .ts_ms
+            .iter()
+            .min()
+            .zip(valid.ts_ms.iter().max())
+            .map(|(a, b)| (*a, *b)),
+        decision_files: report.decision_files,
     })
 }

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 
 use scorer_core::features::FEATURE_COUNT;
 use scorer_log::LogKind;
+use scorer_log::stream::FileStream;
 use serde::Serialize;
 
 use crate::budget::{Budget, Command, Held, LABELLED_ROW_BYTES, hash_table_bytes, window_bytes};
@@ -38,6 +39,7 @@ use crate::scan::{
 };
 use crate::spill::{ParkWriter, Parked, SpillWriter, Spilled};
 use crate::target::{TargetCounts, TargetRule};
+use crate::window::{Window, keep_window};
 
 /// How to stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +53,8 @@ pub struct StreamOptions {
     /// Where training rows go when they do not fit the budget
     /// ([`crate::spill`]); the system's temporary directory by default.
     pub spill_dir: Option<PathBuf>,
+    /// Only the decisions of this window ([`crate::window`]); all without.
+    pub window: Option<Window>,
 }
 
 /// What the reader read, joined, sampled and used (recorded in the card).
@@ -134,19 +138,26 @@ struct Opened {
 
 fn open_logs(
     dirs: &[PathBuf],
+    window: Option<&Window>,
     budget: &mut Budget,
     held: &mut Held,
     progress: Progress,
 ) -> Result<(Opened, OutcomeMap)> {
-    let decision_files = list_log_files(dirs, LogKind::Decisions)?;
+    let mut decision_files = list_log_files(dirs, LogKind::Decisions)?;
     let outcome_files = list_log_files(dirs, LogKind::Outcomes)?;
     let mut largest = 0;
-    let (_, decision_rows) = open_all(
+    let (streams, mut decision_rows) = open_all(
         &decision_files,
         LogKind::Decisions,
         budget.limit,
         &mut largest,
     )?;
+    if let Some(w) = window {
+        let rows: Vec<usize> = streams.iter().map(FileStream::rows).collect();
+        decision_files = w.files(decision_files, &rows);
+        decision_rows = rows[rows.len() - decision_files.len()..].iter().sum();
+    }
+    drop(streams);
     if decision_rows == 0 {
         return Err(no_decisions(dirs, decision_files.len()));
     }
@@ -237,7 +248,8 @@ pub fn stream_labelled(
     }
     let mut budget = Budget::new(opts.memory_budget_bytes, Command::Train);
     let mut held = Held::default();
-    let (opened, outcomes) = open_logs(dirs, &mut budget, &mut held, progress)?;
+    let (opened, outcomes) =
+        open_logs(dirs, opts.window.as_ref(), &mut budget, &mut held, progress)?;
     let (decision_rows, decision_files) = (opened.decision_rows, &opened.decision_files);
     let ids = hash_table_bytes(decision_rows, std::mem::size_of::<Key>());
 
@@ -274,7 +286,7 @@ pub fn stream_labelled(
             },
         )?;
         passes += 1;
-        Some(time_cut(&ts, opts.valid_fraction)?)
+        Some(time_cut(&ts, opts.valid_fraction, opts.window.as_ref())?)
     } else {
         None
     };
@@ -326,6 +338,13 @@ pub fn stream_labelled(
         "decisions",
         progress,
         &mut |j, r, h| {
+            let in_window = match &plan {
+                Plan::All => true,
+                Plan::Sample(_, cut, _) | Plan::Spill(cut, ..) => cut.in_window(j, r.ts_ms),
+            };
+            if !in_window {
+                return Ok(());
+            }
             count_row(&mut row_counts, rule, &r);
             match &mut plan {
                 Plan::All => push_row(&mut train, rule, &r),
@@ -379,6 +398,9 @@ pub fn stream_labelled(
     let mut parked = None;
     let (train, valid, sample, spilled) = match plan {
         Plan::All => {
+            if let Some(w) = &opts.window {
+                train = keep_window(train, w);
+            }
             let (t, v) = split_in_place(train, opts.valid_fraction)?;
             (t, v, None, None)
         }
@@ -433,7 +455,7 @@ pub fn for_each_labelled(
 ) -> Result<(TargetCounts, StreamReport)> {
     let mut budget = Budget::new(memory_budget_bytes, Command::Validate);
     let mut held = Held::default();
-    let (opened, outcomes) = open_logs(dirs, &mut budget, &mut held, progress)?;
+    let (opened, outcomes) = open_logs(dirs, None, &mut budget, &mut held, progress)?;
     let chunk_rows = chunk_rows.max(1);
     let mut chunk = reserved(chunk_rows);
     let mut row_counts = TargetCounts::default();
@@ -480,31 +502,41 @@ fn no_decisions(dirs: &[PathBuf], files: usize) -> TrainerError {
     ))
 }
 
-/// The training/validation boundary in a stable sort by time.
+/// The training/validation boundary in a stable sort by time, and the
+/// window's start.
 #[derive(Debug, Clone, Copy)]
 struct Cut {
     ts_ms: i64,
     index: usize,
     train_rows: usize,
     valid_rows: usize,
+    /// The first `(ts_ms, index)` in the window.
+    start: (i64, usize),
 }
 
 impl Cut {
     fn is_valid(&self, index: usize, ts_ms: i64) -> bool {
         (ts_ms, index) >= (self.ts_ms, self.index)
     }
+
+    fn in_window(&self, index: usize, ts_ms: i64) -> bool {
+        (ts_ms, index) >= self.start
+    }
 }
 
-fn time_cut(ts: &[i64], valid_fraction: f64) -> Result<Cut> {
-    let n_valid = split_sizes(ts.len(), valid_fraction)?;
-    let mut order: Vec<usize> = (0..ts.len()).collect();
+fn time_cut(ts: &[i64], valid_fraction: f64, window: Option<&Window>) -> Result<Cut> {
+    let start = window.map_or((i64::MIN, 0), |w| w.start(ts));
+    let mut order: Vec<usize> = (0..ts.len()).filter(|&i| (ts[i], i) >= start).collect();
     order.sort_by_key(|&i| ts[i]);
-    let first_valid = order[ts.len() - n_valid];
+    let n = order.len();
+    let n_valid = split_sizes(n, valid_fraction)?;
+    let first_valid = order[n - n_valid];
     Ok(Cut {
         ts_ms: ts[first_valid],
         index: first_valid,
-        train_rows: ts.len() - n_valid,
+        train_rows: n - n_valid,
         valid_rows: n_valid,
+        start,
     })
 }
 

@@ -25,6 +25,7 @@ fn opts(budget: u64, sample: Option<SampleSpec>) -> StreamOptions {
         valid_fraction: 0.2,
         sample,
         spill_dir: None,
+        window: None,
     }
 }
 
@@ -367,4 +368,44 @@ fn a_model_trains_from_the_spill_file_about_as_well_as_from_memory() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("trainer-rows-"))
         .collect();
     assert!(left.is_empty(), "the spill file is deleted after training");
+}
+
+#[test]
+fn a_window_keeps_the_same_rows_in_memory_and_through_the_time_cut() {
+    use trainer::window::{Window, keep_window};
+    let tmp = TempDir::new("stream-window");
+    synth(tmp.path(), 10_000, 5);
+    let dirs = [tmp.path().to_path_buf()];
+    let rule = TargetRule::default();
+    let all = load_logs(&dirs, |_, _, _| {}).unwrap().labelled(&rule);
+    let since = all.ts_ms[all.len() / 2];
+    for window in [Window::Latest(3_000), Window::Since { ts_ms: since }] {
+        let (train, valid) = keep_window(all.clone(), &window)
+            .split_by_time(0.2)
+            .unwrap();
+        // In memory, and through the time cut's first pass (a sample of
+        // every training row).
+        for sample in [None, Some("1".parse::<SampleSpec>().unwrap())] {
+            let s = stream_labelled(
+                &dirs,
+                &rule,
+                &StreamOptions {
+                    window: Some(window),
+                    ..opts(DEFAULT_MEMORY_BUDGET_BYTES, sample)
+                },
+                Progress::hidden(),
+            )
+            .unwrap();
+            same_rows(&s.train, &train);
+            same_rows(&s.valid, &valid);
+            if let Window::Latest(n) = window {
+                assert_eq!(s.train.len() + s.valid.len(), n);
+                // 2 500 decisions a file: only the newest two are read.
+                assert_eq!(s.report.decision_files.len(), 2, "{sample:?}");
+            } else {
+                assert_eq!(s.report.decision_files.len(), 4);
+                assert!(s.train.ts_ms.iter().all(|&t| t >= since));
+            }
+        }
+    }
 }
