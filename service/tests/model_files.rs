@@ -17,6 +17,18 @@ use serde_json::json;
 use common::model_fixture::{app_with, config, fixture};
 use common::{no_warmup, test_app};
 
+/// `app` served on a socket on 127.0.0.1; its base URL.
+async fn serve(app: &common::TestApp) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let router = app
+        .router
+        .clone()
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
 #[tokio::test]
 async fn a_balancer_fetches_and_loads_the_model_the_service_runs() {
     let fx = fixture("files");
@@ -41,13 +53,7 @@ async fn a_balancer_fetches_and_loads_the_model_the_service_runs() {
         );
     }
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = app
-        .router
-        .clone()
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = serve(&app).await;
     let dest = fx.dir.join("router-copy");
     let got = fetch_model(&reqwest::Client::new(), &FollowConfig::new(&base), &dest)
         .await
@@ -145,13 +151,7 @@ async fn a_promotion_and_a_rollback_reach_two_routers() {
     let (v1, v2) = (fx.dir.join("v1"), fx.dir.join("v2"));
     let cfg = config(&v1);
     let app = app_with(cfg.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = app
-        .router
-        .clone()
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = serve(&app).await;
     let http = reqwest::Client::new();
     let follow = FollowConfig::new(&base);
     let routers: Vec<(Arc<Balancer>, Arc<ModelHub>, std::path::PathBuf)> = (0..2)
