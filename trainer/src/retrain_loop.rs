@@ -154,13 +154,21 @@ pub struct Round {
     pub line: String,
 }
 
-/// A served model: its directory (`None`: the rules alone) and version.
-#[derive(Debug, Clone, PartialEq)]
+/// A served model: its directory (`None`: the rules alone), version and
+/// ONNX plan, loaded once.
+#[derive(Debug, Clone)]
 pub struct Served {
     /// The model directory; `None` for the rules alone.
     pub dir: Option<PathBuf>,
     /// Its card's model version (`rules` for the rules alone).
     pub version: String,
+    plan: Option<RunnablePlan>,
+}
+
+impl PartialEq for Served {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.dir, &self.version) == (&other.dir, &other.version)
+    }
 }
 
 impl Served {
@@ -173,11 +181,16 @@ impl Served {
             None => Served {
                 dir: None,
                 version: "rules".into(),
+                plan: None,
             },
-            Some(d) => Served {
-                version: load_model_dir(d)?.card.model_version,
-                dir: Some(d.to_path_buf()),
-            },
+            Some(d) => {
+                let m = load_model_dir(d)?;
+                Served {
+                    version: m.card.model_version,
+                    dir: Some(d.to_path_buf()),
+                    plan: Some(m.plan),
+                }
+            }
         })
     }
 
@@ -185,20 +198,16 @@ impl Served {
     /// rules (factor 1).
     ///
     /// # Errors
-    /// As [`load_model_dir`]; tract errors.
+    /// tract errors.
     pub fn predict(&self, features: &[f32]) -> Result<Vec<f32>> {
-        match &self.dir {
+        match &self.plan {
             None => Ok(vec![
                 0.0;
                 features.len() / scorer_core::features::FEATURE_COUNT
             ]),
-            Some(d) => plan_predict(&load_model_dir(d)?.plan, features),
+            Some(plan) => served_probabilities(plan, features, |_| {}),
         }
     }
-}
-
-fn plan_predict(plan: &RunnablePlan, features: &[f32]) -> Result<Vec<f32>> {
-    served_probabilities(plan, features, |_| {})
 }
 
 /// The loop's state between rounds.
@@ -328,10 +337,7 @@ fn run_round(
         return Ok(None);
     }
     run_validate_within(&train.out, &[], opts.train.memory_budget_bytes, progress)?;
-    let candidate = Served {
-        dir: Some(train.out.clone()),
-        version: summary.card.model_version.clone(),
-    };
+    let candidate = Served::of(Some(&train.out))?;
     let Some((valid_from_ms, _)) = summary.valid_ts_ms else {
         return Err(TrainerError::NoData("no validation rows".into()));
     };
@@ -443,7 +449,7 @@ fn run_round(
             state.previous = Some(served.clone());
             state.served = Served {
                 dir: Some(dir.clone()),
-                version: candidate.version.clone(),
+                ..candidate.clone()
             };
             (
                 Action::Promoted {

@@ -112,6 +112,12 @@ impl Promotions {
         }
     }
 
+    /// Pins the served model for `reason` (`None`: unpins); what it was.
+    fn set_pin(&self, reason: Option<String>) -> Option<String> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut s.pinned, reason)
+    }
+
     /// `Err(model_pinned)` while the model is pinned (counted).
     fn check_unpinned(&self, action: &str) -> Result<(), ApiError> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -272,14 +278,7 @@ pub(crate) async fn pin(
         )));
     }
     let version = served_version(&st);
-    {
-        let mut s = st
-            .promotions
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        s.pinned = Some(reason.to_owned());
-    }
+    st.promotions.set_pin(Some(reason.to_owned()));
     tracing::info!(%reason, version = ?version, "model pinned");
     Ok(Json(json!({"pinned": reason, "model_version": version})))
 }
@@ -293,13 +292,7 @@ pub(crate) async fn pin(
         AdminErrors,
     ))]
 pub(crate) async fn unpin(State(st): State<AppState>) -> Json<Value> {
-    let was = st
-        .promotions
-        .state
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pinned
-        .take();
+    let was = st.promotions.set_pin(None);
     if was.is_some() {
         tracing::info!(version = ?served_version(&st), "model unpinned");
     }
