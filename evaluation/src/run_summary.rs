@@ -57,6 +57,11 @@ pub struct PolicyResult {
     pub p99_ms: Option<f64>,
     /// 99.9th percentile latency, ms.
     pub p999_ms: Option<f64>,
+    /// 99th percentile latency of the requests that finished in the last
+    /// third of the run, ms (simulator only): what an arm that learns
+    /// during the run reaches once it has learned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_last_third_ms: Option<f64>,
     /// Mean latency, ms.
     pub mean_ms: Option<f64>,
     /// Requests failed after all retries, fraction.
@@ -83,6 +88,9 @@ pub struct PolicyResult {
     /// decisions used the model, and (for `model-retrained`) its training.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::arms::model::ModelArmInfo>,
+    /// `service-learning`: what the retraining loop did during the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learning: Option<crate::arms::learning::LearningInfo>,
     /// What a pick cost the router, p50, µs: the score call for a service
     /// arm (simulated from the calibration, or measured over HTTP), the
     /// in-process choice for a baseline (0 in the simulator).
@@ -137,6 +145,7 @@ impl PolicyResult {
             p95_ms: None,
             p99_ms: None,
             p999_ms: None,
+            p99_last_third_ms: None,
             mean_ms: None,
             error_rate: None,
             timeout_rate: None,
@@ -149,6 +158,7 @@ impl PolicyResult {
             fallbacks: None,
             picks_per_worker: Vec::new(),
             model: None,
+            learning: None,
             seeds: None,
             pick_us_p50: None,
             pick_us_p99: None,
@@ -209,6 +219,7 @@ impl PolicyResult {
             p95_ms: p(0.95),
             p99_ms: p(0.99),
             p999_ms: p(0.999),
+            p99_last_third_ms: last_third_p99(rec).map(round3),
             mean_ms: Some(round3(lat.iter().sum::<f64>() / lat.len().max(1) as f64)),
             error_rate: Some(round6(ratio(rec.failed, requests))),
             timeout_rate: Some(round6(ratio(rec.timeouts, rec.attempts))),
@@ -221,6 +232,7 @@ impl PolicyResult {
             fallbacks: Some(rec.fallbacks),
             picks_per_worker: per_worker,
             model: None,
+            learning: None,
             seeds: None,
             pick_us_p50,
             pick_us_p99,
@@ -236,6 +248,27 @@ impl PolicyResult {
             redis_cache: None,
         }
     }
+}
+
+/// The p99 of the requests of `rec` that finished in the last third of the
+/// run, ms; `None` without finish times.
+fn last_third_p99(rec: &RunRecord) -> Option<f64> {
+    if rec.duration_ms <= 0.0 || rec.finished_at_ms.len() != rec.latencies_ms.len() {
+        return None;
+    }
+    let from = rec.duration_ms * 2.0 / 3.0;
+    let mut lat: Vec<f64> = rec
+        .latencies_ms
+        .iter()
+        .zip(&rec.finished_at_ms)
+        .filter(|(_, t)| **t >= from)
+        .map(|(l, _)| *l)
+        .collect();
+    if lat.is_empty() {
+        return None;
+    }
+    lat.sort_by(f64::total_cmp);
+    Some(percentile_sorted(&lat, 0.99))
 }
 
 fn round3(x: f64) -> f64 {

@@ -166,7 +166,7 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
                     }
                 }
             }
-            Model::None => (None, None),
+            Model::None | Model::Learning | Model::LearningShuffled => (None, None),
         };
         let log = match &opts.log_dir {
             Some(dir) if spec.is_service_arm() => Some(start_log(
@@ -199,15 +199,16 @@ pub fn run_sim(opts: &SimOptions) -> Result<ScenarioResults, String> {
         if let Arm::Embedded(e) = &arm {
             e.flush_log();
         }
-        let (spread, self_check) = match &arm {
-            Arm::Remote(r) => (r.model_spread(), r.self_check_samples()),
-            _ => (None, None),
+        let (spread, self_check, learning) = match &arm {
+            Arm::Remote(r) => (r.model_spread(), r.self_check_samples(), r.learning()),
+            _ => (None, None, None),
         };
         drop(arm);
         if let Some(log) = log {
             log.shutdown().map_err(|e| format!("decision log: {e}"))?;
         }
         let mut result = PolicyResult::from_record(name, &rec, fault);
+        result.learning = learning;
         result.self_check = self_check.map(|s| {
             crate::self_check_series::SelfCheckSeries::new(s, fault.map(|f| f.1 / 1_000.0))
         });
@@ -265,7 +266,7 @@ fn retrain(opts: &SimOptions, sc: &Scenario, seed: u64) -> Result<model::Retrain
 
 /// A decision log under `root` (`decisions/`, `outcomes/`), sampled as the
 /// service arms' configuration says (`service`'s `[log]` rates).
-fn start_log(root: &Path, service: &LogConfig) -> Result<Arc<DecisionLog>, String> {
+pub(crate) fn start_log(root: &Path, service: &LogConfig) -> Result<Arc<DecisionLog>, String> {
     let cfg = LogConfig {
         dir: root.join("decisions"),
         outcomes_dir: Some(root.join("outcomes")),

@@ -41,11 +41,11 @@ pub use cache::{
 };
 pub use cache_presets::CACHE_SCENARIOS;
 pub use fault::Fault;
-use hidden_signal::hidden_signal;
 pub use hidden_signal::{
     HEALTHY_MEMTABLE_PEAK_BYTES, HIDDEN_SIGNAL_PERIOD_MS, HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
     MEMTABLE_PEAK_BYTES, hidden_signal_affected,
 };
+use hidden_signal::{hidden_signal, hidden_signal_mid_run};
 use many_routers::many_routers;
 pub use many_routers::{MANY_ROUTERS, MANY_ROUTERS_SCENARIOS};
 
@@ -200,7 +200,7 @@ impl Default for Scenario {
 }
 
 /// Every preset name, in report order.
-pub const SCENARIOS: [&str; 20] = [
+pub const SCENARIOS: [&str; 21] = [
     "homogeneous",
     "heterogeneous",
     "mixed-sizes",
@@ -221,6 +221,7 @@ pub const SCENARIOS: [&str; 20] = [
     "cold-restart",
     "cache-many-routers",
     "cache-heterogeneous",
+    "hidden-signal-mid-run",
 ];
 
 /// Defaults: 12 workers, 120 s, 2 s reports, 70% load.
@@ -415,6 +416,7 @@ impl Scenario {
                 s
             }
             "hidden-signal" => hidden_signal(n, d),
+            "hidden-signal-mid-run" => hidden_signal_mid_run(n, d),
             other => match many_routers(other, n, d, at)
                 .or_else(|| cache_presets::cache_preset(other, n, d, at))
             {

@@ -253,14 +253,18 @@ pub fn validate(sc: &Scenario) -> Result<(), String> {
             ));
         }
         check_fault(&key, f, sc.duration_ms)?;
-        let twice = sc.faults[..i].iter().any(|g| {
-            matches!(g, Fault::Memtable { .. })
-                && matches!(f, Fault::Memtable { .. })
-                && g.worker() == f.worker()
-        });
+        let twice =
+            sc.faults[..i]
+                .iter()
+                .any(|g| match (g.memtable_window_ms(), f.memtable_window_ms()) {
+                    (Some((a0, a1)), Some((b0, b1))) => {
+                        g.worker() == f.worker() && a0 < b1 && b0 < a1
+                    }
+                    _ => false,
+                });
         if twice {
             return Err(format!(
-                "`{key}`: worker {} already has a memtable fault (one per worker)",
+                "`{key}`: worker {} already has a memtable fault in that time (one per worker at a time)",
                 f.worker()
             ));
         }
@@ -392,7 +396,14 @@ fn check_fault(key: &str, f: &Fault, duration_ms: f64) -> Result<(), String> {
                     "`{key}.put_slowdown_per_gib` must be a finite number >= 0, got {put_slowdown_per_gib}"
                 ));
             }
-            Ok(())
+            match f.memtable_window_ms() {
+                Some((from, until)) if !(from >= 0.0 && from < until && !until.is_nan()) => {
+                    Err(format!(
+                        "`{key}`: from_ms must be >= 0 and below until_ms, got {from} and {until}"
+                    ))
+                }
+                _ => Ok(()),
+            }
         }
         Fault::Misreport {
             error_rate,

@@ -18,10 +18,12 @@ use crate::runner::ScenarioResults;
 
 mod cache;
 mod embedded;
+mod learning;
 mod locality;
 mod model;
 pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
+pub use learning::{LEARNING_ARM, MID_RUN_RATIO, MID_RUN_SCENARIO, learning_targets};
 pub use locality::locality_targets;
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
@@ -376,6 +378,7 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
         out.push(slow_worker_target(r));
     }
     out.extend(model_targets(sims));
+    out.extend(learning_targets(sims));
     out.extend(cache_targets(sims));
     out.extend(locality_targets(sims));
     out
@@ -502,8 +505,8 @@ pub(crate) mod tests {
         let all = sim_targets(&[&z, &c, &h]);
         assert_eq!(
             all.len(),
-            3 + 3 + 5,
-            "one service target per scenario + three + the five model targets"
+            3 + 3 + 5 + 2,
+            "one service target per scenario + three + the five model targets + the two learning targets"
         );
     }
 }

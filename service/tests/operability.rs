@@ -556,6 +556,7 @@ async fn the_status_page_is_self_contained_and_reads_the_live_api() {
         "api('/v1/workers?limit=1000')",
         "fetch(url, {headers: authHeaders()})",
         "/v1/debug/score?",
+        "api('/v1/model')",
         "setInterval(refresh, 2000)",
         "<table>",
     ] {

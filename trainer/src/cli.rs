@@ -292,7 +292,7 @@ pub struct LoopArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 200_000,
+        default_value_t = crate::retrain_loop::DEFAULT_WINDOW_DECISIONS,
         conflicts_with = "window_hours"
     )]
     pub window_decisions: usize,
@@ -301,11 +301,11 @@ pub struct LoopArgs {
     pub window_hours: Option<f64>,
     /// Fewest held-out decisions (usable: outcome, propensity, every
     /// candidate's features) the gate decides on.
-    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    #[arg(long, value_name = "N", default_value_t = crate::gate::DEFAULT_MIN_DECISIONS)]
     pub min_decisions: usize,
     /// Smallest doubly robust gain (served minus candidate mean latency, in
     /// milliseconds) that promotes; its 95% interval must also be above 0.
-    #[arg(long, value_name = "MS", default_value_t = 0.05)]
+    #[arg(long, value_name = "MS", default_value_t = crate::gate::DEFAULT_MIN_GAIN_MS)]
     pub min_gain_ms: f64,
     /// Decide and report, but never promote nor roll back (a dry run).
     #[arg(long)]

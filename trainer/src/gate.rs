@@ -37,6 +37,21 @@ pub struct GateConfig {
     pub min_gain_ms: f64,
 }
 
+/// `trainer loop --min-decisions`'s default.
+pub const DEFAULT_MIN_DECISIONS: usize = 1_000;
+
+/// `trainer loop --min-gain-ms`'s default, ms.
+pub const DEFAULT_MIN_GAIN_MS: f64 = 0.05;
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        Self {
+            min_decisions: DEFAULT_MIN_DECISIONS,
+            min_gain_ms: DEFAULT_MIN_GAIN_MS,
+        }
+    }
+}
+
 /// What a comparison measured: the gain of the challenger over the
 /// incumbent (incumbent's DR mean latency minus the challenger's, ms;
 /// positive when the challenger is faster) and its 95 % interval.

@@ -239,7 +239,7 @@ fn run_loop(args: &LoopArgs, progress: Progress) -> anyhow::Result<()> {
     let mut clock = SystemClock { stop: &STOP };
     let rounds = retrain_loop::run_loop(
         &opts,
-        admin.as_ref(),
+        admin.as_ref().map(|a| a as &dyn retrain_loop::Serve),
         &mut clock,
         &STOP,
         progress,

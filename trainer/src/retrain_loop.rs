@@ -38,7 +38,7 @@ use crate::gate::{
 use crate::parity::served_probabilities;
 use crate::pipeline::{TrainExtras, TrainOptions, run_train_with};
 use crate::progress::Progress;
-use crate::promote::{AdminClient, publish, remove_stale_staging, staging};
+use crate::promote::{publish, remove_stale_staging, staging};
 use crate::regression_metrics::Errors;
 use crate::validate::{load_model_dir, run_validate_within};
 use crate::window::{Window, select_decisions};
@@ -46,6 +46,9 @@ use crate::window::{Window, select_decisions};
 /// Name of the candidate directory inside the staging directory: the
 /// prefix of every model version the loop writes (`loop-<8 hex>`).
 pub const CANDIDATE_NAME: &str = "loop";
+
+/// `trainer loop --window-decisions`'s default.
+pub const DEFAULT_WINDOW_DECISIONS: usize = 200_000;
 
 /// The sliding window, as the flags give it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -210,6 +213,32 @@ impl Served {
     }
 }
 
+/// Where the loop's decisions take effect: the service's admin API
+/// ([`crate::promote::AdminClient`]), or a host that holds the model
+/// itself (the simulator's service).
+pub trait Serve {
+    /// Serve the model in `dir` (already published).
+    ///
+    /// # Errors
+    /// The model was not served; the loop's view of what is served stays.
+    fn promote(&self, dir: &Path) -> Result<()>;
+    /// Serve again what was served before the last promotion.
+    ///
+    /// # Errors
+    /// As [`Serve::promote`].
+    fn rollback(&self) -> Result<()>;
+}
+
+impl Serve for crate::promote::AdminClient {
+    fn promote(&self, dir: &Path) -> Result<()> {
+        crate::promote::AdminClient::promote(self, dir).map(drop)
+    }
+
+    fn rollback(&self) -> Result<()> {
+        crate::promote::AdminClient::rollback(self).map(drop)
+    }
+}
+
 /// The loop's state between rounds.
 #[derive(Debug)]
 struct State {
@@ -233,46 +262,103 @@ fn skippable(e: &TrainerError) -> bool {
     )
 }
 
+/// The loop between rounds: what is served, what was served before it,
+/// and the next round's number. [`run_loop`] drives it on a clock; a host
+/// with its own time (the simulator) calls [`Looper::round`] itself.
+#[derive(Debug)]
+pub struct Looper {
+    opts: LoopOptions,
+    state: State,
+    next: u64,
+}
+
+impl Looper {
+    /// Checks `opts`, removes staging directories a killed loop left, and
+    /// reads the served models.
+    ///
+    /// # Errors
+    /// Bad options, an unreadable current or previous model, a models
+    /// directory that cannot be cleaned.
+    pub fn new(opts: LoopOptions) -> Result<Self> {
+        check(&opts)?;
+        remove_stale_staging(&opts.models_dir)?;
+        let state = State {
+            served: Served::of(opts.current.as_deref())?,
+            previous: match &opts.previous {
+                Some(p) => Some(Served::of(Some(p))?),
+                None => None,
+            },
+        };
+        Ok(Self {
+            opts,
+            state,
+            next: 1,
+        })
+    }
+
+    /// What is served now, as the loop knows it.
+    pub fn served(&self) -> &Served {
+        &self.state.served
+    }
+
+    /// One round, through `serve` when given; `None` when a stop was
+    /// requested before it decided. A round that cannot judge (too little
+    /// data, a candidate that fails parity or vetting) is
+    /// [`Action::Skipped`].
+    ///
+    /// # Errors
+    /// A round's error that the next round would meet again (an unreadable
+    /// log, a models directory that cannot be written).
+    pub fn round(
+        &mut self,
+        serve: Option<&dyn Serve>,
+        clock: &dyn Clock,
+        stop: &AtomicBool,
+        progress: Progress,
+    ) -> Result<Option<Round>> {
+        let number = self.next;
+        self.next += 1;
+        match run_round(
+            &self.opts,
+            serve,
+            clock,
+            stop,
+            progress,
+            &mut self.state,
+            number,
+        ) {
+            Ok(r) => Ok(r),
+            Err(e) if skippable(&e) => Ok(Some(Round {
+                number,
+                action: Action::Skipped,
+                line: format!("round {number}: skipped: {e}"),
+            })),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Runs the loop until `max_rounds`, or a stop request; calls `on_round`
 /// after every round and returns them all.
 ///
 /// # Errors
-/// Bad options, an unreadable current model, or a round's error that the
-/// next round would meet again (an unreadable log, a models directory that
-/// cannot be written).
+/// As [`Looper::new`] and [`Looper::round`].
 pub fn run_loop(
     opts: &LoopOptions,
-    admin: Option<&AdminClient>,
+    serve: Option<&dyn Serve>,
     clock: &mut dyn Clock,
     stop: &AtomicBool,
     progress: Progress,
     on_round: &mut dyn FnMut(&Round),
 ) -> Result<Vec<Round>> {
-    check(opts)?;
-    remove_stale_staging(&opts.models_dir)?;
-    let mut state = State {
-        served: Served::of(opts.current.as_deref())?,
-        previous: match &opts.previous {
-            Some(p) => Some(Served::of(Some(p))?),
-            None => None,
-        },
-    };
+    let mut looper = Looper::new(opts.clone())?;
     let mut rounds = Vec::new();
-    for number in 1.. {
-        if stop.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) {
+        let Some(round) = looper.round(serve, clock, stop, progress)? else {
             break;
-        }
-        let round = match run_round(opts, admin, clock, stop, progress, &mut state, number) {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) if skippable(&e) => Round {
-                number,
-                action: Action::Skipped,
-                line: format!("round {number}: skipped: {e}"),
-            },
-            Err(e) => return Err(e),
         };
         on_round(&round);
+        let number = round.number;
         rounds.push(round);
         if opts.max_rounds.is_some_and(|m| number >= m) || !clock.wait(opts.every) {
             break;
@@ -308,7 +394,7 @@ fn check(opts: &LoopOptions) -> Result<()> {
 /// One round; `None` when a stop was requested before it decided.
 fn run_round(
     opts: &LoopOptions,
-    admin: Option<&AdminClient>,
+    serve: Option<&dyn Serve>,
     clock: &dyn Clock,
     stop: &AtomicBool,
     progress: Progress,
@@ -373,7 +459,7 @@ fn run_round(
                     served.version, previous.version
                 )
             } else {
-                if let Some(Err(e)) = admin.map(AdminClient::rollback) {
+                if let Some(Err(e)) = serve.map(Serve::rollback) {
                     return Ok(Some(Round {
                         number,
                         action: Action::Skipped,
@@ -435,7 +521,7 @@ fn run_round(
             // The service may run in another directory: it gets the
             // absolute path; the line shows the path as given.
             let dir = std::fs::canonicalize(&published).unwrap_or_else(|_| published.clone());
-            if let Some(Err(e)) = admin.map(|a| a.promote(&dir)) {
+            if let Some(Err(e)) = serve.map(|a| a.promote(&dir)) {
                 return Ok(Some(Round {
                     number,
                     action: Action::Skipped,

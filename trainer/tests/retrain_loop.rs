@@ -20,7 +20,7 @@ use trainer::gate::GateConfig;
 use trainer::pipeline::{TrainExtras, TrainOptions, run_train_with};
 use trainer::progress::Progress;
 use trainer::promote::{AdminClient, MODEL_FILES, STAGING_PREFIX};
-use trainer::retrain_loop::{Action, Clock, LoopOptions, Round, WindowSpec, run_loop};
+use trainer::retrain_loop::{Action, Clock, LoopOptions, Round, Serve, WindowSpec, run_loop};
 use trainer::train::TrainParams;
 
 /// A clock that never waits: every round starts at once.
@@ -83,7 +83,7 @@ fn run(opts: &LoopOptions, admin: Option<&AdminClient>) -> Vec<Round> {
     let mut clock = Immediate { waits: 0 };
     let rounds = run_loop(
         opts,
-        admin,
+        admin.map(|a| a as &dyn Serve),
         &mut clock,
         &stop,
         Progress::hidden(),

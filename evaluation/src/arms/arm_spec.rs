@@ -76,6 +76,19 @@ pub enum Model {
     /// One the trainer retrained on this harness's own `service-rules`
     /// logs ([`super::model`]).
     Retrained,
+    /// None at first; then what the retraining loop, running beside the
+    /// service on the run's own log, promotes ([`super::learning`]).
+    Learning,
+    /// As [`Model::Learning`], but every candidate is trained on shuffled
+    /// targets: a model that learned nothing, which the gate must keep out.
+    LearningShuffled,
+}
+
+impl Model {
+    /// Whether the retraining loop chooses it during the run.
+    pub const fn learns(self) -> bool {
+        matches!(self, Self::Learning | Self::LearningShuffled)
+    }
 }
 
 /// One arm.
@@ -100,9 +113,9 @@ pub struct ArmSpec {
 
 impl ArmSpec {
     /// Whether it runs in the simulator only: the testbed has no true state
-    /// to tell an oracle.
+    /// to tell an oracle, and no time to train in while it runs.
     pub const fn sim_only(&self) -> bool {
-        matches!(self.kind, Kind::Oracle(_))
+        matches!(self.kind, Kind::Oracle(_)) || self.model.learns()
     }
 
     /// Whether the scoring service decides for it (every arm but the

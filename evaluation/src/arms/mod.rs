@@ -14,6 +14,8 @@
 //!   with the embedded balancer, paying its measured pick time;
 //! - [`model`]: the models of `model` (the shipped default) and
 //!   `model-retrained` (run → log → train → run again, in-process);
+//! - [`learning`]: `service-learning`, the service with the retraining
+//!   loop beside it, promoting and rolling back during the run;
 //! - [`per_router`]: many independent routers, one baseline instance each;
 //! - [`registry`]: the table, the lists and predicates derived from it,
 //!   building an arm by name, and how to add one; [`arm_spec`]: what a row
@@ -25,6 +27,9 @@ pub mod arm_spec;
 pub mod baselines;
 pub mod embedded;
 mod embedded_log;
+pub mod learning;
+#[cfg(test)]
+mod learning_tests;
 pub mod model;
 pub mod oracle;
 pub mod per_router;

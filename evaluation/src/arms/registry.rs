@@ -39,6 +39,7 @@ use super::baselines::{
     p2c_peak_ewma::P2cPeakEwma, random::Random, round_robin::RoundRobin,
 };
 use super::embedded::EmbeddedRouter;
+use super::learning::LearningRouter;
 use super::oracle::Oracle;
 use super::per_router::PerRouter;
 use super::service::ServiceRouter;
@@ -232,6 +233,26 @@ pub const ARMS: &[ArmSpec] = &[
         by_default: true,
         colour: (247, 129, 191), // pink
     },
+    // The service as shipped with `trainer loop` beside it: rules until
+    // the gate promotes a model trained on the run's own log.
+    ArmSpec {
+        name: "service-learning",
+        class: Class::Service,
+        kind: Kind::Service(Selection::Shipped),
+        model: Model::Learning,
+        model_arm: false,
+        by_default: true,
+        colour: (0, 90, 160), // deep sky
+    },
+    ArmSpec {
+        name: "service-learning-shuffled",
+        class: Class::Diagnostic,
+        kind: Kind::Service(Selection::Shipped),
+        model: Model::LearningShuffled,
+        model_arm: false,
+        by_default: false,
+        colour: (120, 120, 120), // grey
+    },
 ];
 
 /// Every arm's name, in report order.
@@ -327,14 +348,16 @@ pub fn is_model_arm(name: &str) -> bool {
 /// Whether `name` runs with a model (`service`, `service-embedded`,
 /// `model`, `model-retrained`): its arm needs a model hub.
 pub fn needs_models(name: &str) -> bool {
-    spec(name).is_some_and(|a| a.model != Model::None)
+    spec(name).is_some_and(|a| matches!(a.model, Model::Shipped | Model::Retrained))
 }
 
 /// Whether `name` is the service as shipped (`service`, `service-rules`):
 /// a service arm whose score request names no policy, named for the
 /// service rather than for its model.
 pub fn is_shipped_arm(name: &str) -> bool {
-    spec(name).is_some_and(|a| matches!(a.kind, Kind::Service(Selection::Shipped)) && !a.model_arm)
+    spec(name).is_some_and(|a| {
+        matches!(a.kind, Kind::Service(Selection::Shipped)) && !a.model_arm && !a.model.learns()
+    })
 }
 
 /// Whether `name` is served by the scoring service (every arm but the
@@ -379,7 +402,7 @@ pub fn build(
 ) -> Option<Arm> {
     let arm = spec(name)?;
     let models = match arm.model {
-        Model::None => None,
+        Model::None | Model::Learning | Model::LearningShuffled => None,
         Model::Shipped | Model::Retrained => Some(models?),
     };
     Some(match arm.kind {
@@ -389,6 +412,10 @@ pub fn build(
         Kind::Local(make) => Arm::Local(make(n)),
         // The oracle reads the true state, which no router's view limits.
         Kind::Oracle(make) => Arm::Oracle(make(n)),
+        Kind::Service(_) if arm.model.learns() => {
+            let shuffled = arm.model == Model::LearningShuffled;
+            Arm::Remote(Box::new(LearningRouter::new(n, config, shuffled).ok()?))
+        }
         Kind::Service(selection) => {
             let mut r = match selection {
                 Selection::Shipped => ServiceRouter::shipped(n, log, config.clone()),
@@ -506,7 +533,7 @@ mod tests {
             );
             assert!(kind_matches, "{}: {built:?}", a.name);
             let bare = build(a.name, 3, 1, None, &cfg, None);
-            assert_eq!(bare.is_some(), a.model == Model::None, "{}", a.name);
+            assert_eq!(bare.is_some(), !needs_models(a.name), "{}", a.name);
         }
     }
 }

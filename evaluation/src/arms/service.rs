@@ -50,6 +50,10 @@ pub trait Remote: Router {
     fn self_check_samples(&self) -> Option<Vec<(f64, f64)>> {
         None
     }
+    /// With a retraining loop beside it: what the loop did.
+    fn learning(&self) -> Option<super::learning::LearningInfo> {
+        None
+    }
 }
 
 /// A service arm: the in-process [`Engine`] with one selection policy.
@@ -116,6 +120,14 @@ impl ServiceRouter {
         let mut r = Self::new(n, "none", log, config);
         r.req.policy = None;
         r
+    }
+
+    /// Write decisions and outcomes to `sink` instead of a decision log.
+    #[must_use]
+    pub fn with_sink(mut self, sink: Arc<dyn scorer_log::DecisionSink>) -> Self {
+        self.engine = self.engine.with_log(sink);
+        self.logging = true;
+        self
     }
 
     /// Put `models` in the engine's scoring path ([`Engine::with_models`]).

@@ -107,9 +107,17 @@ pub enum Fault {
     /// reported as `memtable_bytes` in every snapshot. A PUT that starts
     /// when it holds `m` bytes costs × (1 + `put_slowdown_per_gib` × m /
     /// GiB); GETs are unaffected. Nothing else in the telemetry shows it.
+    /// It holds in `[from_ms, until_ms)` (the whole run by default), so a
+    /// worker may change sawtooth mid-run, with one memtable per moment.
     Memtable {
         /// Worker index.
         worker: usize,
+        /// Start of the sawtooth, ms (default: the run's start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_ms: Option<f64>,
+        /// End of the sawtooth, ms (default: the run's end).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_ms: Option<f64>,
         /// Phase: at time 0 the memtable has been filling for this long, ms
         /// (`0 <= offset_ms < period_ms`).
         offset_ms: f64,
@@ -146,6 +154,17 @@ impl Fault {
             | Fault::Drain { worker, .. }
             | Fault::Memtable { worker, .. }
             | Fault::Burst { worker, .. } => *worker,
+        }
+    }
+
+    /// For a memtable, the window in which it holds, ms (`from_ms` or 0,
+    /// `until_ms` or infinity); `None` for every other fault.
+    pub fn memtable_window_ms(&self) -> Option<(f64, f64)> {
+        match self {
+            Fault::Memtable {
+                from_ms, until_ms, ..
+            } => Some((from_ms.unwrap_or(0.0), until_ms.unwrap_or(f64::INFINITY))),
+            _ => None,
         }
     }
 

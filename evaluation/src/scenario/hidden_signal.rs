@@ -62,23 +62,68 @@ pub(super) fn hidden_signal(n: usize, duration_ms: f64) -> Scenario {
     );
     s.put_fraction = 0.3;
     for w in 0..n {
-        let (period_ms, peak_bytes, offset_ms) = if w < a {
-            let p = HIDDEN_SIGNAL_PERIOD_MS;
-            (p, MEMTABLE_PEAK_BYTES, p * w as f64 / a as f64)
-        } else {
-            let p = HEALTHY_PERIOD_MS;
-            let k = (w - a) as f64 / (n - a).max(1) as f64;
-            (p, HEALTHY_MEMTABLE_PEAK_BYTES, p * k)
-        };
-        s.faults.push(Fault::Memtable {
-            worker: w,
-            offset_ms,
-            period_ms,
-            peak_bytes,
-            put_slowdown_per_gib: HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
-        });
+        s.faults.push(memtable(w, n, w < a, None, None));
     }
     s
+}
+
+/// The `hidden-signal-mid-run` preset: [`hidden_signal`]'s workers, but the
+/// affected ones hold the healthy 256 MiB sawtooth for the first third of
+/// the run and switch to the 4 GiB one at [`MID_RUN_FRACTION`] of it. What
+/// was learned before the switch says nothing about what follows it: a
+/// model must be learned from the traffic after it.
+pub(super) fn hidden_signal_mid_run(n: usize, duration_ms: f64) -> Scenario {
+    let a = hidden_signal_affected(n);
+    let at = duration_ms * MID_RUN_FRACTION;
+    let mut s = hidden_signal(n, duration_ms);
+    s.description = format!(
+        "hidden-signal from a third of the run on: until {:.0} s every worker flushes at 256 MiB every 5 s; \
+         then {a} of {n} switch to a memtable that fills to 4 GiB over 20 s, slowing their PUTs up to 4x. \
+         30% PUTs, 70% load.",
+        at / 1_000.0
+    );
+    s.faults.clear();
+    for w in 0..n {
+        if w < a {
+            s.faults.push(memtable(w, n, true, Some(at), None));
+            s.faults.push(memtable(w, n, false, None, Some(at)));
+        } else {
+            s.faults.push(memtable(w, n, false, None, None));
+        }
+    }
+    s
+}
+
+/// When `hidden-signal-mid-run`'s signal starts, as a fraction of the run.
+pub const MID_RUN_FRACTION: f64 = 1.0 / 3.0;
+
+/// Worker `w`'s sawtooth in a pool of `n`: the 4 GiB one when `affected`,
+/// else the healthy one, holding in `[from_ms, until_ms)`.
+fn memtable(
+    w: usize,
+    n: usize,
+    affected: bool,
+    from_ms: Option<f64>,
+    until_ms: Option<f64>,
+) -> Fault {
+    let a = hidden_signal_affected(n);
+    let (period_ms, peak_bytes, offset_ms) = if affected {
+        let p = HIDDEN_SIGNAL_PERIOD_MS;
+        (p, MEMTABLE_PEAK_BYTES, p * w as f64 / a as f64)
+    } else {
+        let p = HEALTHY_PERIOD_MS;
+        let k = w.saturating_sub(a) as f64 / (n - a).max(1) as f64;
+        (p, HEALTHY_MEMTABLE_PEAK_BYTES, p * k)
+    };
+    Fault::Memtable {
+        worker: w,
+        from_ms,
+        until_ms,
+        offset_ms,
+        period_ms,
+        peak_bytes,
+        put_slowdown_per_gib: HIDDEN_SIGNAL_PUT_SLOWDOWN_PER_GIB,
+    }
 }
 
 #[cfg(test)]
@@ -111,5 +156,35 @@ mod tests {
         let short = Scenario::preset("hidden-signal", 8, 60.0).expect("preset");
         assert_eq!(short.faults, s.faults);
         assert_eq!(hidden_signal_affected(2), 1);
+    }
+
+    #[test]
+    fn mid_run_the_affected_workers_switch_to_the_big_memtable_at_a_third() {
+        let s = Scenario::preset("hidden-signal-mid-run", 8, 60.0).expect("preset");
+        crate::scenario_file::validate(&s).expect("a valid scenario");
+        assert_eq!(s.faults.len(), 10, "two sawtooths on each affected worker");
+        let windows: Vec<(usize, u64, (f64, f64))> = s
+            .faults
+            .iter()
+            .filter(|f| f.worker() < 2)
+            .filter_map(|f| match f {
+                Fault::Memtable {
+                    worker, peak_bytes, ..
+                } => Some((*worker, *peak_bytes, f.memtable_window_ms()?)),
+                _ => None,
+            })
+            .collect();
+        let inf = f64::INFINITY;
+        let (big, small) = (MEMTABLE_PEAK_BYTES, HEALTHY_MEMTABLE_PEAK_BYTES);
+        assert_eq!(
+            windows,
+            vec![
+                (0, big, (20_000.0, inf)),
+                (0, small, (0.0, 20_000.0)),
+                (1, big, (20_000.0, inf)),
+                (1, small, (0.0, 20_000.0)),
+            ]
+        );
+        assert_eq!(s.faults[0].worker(), 0, "the impaired worker comes first");
     }
 }

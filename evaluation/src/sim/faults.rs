@@ -66,6 +66,8 @@ pub(super) fn workers(sc: &Scenario) -> Vec<SimWorker> {
     for f in &sc.faults {
         if let Fault::Memtable {
             worker,
+            from_ms,
+            until_ms,
             offset_ms,
             period_ms,
             peak_bytes,
@@ -73,7 +75,9 @@ pub(super) fn workers(sc: &Scenario) -> Vec<SimWorker> {
         } = *f
             && let Some(w) = ws.get_mut(worker)
         {
-            w.memtable = Some(Memtable {
+            w.memtables.push(Memtable {
+                from_ms: from_ms.unwrap_or(0.0),
+                until_ms: until_ms.unwrap_or(f64::INFINITY),
                 offset_ms,
                 period_ms,
                 peak_bytes: peak_bytes as f64,

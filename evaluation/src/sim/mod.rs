@@ -167,6 +167,7 @@ impl<'a> Sim<'a> {
             rec: RunRecord {
                 window_picks: vec![vec![0; n]; windows],
                 window_ms: sc.window_ms,
+                duration_ms: sc.duration_ms,
                 cache,
                 ..RunRecord::default()
             },

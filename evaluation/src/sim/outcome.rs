@@ -59,11 +59,13 @@ impl Sim<'_> {
         let r = &self.reqs[req];
         if success {
             self.rec.latencies_ms.push(t - r.start_ms);
+            self.rec.finished_at_ms.push(t);
         } else if r.attempts <= self.sc.max_retries {
             self.q.push(t, Event::Retry { req });
         } else {
             self.rec.failed += 1;
             self.rec.latencies_ms.push(t - r.start_ms);
+            self.rec.finished_at_ms.push(t);
         }
     }
 }

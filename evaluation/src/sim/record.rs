@@ -6,6 +6,11 @@ pub struct RunRecord {
     /// Client-observed latency of every finished request (success or final
     /// failure), first attempt to answer, ms.
     pub latencies_ms: Vec<f64>,
+    /// When each of [`Self::latencies_ms`] finished, ms from the start
+    /// (empty where not recorded).
+    pub finished_at_ms: Vec<f64>,
+    /// The run's length, ms (0 where not recorded).
+    pub duration_ms: f64,
     /// Requests that failed after all retries.
     pub failed: u64,
     /// Attempts sent.

@@ -27,6 +27,10 @@ pub struct Job {
 /// A memtable's sawtooth (see [`crate::scenario::Fault::Memtable`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Memtable {
+    /// When it starts to hold, ms.
+    pub from_ms: f64,
+    /// When it stops holding, ms (infinite: never).
+    pub until_ms: f64,
     /// Phase at time 0, ms.
     pub offset_ms: f64,
     /// Flush period, ms.
@@ -38,6 +42,11 @@ pub struct Memtable {
 }
 
 impl Memtable {
+    /// Whether it holds at `now_ms`.
+    pub fn holds_at(&self, now_ms: f64) -> bool {
+        self.from_ms <= now_ms && now_ms < self.until_ms
+    }
+
     /// Bytes held at `now_ms`.
     pub fn bytes(&self, now_ms: f64) -> f64 {
         let phase = (now_ms + self.offset_ms).rem_euclid(self.period_ms);
@@ -69,8 +78,9 @@ pub struct SimWorker {
     pub down: bool,
     /// Black hole: accepts and never answers; telemetry looks healthy.
     pub zombie: bool,
-    /// A memtable whose size slows PUTs, reported in snapshots.
-    pub memtable: Option<Memtable>,
+    /// Memtables whose size slows PUTs, reported in snapshots, each in
+    /// force in its own window.
+    pub memtables: Vec<Memtable>,
     /// What it holds warm, with a scenario cache.
     pub cache: Option<WorkerCache>,
     busy_integral_ms: f64,
@@ -90,7 +100,7 @@ impl SimWorker {
             compaction: None,
             down: false,
             zombie: false,
-            memtable: None,
+            memtables: Vec::new(),
             cache: None,
             busy_integral_ms: 0.0,
             last_change_ms: 0.0,
@@ -104,6 +114,11 @@ impl SimWorker {
         self.last_change_ms = now_ms;
     }
 
+    /// The memtable in force at `now_ms`, if any.
+    pub fn memtable(&self, now_ms: f64) -> Option<Memtable> {
+        self.memtables.iter().copied().find(|m| m.holds_at(now_ms))
+    }
+
     /// Service time of `job` if it starts at `now_ms`, ms.
     pub fn service_ms(&self, job: &Job, now_ms: f64) -> f64 {
         let compaction = match (self.compaction, job.op) {
@@ -111,7 +126,7 @@ impl SimWorker {
             (Some((_, get)), Op::Get) => get,
             (None, _) => 1.0,
         };
-        let memtable = match (self.memtable, job.op) {
+        let memtable = match (self.memtable(now_ms), job.op) {
             (Some(m), Op::Put) => m.put_factor(now_ms),
             _ => 1.0,
         };
@@ -172,7 +187,7 @@ impl SimWorker {
     fn current_mean_ms(&self, mean_cost_ms: f64, now_ms: f64) -> f64 {
         let c = self.compaction.map_or(1.0, |(p, g)| (p + g) / 2.0);
         let m = self
-            .memtable
+            .memtable(now_ms)
             .map_or(1.0, |m| (m.put_factor(now_ms) + 1.0) / 2.0);
         mean_cost_ms / self.spec.speed * self.slow_factor * c * m
     }
@@ -226,7 +241,7 @@ impl SimWorker {
             s.rtt_ms_p99 = crate::run_summary::percentile_sorted(&lat, 0.99);
         }
         s.compacting = self.compaction.is_some();
-        s.memtable_bytes = self.memtable.map(|m| m.bytes(now_ms) as u64);
+        s.memtable_bytes = self.memtable(now_ms).map(|m| m.bytes(now_ms) as u64);
         Some(s)
     }
 
@@ -267,6 +282,8 @@ mod tests {
 
     fn memtable(offset_ms: f64) -> Memtable {
         Memtable {
+            from_ms: 0.0,
+            until_ms: f64::INFINITY,
             offset_ms,
             period_ms: 20_000.0,
             peak_bytes: 4.0 * GIB,
@@ -317,7 +334,7 @@ mod tests {
         // Out of phase: half a period ahead.
         assert!((memtable(10_000.0).bytes(0.0) - 2.0 * GIB).abs() < 1.0);
         let mut w = SimWorker::new(WorkerSpec::default());
-        w.memtable = Some(m);
+        w.memtables = vec![m];
         let job = |op| Job {
             id: 0,
             enqueued_ms: 0.0,
@@ -330,5 +347,33 @@ mod tests {
         assert_eq!(s.memtable_bytes, Some(2 << 30));
         let plain = SimWorker::new(WorkerSpec::default()).snapshot("w1", 10_000.0, 0, 2.6);
         assert_eq!(plain.and_then(|s| s.memtable_bytes), None);
+    }
+
+    #[test]
+    fn a_worker_changes_memtable_at_the_boundary_of_their_windows() {
+        let mut w = SimWorker::new(WorkerSpec::default());
+        let small = Memtable {
+            until_ms: 30_000.0,
+            peak_bytes: 0.25 * GIB,
+            period_ms: 5_000.0,
+            ..memtable(0.0)
+        };
+        let big = Memtable {
+            from_ms: 30_000.0,
+            ..memtable(0.0)
+        };
+        w.memtables = vec![small, big];
+        let put = Job {
+            id: 0,
+            enqueued_ms: 0.0,
+            base_cost_ms: 4.0,
+            op: Op::Put,
+        };
+        // 2.5 s into a 5 s fill of 256 MiB: 128 MiB, x1.09375.
+        assert!((w.service_ms(&put, 27_500.0) - 4.0 * 1.093_75).abs() < 1e-9);
+        // 15 s into the 20 s fill of 4 GiB from then on: 3 GiB, x3.25.
+        assert!((w.service_ms(&put, 35_000.0) - 4.0 * 3.25).abs() < 1e-9);
+        let s = w.snapshot("w0", 35_000.0, 0, 2.6).expect("live");
+        assert_eq!(s.memtable_bytes, Some(3 << 30));
     }
 }
