@@ -146,16 +146,39 @@ pub fn list_log_files(dirs: &[PathBuf], kind: LogKind) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read_kind(
+/// Which rows of a decision batch to keep while reading.
+pub(crate) type RowFilter<'a> = &'a dyn Fn(&RecordBatch) -> Result<arrow::array::BooleanArray>;
+
+pub(crate) fn read_kind(
     files: Vec<PathBuf>,
     kind: LogKind,
+    on_file: &mut dyn FnMut(&Path, usize, usize),
+) -> Result<LoadedLog> {
+    read_kind_where(files, kind, None, on_file)
+}
+
+/// As [`read_kind`], keeping of each file's batches only the rows `keep`
+/// selects, so that what is held is what is kept.
+pub(crate) fn read_kind_where(
+    files: Vec<PathBuf>,
+    kind: LogKind,
+    keep: Option<RowFilter<'_>>,
     on_file: &mut dyn FnMut(&Path, usize, usize),
 ) -> Result<LoadedLog> {
     let mut all = LoadedLog::default();
     let total = files.len();
     for (i, f) in files.into_iter().enumerate() {
         on_file(&f, i + 1, total);
-        let log = read_file(&f, kind)?;
+        let mut log = read_file(&f, kind)?;
+        if let Some(keep) = keep {
+            let mut kept = Vec::with_capacity(log.batches.len());
+            for b in &log.batches {
+                let mask = keep(b)?;
+                kept.push(arrow::compute::filter_record_batch(b, &mask)?);
+            }
+            log.rows = kept.iter().map(RecordBatch::num_rows).sum();
+            log.batches = kept;
+        }
         if let Some((path, reason)) = log.skipped.into_iter().next() {
             return Err(TrainerError::SchemaMismatch {
                 path,
@@ -230,7 +253,7 @@ pub fn load_log_files(
     joined_table(decisions, outcomes)
 }
 
-fn joined_table(decisions: LoadedLog, outcomes: LoadedLog) -> Result<LogTable> {
+pub(crate) fn joined_table(decisions: LoadedLog, outcomes: LoadedLog) -> Result<LogTable> {
     let joined = join_outcomes(&decisions, &outcomes)?;
     let mut table = table_from_joined(&joined)?;
     table.decision_files = decisions.files;

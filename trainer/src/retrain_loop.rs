@@ -30,7 +30,7 @@ use scorer_log::LogKind;
 use scorer_model::{Blend, RunnablePlan};
 
 use crate::compare::{CompareOptions, compare_predictions};
-use crate::dataset::{LogTable, list_log_files, load_log_files};
+use crate::dataset::{LogTable, list_log_files};
 use crate::error::{Result, TrainerError};
 use crate::gate::{
     Evidence, GateConfig, Hold, Promotion, Rollback, decide_promotion, decide_rollback,
@@ -41,7 +41,7 @@ use crate::progress::Progress;
 use crate::promote::{publish, remove_stale_staging, staging};
 use crate::regression_metrics::Errors;
 use crate::validate::{load_model_dir, run_validate_within};
-use crate::window::{Window, select_decisions};
+use crate::window::{Window, load_judged, select_decisions};
 
 /// Name of the candidate directory inside the staging directory: the
 /// prefix of every model version the loop writes (`loop-<8 hex>`).
@@ -429,7 +429,18 @@ fn run_round(
     };
     let sp = progress.spinner("comparing with the served model");
     let outcome_files = list_log_files(&opts.train.logs, LogKind::Outcomes)?;
-    let table = load_log_files(&summary.decision_files, &outcome_files, |_, _, _| {})?;
+    // What this round judges: the held-out decisions, and, while it may
+    // be rolled back, those the served model scored.
+    let rollback_version = state
+        .previous
+        .is_some()
+        .then_some(state.served.version.as_str());
+    let table = load_judged(
+        &summary.decision_files,
+        &outcome_files,
+        valid_from_ms,
+        rollback_version,
+    )?;
     if stopped() {
         return Ok(None);
     }

@@ -13,9 +13,58 @@
 
 use std::path::PathBuf;
 
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::TimestampMillisecondType;
 use scorer_core::features::FEATURE_COUNT;
+use scorer_log::LogKind;
 
-use crate::dataset::{Decision, Labelled, LogTable};
+use crate::dataset::{Decision, Labelled, LogTable, joined_table, read_kind, read_kind_where};
+use crate::error::{Result, TrainerError};
+
+/// The decisions of `decision_files` a round judges, joined to
+/// `outcome_files`: those logged at or after `from_ts_ms`, and those the
+/// model `version` scored. Rows are dropped file by file as they are read,
+/// so a round holds what it judges, not its whole window.
+///
+/// # Errors
+/// Unreadable files, or files without the `ts_ms` and `model_version`
+/// columns.
+pub fn load_judged(
+    decision_files: &[PathBuf],
+    outcome_files: &[PathBuf],
+    from_ts_ms: i64,
+    version: Option<&str>,
+) -> Result<LogTable> {
+    let keep = |b: &RecordBatch| -> Result<BooleanArray> {
+        let missing =
+            |c: &str| TrainerError::NoData(format!("no `{c}` column in a decisions file"));
+        let ts = b
+            .column_by_name("ts_ms")
+            .and_then(|c| c.as_primitive_opt::<TimestampMillisecondType>())
+            .ok_or_else(|| missing("ts_ms"))?;
+        let mv = b
+            .column_by_name("model_version")
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| missing("model_version"))?;
+        Ok((0..b.num_rows())
+            .map(|i| {
+                Some(
+                    (ts.is_valid(i) && ts.value(i) >= from_ts_ms)
+                        || version.is_some_and(|v| mv.is_valid(i) && mv.value(i) == v),
+                )
+            })
+            .collect())
+    };
+    let mut none = |_: &std::path::Path, _: usize, _: usize| {};
+    let decisions = read_kind_where(
+        decision_files.to_vec(),
+        LogKind::Decisions,
+        Some(&keep),
+        &mut none,
+    )?;
+    let outcomes = read_kind(outcome_files.to_vec(), LogKind::Outcomes, &mut none)?;
+    joined_table(decisions, outcomes)
+}
 
 /// Which decisions a round uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -524,3 +524,36 @@ fn a_window_of_hours_counts_back_from_the_clock() {
     let rows = data["train_rows"].as_u64().unwrap() + data["validation_rows"].as_u64().unwrap();
     assert!((6_000..9_000).contains(&rows), "{rows} rows in the window");
 }
+
+#[test]
+fn a_round_loads_only_the_decisions_it_judges() {
+    use scorer_log::LogKind;
+    use trainer::dataset::list_log_files;
+    use trainer::window::{load_judged, select_decisions};
+    let tmp = TempDir::new("loop-judged");
+    let logs = tmp.join("logs");
+    synth(&logs, 10_000, 7);
+    let dirs = [logs.clone()];
+    let full = trainer::dataset::load_logs(&dirs, |_, _, _| {}).unwrap();
+    let mut ts: Vec<i64> = full.decisions.iter().map(|d| d.ts_ms).collect();
+    ts.sort_unstable();
+    let from = ts[ts.len() * 4 / 5];
+    let judged = load_judged(
+        &list_log_files(&dirs, LogKind::Decisions).unwrap(),
+        &list_log_files(&dirs, LogKind::Outcomes).unwrap(),
+        from,
+        None,
+    )
+    .unwrap();
+    let expected = select_decisions(&full, |d| d.ts_ms >= from);
+    assert_eq!(judged.decisions.len(), expected.decisions.len());
+    assert!(
+        judged.decisions.len() <= full.decisions.len() / 4,
+        "{} of {}",
+        judged.decisions.len(),
+        full.decisions.len()
+    );
+    assert_eq!(judged.features, expected.features);
+    assert_eq!(judged.latency_ms, expected.latency_ms);
+    assert_eq!(judged.probability, expected.probability);
+}
