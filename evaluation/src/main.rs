@@ -70,8 +70,8 @@ enum Cmd {
     /// write EVALUATION.md.
     All {
         /// Comma-separated policy names [default: every policy but the
-        /// diagnostics rules-max, rules-softmax, rules-p2c, rules-prequal
-        /// and model].
+        /// diagnostics service-embedded-rules, rules-max, rules-softmax,
+        /// rules-p2c, rules-prequal, model and service-learning-shuffled].
         #[arg(long, value_delimiter = ',')]
         policies: Option<Vec<String>>,
         /// Output directory for per-scenario results and plots.
