@@ -51,14 +51,19 @@ pub(crate) struct Scored {
 }
 
 impl Scored {
-    /// A candidate with no telemetry yet: freshness and trust 0, not live.
-    pub(crate) fn unknown(slot: Option<Arc<WorkerSlot>>, view: Option<Arc<WorkerView>>) -> Self {
+    /// A candidate with no telemetry yet: freshness and trust 0, not live;
+    /// its score explained when `explain`.
+    pub(crate) fn unknown(
+        slot: Option<Arc<WorkerSlot>>,
+        view: Option<Arc<WorkerView>>,
+        explain: bool,
+    ) -> Self {
         Self {
             slot,
             view,
             freshness: 0.0,
             stale: false,
-            e: Explained::new(),
+            e: Explained::with_explanation(explain),
             rule: 0.0,
             base: 0.0,
             reason: None,
@@ -86,6 +91,13 @@ impl Scored {
 #[derive(Debug)]
 pub(crate) struct Decision<'r> {
     pub mode: ScoreMode,
+    /// Whether the answer explains itself: adjustments, reasons and every
+    /// candidate's feature vector. A compact decision computes the same
+    /// scores and pick, bit for bit, and builds none of them.
+    pub explain: bool,
+    /// The hash of the configuration deciding, when the rules stage may
+    /// take the candidates' [`crate::worker_terms::WorkerTerms`].
+    pub terms_under: Option<Arc<str>>,
     pub req: &'r ScoreRequest,
     pub context: &'r RequestContext,
     pub now_ms: u64,
@@ -182,6 +194,8 @@ impl<'r> Decision<'r> {
         }
         Ok(Self {
             mode,
+            explain: true,
+            terms_under: None,
             req,
             context,
             now_ms,

@@ -28,6 +28,8 @@
 pub mod api;
 pub mod canary;
 mod canary_ops;
+#[cfg(test)]
+mod compact_tests;
 pub mod config;
 pub mod config_reload;
 mod decision;
@@ -47,6 +49,7 @@ pub mod self_check;
 pub mod stages;
 pub mod view;
 mod weight;
+mod worker_terms;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -338,11 +341,15 @@ impl Engine {
             warmup: false,
         };
         let score = |v: &scorer_core::state::WorkerView| rule_score(v, &inputs).0.score;
+        let derive = |v: &scorer_core::state::WorkerView| {
+            worker_terms::WorkerTerms::derived(v, cfg, &active.hash)
+        };
         let icfg = IngestConfig {
             telemetry: &cfg.telemetry,
             max_batch: cfg.server.max_batch,
             penalty: &cfg.penalty,
             rule_score: &score,
+            derive: Some(&derive),
         };
         let out = self
             .registry

@@ -23,12 +23,12 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
     let now_ms = d.now_ms;
     for (s, id) in d.scored.iter_mut().zip(&d.ids) {
         let Some(v) = s.view.as_deref() else {
-            s.e.multiply(
-                "unknown_worker",
-                0.0,
-                format!("worker `{id}` has never reported telemetry"),
-                None,
-            );
+            let why = if s.e.explains() {
+                format!("worker `{id}` has never reported telemetry")
+            } else {
+                String::new()
+            };
+            s.e.multiply("unknown_worker", 0.0, why, None);
             s.reason = Some("unknown_worker");
             continue;
         };
@@ -129,15 +129,19 @@ fn operator_overrides(d: &mut Decision<'_>) {
         };
         s.reason = Some(reason);
         s.e.stage = Stage::Dynamics;
-        let why = format!(
-            "{reason} by {} ({})",
-            o.set_by,
-            if o.reason.is_empty() {
-                "no reason given"
-            } else {
-                &o.reason
-            }
-        );
+        let why = if s.e.explains() {
+            format!(
+                "{reason} by {} ({})",
+                o.set_by,
+                if o.reason.is_empty() {
+                    "no reason given"
+                } else {
+                    &o.reason
+                }
+            )
+        } else {
+            String::new()
+        };
         s.e.multiply(code, 0.0, Reason::Text(why), None);
     }
 }

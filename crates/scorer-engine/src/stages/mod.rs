@@ -28,7 +28,7 @@ pub(crate) use cost::cost;
 pub(crate) use dynamics::dynamics;
 pub(crate) use freshness::freshness;
 pub(crate) use model::model;
-pub(crate) use record::record;
+pub(crate) use record::{answer, charge, compact};
 pub(crate) use rules::rules;
 pub(crate) use select::select;
 

@@ -61,7 +61,11 @@ fn operator_weights(d: &mut Decision<'_>) {
         if w == 1.0 {
             continue;
         }
-        let why = format!("operator weight {}", scorer_core::fmt::num(w));
+        let why = if s.e.explains() {
+            format!("operator weight {}", scorer_core::fmt::num(w))
+        } else {
+            String::new()
+        };
         if w < 1.0 {
             s.e.multiply("operator_weight", w, why, Some(w));
         } else {
