@@ -45,6 +45,7 @@ mod reconfigure;
 pub mod routed_outbox;
 pub mod router_records;
 mod score;
+mod scratch;
 pub mod self_check;
 pub mod stages;
 pub mod view;

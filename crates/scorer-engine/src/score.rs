@@ -226,7 +226,11 @@ impl Engine {
             obs,
             blackout,
             false,
-            |d, _, arm| stages::compact(&d, arm),
+            |d, _, arm| {
+                let answer = stages::compact(&d, arm);
+                d.recycle();
+                answer
+            },
         )
     }
 
@@ -274,13 +278,13 @@ impl Engine {
             cfg,
             sharding,
             routers,
+            self.overrides.load(),
         )?;
         d.blackout = blackout;
         d.explain = explain;
         if !explain {
             d.terms_under = Some(active.hash.clone());
         }
-        d.overrides = self.overrides.load();
         stages::rules(&mut d, &self.registry, cfg);
         observer.stage_done(Stage::Rules);
         stages::freshness(&mut d, cfg);
@@ -303,8 +307,16 @@ impl Engine {
         observer.stage_done(Stage::Model);
         stages::select(&mut d, selector, rng)?;
         observer.stage_done(Stage::Select);
+        // The explained answer shows the decision id; a compact one gives
+        // it to the pending pick.
+        let id = if explain {
+            d.decision_id.clone()
+        } else {
+            std::mem::take(&mut d.decision_id)
+        };
         stages::charge(
             &d,
+            id,
             &self.pending,
             &self.counters,
             &self.self_check,

@@ -76,18 +76,16 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
     if !d.overrides.is_empty() {
         operator_overrides(d);
     }
-    let eligible: Vec<usize> = (0..d.scored.len())
-        .filter(|&i| d.scored[i].reason.is_none())
-        .collect();
-    (d.selectable, d.panic) = if !eligible.is_empty() {
-        (eligible, false)
-    } else if cfg.selection.panic_mode {
-        let live = (0..d.scored.len())
-            .filter(|&i| d.scored[i].live && d.scored[i].operator != Some(OverrideKind::Disable));
-        (live.collect(), true)
-    } else {
-        (Vec::new(), false)
-    };
+    let (scored, selectable) = (&d.scored, &mut d.selectable);
+    selectable.clear();
+    selectable.extend((0..scored.len()).filter(|&i| scored[i].reason.is_none()));
+    d.panic = false;
+    if selectable.is_empty() && cfg.selection.panic_mode {
+        let live = (0..scored.len())
+            .filter(|&i| scored[i].live && scored[i].operator != Some(OverrideKind::Disable));
+        selectable.extend(live);
+        d.panic = true;
+    }
     if d.selectable.is_empty() {
         return Err(ScoreError::NoEligibleWorkers(no_eligible(d)));
     }

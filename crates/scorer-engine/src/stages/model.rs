@@ -36,9 +36,13 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
         || (decide && set.shadow.is_some())
         || (held.is_none() && matches!(chosen(&set, &d.req.key).1, Slot::Ready(_)))
         || rule_may_apply(d.key.prefix);
-    if read {
-        observations(d, cfg);
+    if !read {
+        if !d.panic {
+            d.model = fallback(hub, &set, &d.req.key, held, decide);
+        }
+        return;
     }
+    observations(d, cfg);
     let n = d.scored.len();
     d.model_actions = vec![None; n];
     d.rule_actions = vec![None; n];
@@ -143,6 +147,33 @@ pub(crate) struct StageOut {
     pub rule_r: Vec<f64>,
     /// Scores before the stage (rules + dynamics), for the shadow's blend.
     pub pre: Vec<f64>,
+}
+
+/// The stage when nothing reads the observations: the model does not run
+/// and the rule action is 0, so no score changes; what [`apply`] reports
+/// and counts then.
+fn fallback(
+    hub: &ModelHub,
+    set: &ModelSet,
+    key: &str,
+    held: Option<FallbackReason>,
+    record: bool,
+) -> ModelDecision {
+    let (arm, slot) = chosen(set, key);
+    let reason = match (held, slot) {
+        (Some(reason), _) => reason,
+        (None, Slot::Refused { reason, .. }) => *reason,
+        (None, Slot::Ready(_)) => FallbackReason::ModelMissing,
+    };
+    if record {
+        hub.stats().on_call();
+        hub.stats().on_fallback(reason);
+    }
+    ModelDecision {
+        arm: arm.map(Arm::as_str),
+        fallback_reason: Some(reason.as_str()),
+        ..ModelDecision::default()
+    }
 }
 
 /// The A/B arm of `key` (when an A/B test runs) and the model slot it

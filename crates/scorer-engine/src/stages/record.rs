@@ -33,13 +33,17 @@ pub(crate) fn record(
     arm: Option<(&Canary, ConfigArm)>,
     routing: Option<(&RoutingIndex, Option<&RoutedOutbox>)>,
 ) -> ScoreResponse {
-    charge(&d, pending, counters, self_check, cfg, arm, routing);
+    let id = d.decision_id.clone();
+    charge(&d, id, pending, counters, self_check, cfg, arm, routing);
     answer(d, config_hash, arm)
 }
 
-/// The record stage's effects on a decision (none on a preview).
+/// The record stage's effects on a decision (none on a preview); its pick
+/// is remembered under `decision_id`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn charge(
     d: &Decision<'_>,
+    decision_id: String,
     pending: &PendingPicks,
     counters: &Counters,
     self_check: &SelfCheck,
@@ -59,7 +63,10 @@ pub(crate) fn charge(
             warm_bucket: d.scored[p].locality.map(|l| l.bucket),
             prefix_hash: cfg.locality.enabled.then(|| hash_str(d.key.prefix)),
         };
-        let worker_id: Arc<str> = Arc::from(d.ids[p]);
+        let worker_id: Arc<str> = match &d.scored[p].view {
+            Some(v) => v.worker_id.clone(),
+            None => Arc::from(d.ids[p]),
+        };
         if let Some((ix, outbox)) = routing {
             ix.record(PairHash::new(d.key_hash, hash_str(d.ids[p])), now_ms);
             if let Some(o) = outbox {
@@ -76,7 +83,7 @@ pub(crate) fn charge(
                 .map_or(f64::NAN, |c| c.expected_latency_ms),
             arm: arm.map(|(c, a)| (c.generation, a)),
         };
-        pending.remember(&d.decision_id, pick, now_ms);
+        pending.remember(decision_id, pick, now_ms);
     }
     if decide {
         counters.decisions.fetch_add(1, Ordering::Relaxed);

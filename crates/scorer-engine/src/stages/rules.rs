@@ -26,19 +26,17 @@ pub(crate) fn rules(d: &mut Decision<'_>, registry: &Registry, cfg: &Config) {
         fresh_ms: cfg.freshness.fresh_ms,
         dead_after_ms: cfg.telemetry.dead_after_ms,
     };
-    d.scored = d
-        .ids
-        .iter()
-        .map(|id| {
-            let slot = registry.get(id);
-            let view = slot.as_ref().map(|s| s.view_full());
-            let mut s = Scored::unknown(slot, view, d.explain);
-            if let Some(v) = s.view.as_deref() {
-                s.freshness = freshness_factor(v.age_ms(now_ms), &fresh_cfg);
-            }
-            s
-        })
-        .collect();
+    let explain = d.explain;
+    d.scored.clear();
+    d.scored.extend(d.ids.iter().map(|id| {
+        let slot = registry.get(id);
+        let view = slot.as_ref().map(|s| s.view_full());
+        let mut s = Scored::unknown(slot, view, explain);
+        if let Some(v) = s.view.as_deref() {
+            s.freshness = freshness_factor(v.age_ms(now_ms), &fresh_cfg);
+        }
+        s
+    }));
     if d.blackout {
         for s in d.scored.iter_mut().filter(|s| s.view.is_some()) {
             s.live = true;
