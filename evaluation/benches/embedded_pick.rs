@@ -28,7 +28,9 @@
 //!
 //! With `-- --calibrate FILE` it also writes the simulator's calibration of
 //! the `service-embedded` arm (`evaluation::embedded_calibration`): every
-//! `rules + model` pick of the run, as quantile points.
+//! `rules + model` pick of the run, as quantile points. With `-- --only
+//! NAME` it runs the cases whose name starts with `NAME` alone (the
+//! P2C control always runs), for a profiler's count of one case.
 
 #![allow(missing_docs)]
 
@@ -298,6 +300,9 @@ fn main() {
             balancer_case(&pool_1024, view_at_ms, 1_024),
         ),
     ];
+    if let Some(only) = arg_after("--only") {
+        cases.retain(|(name, _)| *name == "p2c-least-request" || name.starts_with(&only));
+    }
     let mut results = vec![Vec::new(); cases.len()];
     let mut model_ns = Vec::new();
     for _ in 0..ROUNDS {
@@ -335,11 +340,16 @@ fn main() {
     }
 }
 
+/// The argument after `flag`.
+fn arg_after(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
 /// `--calibrate FILE`, relative to the repository root.
 fn calibrate_path() -> Option<std::path::PathBuf> {
-    let args: Vec<String> = std::env::args().collect();
-    let i = args.iter().position(|a| a == "--calibrate")?;
-    Some(Path::new("..").join(args.get(i + 1)?))
+    Some(Path::new("..").join(arg_after("--calibrate")?))
 }
 
 fn command_output(program: &str, args: &[&str]) -> String {

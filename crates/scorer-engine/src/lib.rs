@@ -14,7 +14,10 @@
 //! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
 //!   state machine.
 //! - [`Engine::score`] (in `score.rs`) scores candidates, applies dynamics
-//!   and picks one with the requested policy.
+//!   and picks one with the requested policy; [`Engine::pick`] makes the
+//!   same decision without building its explanation, taking each worker's
+//!   request-independent terms from `worker_terms.rs`, and allocates nothing
+//!   in the steady state (its buffers are reused, `scratch.rs`).
 //! - [`selection_weight`] (in `weight.rs`) is a worker's selection weight,
 //!   shared by the score path and `GET /v1/workers`.
 //! - [`Engine::feedback`] (in `feedback.rs`) records an outcome: releases
