@@ -13,7 +13,10 @@
 //! - `balancer rules + locality`: rules only, every worker having learnt its
 //!   hit and miss times from outcomes that said so, every key's routings
 //!   in the routing index: each candidate priced by where the key is warm;
-//! - `balancer blackout`: no view within `view_ttl_ms`, local evidence alone.
+//! - `balancer blackout`: no view within `view_ttl_ms`, local evidence alone;
+//! - `rules only, 256` and `rules only, 1024`: `balancer rules only` over
+//!   pools of 256 and 1 024 candidates (fewer calls per round: a tenth and
+//!   a fortieth).
 //!
 //! Each pick's outcome is reported outside the timed call, so outstanding
 //! counts stay bounded as in a router. The cases run interleaved: each of
@@ -25,7 +28,9 @@
 //!
 //! With `-- --calibrate FILE` it also writes the simulator's calibration of
 //! the `service-embedded` arm (`evaluation::embedded_calibration`): every
-//! `rules + model` pick of the run, as quantile points.
+//! `rules + model` pick of the run, as quantile points. With `-- --only
+//! NAME` it runs the cases whose name starts with `NAME` alone (the
+//! P2C control always runs), for a profiler's count of one case.
 
 #![allow(missing_docs)]
 
@@ -80,8 +85,8 @@ fn time(iters: usize, pick: &mut dyn FnMut(), settle: &mut dyn FnMut()) -> Vec<u
     ns
 }
 
-fn full_view(b: &Balancer) -> View {
-    let workers = (0..N)
+fn full_view(b: &Balancer, n: usize) -> View {
+    let workers = (0..n)
         .map(|i| {
             let mut s = Snapshot::new(format!("worker-{i}"), WALL);
             s.cpu_usage = (i % 10) as f64 / 10.0;
@@ -111,9 +116,10 @@ fn full_view(b: &Balancer) -> View {
 
 type Case<'a> = Box<dyn FnMut(usize) -> Vec<u64> + 'a>;
 
-/// A balancer case: picks at `now_ms`, each answered 1 ms later.
-fn balancer_case<'a>(b: &'a Balancer, now_ms: u64) -> Case<'a> {
-    let candidates = (0..N).map(|i| format!("worker-{i}")).collect();
+/// A balancer case: picks among `n` candidates at `now_ms`, each answered
+/// 1 ms later.
+fn balancer_case<'a>(b: &'a Balancer, now_ms: u64, n: usize) -> Case<'a> {
+    let candidates = (0..n).map(|i| format!("worker-{i}")).collect();
     let mut req = ScoreRequest::new("user:1:profile", candidates);
     req.policy = Some("p2c".into());
     let mut rng = ChaCha8Rng::seed_from_u64(7);
@@ -246,16 +252,21 @@ fn main() {
     cfg.scoring.warmup_ms = 0;
     cfg.model.budget_us = 1_000_000;
     let view_at_ms = 100_000;
-    let build = |cfg: Config, hub: Option<Arc<ModelHub>>| {
+    let build_n = |cfg: Config, hub: Option<Arc<ModelHub>>, n: usize| {
         let mut b = Balancer::new(cfg, BalancerConfig::new("bench")).expect("valid");
         if let Some(hub) = hub {
             b = b.with_models(hub);
         }
-        b.apply_view(&full_view(&b), view_at_ms, WALL)
+        b.apply_view(&full_view(&b, n), view_at_ms, WALL)
             .expect("valid view");
         b
     };
+    let build = |cfg: Config, hub: Option<Arc<ModelHub>>| build_n(cfg, hub, N);
     let rules = build(cfg.clone(), None);
+    let (pool_256, pool_1024) = (
+        build_n(cfg.clone(), None, 256),
+        build_n(cfg.clone(), None, 1_024),
+    );
     let mut mcfg = cfg.clone();
     mcfg.model.dir = model_dir;
     let hub = Arc::new(ModelHub::load(&mcfg.model, Arc::new(SystemClock::new())));
@@ -272,23 +283,36 @@ fn main() {
 
     let mut cases: Vec<(&str, Case<'_>)> = vec![
         ("p2c-least-request", p2c_case()),
-        ("balancer rules only", balancer_case(&rules, view_at_ms)),
+        ("balancer rules only", balancer_case(&rules, view_at_ms, N)),
         (
             "balancer rules + locality",
             locality_case(&warm, view_at_ms),
         ),
-        (MODEL_CASE, balancer_case(&model, view_at_ms)),
+        (MODEL_CASE, balancer_case(&model, view_at_ms, N)),
         (
             "balancer model + records",
-            balancer_case(&logged, view_at_ms),
+            balancer_case(&logged, view_at_ms, N),
         ),
-        ("balancer blackout", balancer_case(&blackout, past_ttl)),
+        ("balancer blackout", balancer_case(&blackout, past_ttl, N)),
+        ("rules only, 256", balancer_case(&pool_256, view_at_ms, 256)),
+        (
+            "rules only, 1024",
+            balancer_case(&pool_1024, view_at_ms, 1_024),
+        ),
     ];
+    if let Some(only) = arg_after("--only") {
+        cases.retain(|(name, _)| *name == "p2c-least-request" || name.starts_with(&only));
+    }
     let mut results = vec![Vec::new(); cases.len()];
     let mut model_ns = Vec::new();
     for _ in 0..ROUNDS {
         for (r, (name, case)) in results.iter_mut().zip(cases.iter_mut()) {
-            let ns = case(iters);
+            let calls = match *name {
+                "rules only, 256" => (iters / 10).max(30),
+                "rules only, 1024" => (iters / 40).max(30),
+                _ => iters,
+            };
+            let ns = case(calls);
             if *name == MODEL_CASE {
                 model_ns.extend_from_slice(&ns);
             }
@@ -316,11 +340,16 @@ fn main() {
     }
 }
 
+/// The argument after `flag`.
+fn arg_after(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
 /// `--calibrate FILE`, relative to the repository root.
 fn calibrate_path() -> Option<std::path::PathBuf> {
-    let args: Vec<String> = std::env::args().collect();
-    let i = args.iter().position(|a| a == "--calibrate")?;
-    Some(Path::new("..").join(args.get(i + 1)?))
+    Some(Path::new("..").join(arg_after("--calibrate")?))
 }
 
 fn command_output(program: &str, args: &[&str]) -> String {

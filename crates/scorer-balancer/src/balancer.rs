@@ -263,19 +263,34 @@ impl Balancer {
         };
         let blackout = self.in_blackout(now_ms);
         let engine = &self.engine;
-        let scored = if blackout {
-            engine.score_blackout(req, context, now_ms, decision_id.clone(), rng)
-        } else {
-            engine.score(req, context, now_ms, decision_id.clone(), rng)
+        // Explained only when its record is kept: the log reads every
+        // candidate's row.
+        let logged = self.records.as_ref().filter(|_| {
+            engine
+                .decision_sink()
+                .is_some_and(|log| log.sampled(&decision_id))
+        });
+        let scored = match logged {
+            Some(records) => {
+                let resp = if blackout {
+                    engine.score_blackout(req, context, now_ms, decision_id.clone(), rng)
+                } else {
+                    engine.score(req, context, now_ms, decision_id.clone(), rng)
+                };
+                resp.map(|resp| {
+                    if resp.pick.is_some() {
+                        engine.log_scored(req, context, &resp, records.wall_ms(), None);
+                    }
+                    resp.pick.zip(resp.probability)
+                })
+            }
+            None => engine
+                .pick(req, context, now_ms, decision_id.clone(), rng, blackout)
+                .map(|p| p.pick.map(str::to_owned).zip(p.probability)),
         };
         match scored {
-            Ok(resp) => {
-                if let Some(records) = &self.records
-                    && resp.pick.is_some()
-                {
-                    engine.log_scored(req, context, &resp, records.wall_ms(), None);
-                }
-                let (Some(worker), Some(probability)) = (resp.pick, resp.probability) else {
+            Ok(picked) => {
+                let Some((worker, probability)) = picked else {
                     return Ok(self.uniform(req, decision_id, rng));
                 };
                 let source = if blackout {
@@ -287,7 +302,7 @@ impl Balancer {
                 Ok(Pick {
                     worker,
                     probability,
-                    decision_id: resp.decision_id,
+                    decision_id,
                     source,
                 })
             }

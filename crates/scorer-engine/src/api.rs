@@ -331,3 +331,26 @@ mod tests {
         assert!((sum - 86.255333).abs() < 1e-9, "{sum}");
     }
 }
+
+/// A decision's compact answer ([`crate::Engine::pick`]): what a router
+/// reads to route, built without explanations, feature vectors or a
+/// ranking; the same pick, propensity and scores as the explained
+/// [`ScoreResponse`] of the same decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactPick<'r> {
+    /// The picked candidate, as the request names it (`None` under policy
+    /// `none`).
+    pub pick: Option<&'r str>,
+    /// Its propensity.
+    pub probability: Option<f64>,
+    /// Its final score, points.
+    pub final_score: Option<f64>,
+    /// The policy that picked.
+    pub policy: &'static str,
+    /// No candidate was eligible: picked among the live ones on rule scores.
+    pub panic: bool,
+    /// The model's prediction entered the scores.
+    pub model_used: bool,
+    /// The configuration arm, while a configuration canary runs.
+    pub config_arm: Option<&'static str>,
+}

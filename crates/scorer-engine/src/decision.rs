@@ -2,13 +2,15 @@
 //! candidates that every stage reads and extends, in the order of
 //! `crate::stages`.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::api::{MAX_KEY_BYTES, ModelDecision, ScoreRequest, ShadowDecision};
 use crate::config::Config;
 use crate::overrides::{OverrideKind, OverrideTable};
 use crate::score::{ScoreError, ScoreMode};
+use crate::scratch::{self, Buffers, Scratch};
 use scorer_core::dynamics::EvidenceSnapshot;
 use scorer_core::features::{CandidateEvidence, FEATURE_COUNT};
 use scorer_core::key::{KeyFingerprint, ShardingStrategy};
@@ -51,14 +53,19 @@ pub(crate) struct Scored {
 }
 
 impl Scored {
-    /// A candidate with no telemetry yet: freshness and trust 0, not live.
-    pub(crate) fn unknown(slot: Option<Arc<WorkerSlot>>, view: Option<Arc<WorkerView>>) -> Self {
+    /// A candidate with no telemetry yet: freshness and trust 0, not live;
+    /// its score explained when `explain`.
+    pub(crate) fn unknown(
+        slot: Option<Arc<WorkerSlot>>,
+        view: Option<Arc<WorkerView>>,
+        explain: bool,
+    ) -> Self {
         Self {
             slot,
             view,
             freshness: 0.0,
             stale: false,
-            e: Explained::new(),
+            e: Explained::with_explanation(explain),
             rule: 0.0,
             base: 0.0,
             reason: None,
@@ -86,6 +93,13 @@ impl Scored {
 #[derive(Debug)]
 pub(crate) struct Decision<'r> {
     pub mode: ScoreMode,
+    /// Whether the answer explains itself: adjustments, reasons and every
+    /// candidate's feature vector. A compact decision computes the same
+    /// scores and pick, bit for bit, and builds none of them.
+    pub explain: bool,
+    /// The hash of the configuration deciding, when the rules stage may
+    /// take the candidates' [`crate::worker_terms::WorkerTerms`].
+    pub terms_under: Option<Arc<str>>,
     pub req: &'r ScoreRequest,
     pub context: &'r RequestContext,
     pub now_ms: u64,
@@ -119,12 +133,14 @@ pub(crate) struct Decision<'r> {
     /// Per candidate, its pick probability (`None` without a selection).
     pub probability: Vec<Option<f64>>,
     pub pick: Option<usize>,
+    /// The stages' other working buffers.
+    pub scratch: Scratch,
 }
 
 impl<'r> Decision<'r> {
-    /// Checks `req` against `cfg` and sets up an empty working set; a
-    /// request naming no policy takes `cfg`'s default for `routers`
-    /// deciding on the pool.
+    /// Checks `req` against `cfg` and sets up an empty working set under the
+    /// operators' `overrides`; a request naming no policy takes `cfg`'s
+    /// default for `routers` deciding on the pool.
     ///
     /// # Errors
     /// The 422 kinds of [`ScoreError`].
@@ -138,6 +154,7 @@ impl<'r> Decision<'r> {
         cfg: &Config,
         sharding: &dyn ShardingStrategy,
         routers: u32,
+        overrides: Arc<OverrideTable>,
     ) -> Result<Self, ScoreError> {
         if req.key.is_empty() || req.key.len() > MAX_KEY_BYTES {
             return Err(ScoreError::BadKey(req.key.len()));
@@ -159,21 +176,40 @@ impl<'r> Decision<'r> {
         if req.candidates.is_empty() {
             return Err(ScoreError::NoCandidates);
         }
+        let Buffers {
+            ids,
+            mut scored,
+            mut selectable,
+            mut probability,
+            mut scratch,
+        } = scratch::take();
+        let mut ids = scratch::relabel(ids);
         // foldhash: candidate ids are request input, but capped in number
-        // (`server.max_candidates`) and the hasher is randomly seeded.
-        let mut seen = HashSet::with_capacity_and_hasher(
-            req.candidates.len(),
-            foldhash::fast::RandomState::default(),
-        );
-        let mut ids = Vec::with_capacity(req.candidates.len());
+        // (`server.max_candidates`) and the hasher is randomly seeded. Two
+        // distinct ids of one hash are told apart by a scan.
+        let seen = &mut scratch.seen;
+        seen.clear();
+        seen.reserve(req.candidates.len());
         for (i, c) in req.candidates.iter().enumerate() {
             if !scorer_core::telemetry::validate::is_valid_worker_id(c) {
                 return Err(ScoreError::BadCandidate(i));
             }
-            if seen.insert(c.as_str()) {
-                ids.push(c.as_str());
+            let c = c.as_str();
+            let distinct = match seen.entry(scratch.ids_hasher.hash_one(c)) {
+                Entry::Vacant(v) => {
+                    v.insert(ids.len() as u32);
+                    true
+                }
+                Entry::Occupied(o) => ids[*o.get() as usize] != c && !ids.contains(&c),
+            };
+            if distinct {
+                ids.push(c);
             }
         }
+        scored.clear();
+        scored.reserve(ids.len());
+        selectable.clear();
+        probability.clear();
         if ids.len() > cfg.server.max_candidates {
             return Err(ScoreError::TooManyCandidates {
                 count: ids.len(),
@@ -182,6 +218,8 @@ impl<'r> Decision<'r> {
         }
         Ok(Self {
             mode,
+            explain: true,
+            terms_under: None,
             req,
             context,
             now_ms,
@@ -189,21 +227,42 @@ impl<'r> Decision<'r> {
             policy,
             key: KeyFingerprint::parse(&req.key, sharding),
             key_hash: scorer_core::locality::hash_str(&req.key),
-            scored: Vec::with_capacity(ids.len()),
+            scored,
             ids,
-            selectable: Vec::new(),
+            selectable,
             panic: false,
             blackout: false,
             routers,
-            overrides: Arc::default(),
+            overrides,
             observations: Vec::new(),
             model_actions: Vec::new(),
             rule_actions: Vec::new(),
             model: ModelDecision::default(),
             shadow: None,
-            probability: Vec::new(),
+            probability,
             pick: None,
+            scratch,
         })
+    }
+
+    /// Gives the decision's buffers back to its thread's pool.
+    pub(crate) fn recycle(self) {
+        let Self {
+            ids,
+            mut scored,
+            selectable,
+            probability,
+            scratch,
+            ..
+        } = self;
+        scored.clear();
+        scratch::give(Buffers {
+            ids: scratch::relabel(ids),
+            scored,
+            selectable,
+            probability,
+            scratch,
+        });
     }
 
     /// Whether this is a routing decision (not a preview).

@@ -14,7 +14,10 @@
 //! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
 //!   state machine.
 //! - [`Engine::score`] (in `score.rs`) scores candidates, applies dynamics
-//!   and picks one with the requested policy.
+//!   and picks one with the requested policy; [`Engine::pick`] makes the
+//!   same decision without building its explanation, taking each worker's
+//!   request-independent terms from `worker_terms.rs`, and allocates nothing
+//!   in the steady state (its buffers are reused, `scratch.rs`).
 //! - [`selection_weight`] (in `weight.rs`) is a worker's selection weight,
 //!   shared by the score path and `GET /v1/workers`.
 //! - [`Engine::feedback`] (in `feedback.rs`) records an outcome: releases
@@ -28,6 +31,8 @@
 pub mod api;
 pub mod canary;
 mod canary_ops;
+#[cfg(test)]
+mod compact_tests;
 pub mod config;
 pub mod config_reload;
 mod decision;
@@ -43,10 +48,12 @@ mod reconfigure;
 pub mod routed_outbox;
 pub mod router_records;
 mod score;
+mod scratch;
 pub mod self_check;
 pub mod stages;
 pub mod view;
 mod weight;
+mod worker_terms;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -338,11 +345,15 @@ impl Engine {
             warmup: false,
         };
         let score = |v: &scorer_core::state::WorkerView| rule_score(v, &inputs).0.score;
+        let derive = |v: &scorer_core::state::WorkerView| {
+            worker_terms::WorkerTerms::derived(v, cfg, &active.hash)
+        };
         let icfg = IngestConfig {
             telemetry: &cfg.telemetry,
             max_batch: cfg.server.max_batch,
             penalty: &cfg.penalty,
             rule_score: &score,
+            derive: Some(&derive),
         };
         let out = self
             .registry

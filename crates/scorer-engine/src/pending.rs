@@ -10,9 +10,12 @@
 //! Inserting retires the shard's expired picks; the binary retires every
 //! shard's once a second.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
+use hashbrown::HashTable;
 use scorer_core::dynamics::PickRecord;
 use scorer_core::state::WorkerSlot;
 
@@ -36,40 +39,90 @@ pub(super) struct PendingPick {
     pub arm: Option<(u64, crate::canary::ConfigArm)>,
 }
 
-/// A pick in its shard, with the keys of its two indexes.
+/// A pick in its shard, under its decision id, with the keys of its two
+/// indexes.
 #[derive(Debug)]
 struct Entry {
+    id: String,
+    hash: u64,
     pick: PendingPick,
     seq: u64,
 }
 
+/// One shard. Its table owns the decision ids (moved in, never copied);
+/// the indexes name entries by `(hash, seq)` and keep the names of entries
+/// already gone until they reach the front or a compaction, so that every
+/// structure only grows to the shard's working set: once there, a pick
+/// allocates nothing.
 #[derive(Debug, Default)]
 struct Shard {
-    picks: HashMap<Arc<str>, Entry>,
-    /// (expires_ms, seq) → id: the next pick to expire first.
-    by_deadline: BTreeMap<(u64, u64), Arc<str>>,
-    /// seq → id: the oldest pick first.
-    by_age: BTreeMap<u64, Arc<str>>,
+    picks: HashTable<Entry>,
+    hasher: foldhash::fast::RandomState,
+    /// (expires_ms, seq, hash), the next to expire first.
+    by_deadline: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    /// (seq, hash), the oldest first.
+    by_age: VecDeque<(u64, u64)>,
     next_seq: u64,
 }
 
 impl Shard {
-    fn insert(&mut self, id: &str, pick: PendingPick) -> Option<PendingPick> {
-        let old = self.remove(id);
+    fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    fn insert(&mut self, id: String, pick: PendingPick) -> Option<PendingPick> {
+        let hash = self.hash(&id);
+        let old = self.remove(&id);
         let seq = self.next_seq;
         self.next_seq += 1;
-        let id: Arc<str> = Arc::from(id);
-        self.by_deadline.insert((pick.expires_ms, seq), id.clone());
-        self.by_age.insert(seq, id.clone());
-        self.picks.insert(id, Entry { pick, seq });
+        self.by_deadline.push(Reverse((pick.expires_ms, seq, hash)));
+        self.by_age.push_back((seq, hash));
+        let entry = Entry {
+            id,
+            hash,
+            pick,
+            seq,
+        };
+        self.picks.insert_unique(hash, entry, |e| e.hash);
+        self.compact();
         old
     }
 
+    fn get(&self, id: &str) -> Option<&PendingPick> {
+        let hash = self.hash(id);
+        self.picks.find(hash, |e| e.id == id).map(|e| &e.pick)
+    }
+
     fn remove(&mut self, id: &str) -> Option<PendingPick> {
-        let e = self.picks.remove(id)?;
-        self.by_deadline.remove(&(e.pick.expires_ms, e.seq));
-        self.by_age.remove(&e.seq);
-        Some(e.pick)
+        let hash = self.hash(id);
+        let found = self.picks.find_entry(hash, |e| e.id == id).ok()?;
+        Some(found.remove().0.pick)
+    }
+
+    /// Removes the entry an index names, if it is still there.
+    fn remove_seq(&mut self, hash: u64, seq: u64) -> Option<PendingPick> {
+        let found = self.picks.find_entry(hash, |e| e.seq == seq).ok()?;
+        Some(found.remove().0.pick)
+    }
+
+    fn live(&self, hash: u64, seq: u64) -> bool {
+        self.picks.find(hash, |e| e.seq == seq).is_some()
+    }
+
+    /// Drops the names of removed entries once they outnumber the live
+    /// ones (in place: amortised O(1) a pick).
+    fn compact(&mut self) {
+        let limit = 2 * self.picks.len() + 64;
+        if self.by_deadline.len() > limit {
+            let mut heap = std::mem::take(&mut self.by_deadline);
+            heap.retain(|Reverse((_, seq, hash))| self.live(*hash, *seq));
+            self.by_deadline = heap;
+        }
+        if self.by_age.len() > limit {
+            let mut ages = std::mem::take(&mut self.by_age);
+            ages.retain(|&(seq, hash)| self.live(hash, seq));
+            self.by_age = ages;
+        }
     }
 }
 
@@ -114,8 +167,8 @@ impl PendingPicks {
 
     /// Remembers `pick` under `decision_id` at `now_ms`, first retiring the
     /// shard's expired and over-capacity picks.
-    pub(super) fn remember(&self, decision_id: &str, pick: PendingPick, now_ms: u64) {
-        let mut s = self.shard(decision_id);
+    pub(super) fn remember(&self, decision_id: String, pick: PendingPick, now_ms: u64) {
+        let mut s = self.shard(&decision_id);
         retire(&mut s, now_ms, self.per_shard.saturating_sub(1));
         if let Some(old) = s.insert(decision_id, pick) {
             // A repeated id: the earlier pick no longer waits for anything.
@@ -136,9 +189,9 @@ impl PendingPicks {
     /// `worker_id`, so a mistaken feedback does not consume the decision.
     pub(super) fn take_if_picked(&self, decision_id: &str, worker_id: &str) -> Lookup {
         let mut s = self.shard(decision_id);
-        match s.picks.get(decision_id) {
+        match s.get(decision_id) {
             None => Lookup::Unknown,
-            Some(e) if &*e.pick.worker_id != worker_id => Lookup::OtherWorker,
+            Some(p) if &*p.worker_id != worker_id => Lookup::OtherWorker,
             Some(_) => s
                 .remove(decision_id)
                 .map_or(Lookup::Unknown, |p| Lookup::Picked(Box::new(p))),
@@ -149,21 +202,19 @@ impl PendingPicks {
 /// Retires from `s` every pick expired at `now_ms`, whatever its place,
 /// then the oldest beyond `keep`; each retired pick stops counting.
 fn retire(s: &mut Shard, now_ms: u64, keep: usize) {
-    while let Some(next) = s.by_deadline.first_entry()
-        && next.key().0 <= now_ms
+    while let Some(&Reverse((expires_ms, seq, hash))) = s.by_deadline.peek()
+        && expires_ms <= now_ms
     {
-        let id = next.remove();
-        if let Some(e) = s.picks.remove(&id) {
-            s.by_age.remove(&e.seq);
-            e.pick.slot.evidence().expire();
+        s.by_deadline.pop();
+        if let Some(p) = s.remove_seq(hash, seq) {
+            p.slot.evidence().expire();
         }
     }
     while s.picks.len() > keep
-        && let Some((_, id)) = s.by_age.pop_first()
+        && let Some((seq, hash)) = s.by_age.pop_front()
     {
-        if let Some(e) = s.picks.remove(&id) {
-            s.by_deadline.remove(&(e.pick.expires_ms, e.seq));
-            e.pick.slot.evidence().expire();
+        if let Some(p) = s.remove_seq(hash, seq) {
+            p.slot.evidence().expire();
         }
     }
 }

@@ -11,8 +11,10 @@ use std::sync::atomic::Ordering;
 use rand::RngCore;
 
 use crate::Engine;
-use crate::api::{MAX_KEY_BYTES, ScoreRequest, ScoreResponse};
-use crate::canary::ConfigArm::{Canary, Stable};
+use std::sync::Arc;
+
+use crate::api::{CompactPick, MAX_KEY_BYTES, ScoreRequest, ScoreResponse};
+use crate::canary::ConfigArm::{self, Canary, Stable};
 use crate::decision::Decision;
 use crate::no_eligible::NoEligible;
 use crate::stages::{self, DecisionStage as Stage, NoObserver, StageObserver};
@@ -93,7 +95,19 @@ impl Engine {
     ) -> Result<ScoreResponse, ScoreError> {
         let mode = ScoreMode::Decide;
         let (obs, blackout) = (&mut NoObserver, false);
-        self.score_in(mode, req, context, now_ms, decision_id, rng, obs, blackout)
+        let finish = stages::answer;
+        self.score_in(
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            rng,
+            obs,
+            blackout,
+            true,
+            finish,
+        )
     }
 
     /// [`Engine::score`] without a view of the workers' telemetry (a
@@ -116,7 +130,19 @@ impl Engine {
     ) -> Result<ScoreResponse, ScoreError> {
         let mode = ScoreMode::Decide;
         let (obs, blackout) = (&mut NoObserver, true);
-        self.score_in(mode, req, context, now_ms, decision_id, rng, obs, blackout)
+        let finish = stages::answer;
+        self.score_in(
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            rng,
+            obs,
+            blackout,
+            true,
+            finish,
+        )
     }
 
     /// [`Engine::score`], telling `observer` as each stage ends (the service
@@ -143,6 +169,8 @@ impl Engine {
             rng,
             observer,
             false,
+            true,
+            stages::answer,
         )
     }
 
@@ -159,22 +187,73 @@ impl Engine {
         rng: &mut dyn RngCore,
     ) -> Result<ScoreResponse, ScoreError> {
         let (mode, id) = (ScoreMode::Preview, String::new());
-        self.score_in(mode, req, context, now_ms, id, rng, &mut NoObserver, false)
+        let obs = &mut NoObserver;
+        let finish = stages::answer;
+        self.score_in(
+            mode, req, context, now_ms, id, rng, obs, false, true, finish,
+        )
     }
 
-    /// The pipeline: check the request, then each stage in order.
+    /// [`Engine::score`] answered compactly: the same decision, pick,
+    /// propensity and effects (the pick charged and remembered, the
+    /// counters, self-check, model statistics and each worker's last final
+    /// score), but no explanation, ranking or feature vector is built, and
+    /// the candidates' rule scores come from their [`WorkerTerms`] while
+    /// those hold. With `blackout`, as [`Engine::score_blackout`].
+    ///
+    /// [`WorkerTerms`]: crate::worker_terms
+    ///
+    /// # Errors
+    /// As [`Engine::score`].
+    pub fn pick<'r>(
+        &self,
+        req: &'r ScoreRequest,
+        context: &'r RequestContext,
+        now_ms: u64,
+        decision_id: String,
+        rng: &mut dyn RngCore,
+        blackout: bool,
+    ) -> Result<CompactPick<'r>, ScoreError> {
+        let mode = ScoreMode::Decide;
+        let obs = &mut NoObserver;
+        self.score_in(
+            mode,
+            req,
+            context,
+            now_ms,
+            decision_id,
+            rng,
+            obs,
+            blackout,
+            false,
+            |d, _, arm| {
+                let answer = stages::compact(&d, arm);
+                d.recycle();
+                answer
+            },
+        )
+    }
+
+    /// The pipeline: check the request, then each stage in order; `finish`
+    /// builds the answer of the charged decision.
     #[allow(clippy::too_many_arguments)]
-    fn score_in(
+    fn score_in<'r, T>(
         &self,
         mode: ScoreMode,
-        req: &ScoreRequest,
-        context: &RequestContext,
+        req: &'r ScoreRequest,
+        context: &'r RequestContext,
         now_ms: u64,
         decision_id: String,
         rng: &mut dyn RngCore,
         observer: &mut dyn StageObserver,
         blackout: bool,
-    ) -> Result<ScoreResponse, ScoreError> {
+        explain: bool,
+        finish: impl for<'c> FnOnce(
+            Decision<'r>,
+            Arc<str>,
+            Option<(&'c crate::canary::Canary, ConfigArm)>,
+        ) -> T,
+    ) -> Result<T, ScoreError> {
         let stable = self.active.load();
         let canary = self.canary.load();
         let arm = canary.as_deref().map(|c| (c, c.split.takes(&req.key)));
@@ -199,9 +278,13 @@ impl Engine {
             cfg,
             sharding,
             routers,
+            self.overrides.load(),
         )?;
         d.blackout = blackout;
-        d.overrides = self.overrides.load();
+        d.explain = explain;
+        if !explain {
+            d.terms_under = Some(active.hash.clone());
+        }
         stages::rules(&mut d, &self.registry, cfg);
         observer.stage_done(Stage::Rules);
         stages::freshness(&mut d, cfg);
@@ -224,19 +307,26 @@ impl Engine {
         observer.stage_done(Stage::Model);
         stages::select(&mut d, selector, rng)?;
         observer.stage_done(Stage::Select);
-        let hash = active.hash.clone();
-        let resp = stages::record(
-            d,
+        // The explained answer shows the decision id; a compact one gives
+        // it to the pending pick.
+        let id = if explain {
+            d.decision_id.clone()
+        } else {
+            std::mem::take(&mut d.decision_id)
+        };
+        stages::charge(
+            &d,
+            id,
             &self.pending,
             &self.counters,
             &self.self_check,
             cfg,
-            hash,
             arm,
             self.routing_index()
                 .map(|ix| (ix, self.routed_outbox.as_ref())),
         );
+        let answer = finish(d, active.hash.clone(), arm);
         observer.stage_done(Stage::Record);
-        Ok(resp)
+        Ok(answer)
     }
 }

@@ -123,7 +123,14 @@ impl Blend {
 /// Whether the rule applies to a request: order-prefixed key and a client
 /// deadline present and below [`RULE_TIMEOUT_BELOW_MS`].
 pub fn rule_applies(key_prefix: &str, timeout_ms: f32) -> bool {
-    key_prefix.starts_with(ORDER_PREFIX) && (0.0..RULE_TIMEOUT_BELOW_MS).contains(&timeout_ms)
+    rule_may_apply(key_prefix) && (0.0..RULE_TIMEOUT_BELOW_MS).contains(&timeout_ms)
+}
+
+/// Whether the rule can apply to a key of this prefix, whatever the
+/// deadline: when not, [`rule_actions`] are all 0 without reading the
+/// observations.
+pub fn rule_may_apply(key_prefix: &str) -> bool {
+    key_prefix.starts_with(ORDER_PREFIX)
 }
 
 /// Rule actions for the eligible candidates of one request, written into

@@ -158,6 +158,12 @@ pub struct Priors {
 
 /// Median of `v`; `None` when empty.
 pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    median_in(&mut v)
+}
+
+/// [`median`] of `v`, sorting it in place (a caller reusing its buffer
+/// allocates nothing).
+pub fn median_in(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

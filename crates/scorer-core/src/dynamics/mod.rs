@@ -71,7 +71,7 @@ pub mod penalty_reason;
 pub use crate::dynamics::evidence::{EvidenceConfig, EvidenceSnapshot, LocalEvidence, PickRecord};
 pub use crate::dynamics::freshness::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_FRESH_MS, FreshnessConfig, Priors, freshness_factor, median,
-    pull_toward_prior,
+    median_in, pull_toward_prior,
 };
 pub use crate::dynamics::outlier::{EjectionCause, OutlierConfig, OutlierDetector};
 pub use crate::dynamics::peak_ewma::PeakEwma;

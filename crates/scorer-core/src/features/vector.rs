@@ -266,6 +266,7 @@ mod tests {
             cpu_clamped: false,
             history: HistoryStats::default(),
             penalty: crate::dynamics::PenaltyTracker::new(),
+            derived: None,
         }
     }
 

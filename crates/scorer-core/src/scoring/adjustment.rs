@@ -70,14 +70,30 @@ pub struct Adjustment {
 pub const ADJUSTMENTS_CAPACITY: usize = 8;
 
 /// A score and the adjustments that produced it from [`BASE_SCORE`].
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// A quiet one ([`Explained::quiet`]) computes the same score with the
+/// same floating-point operations in the same order, but records no
+/// adjustment: a compact decision reads the score alone.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Explained {
     /// Current score.
     pub score: f64,
-    /// Steps applied so far, in order.
+    /// Steps applied so far, in order (none when quiet).
     pub adjustments: Vec<Adjustment>,
     /// Stage stamped on the next adjustments.
     pub stage: Stage,
+    explains: bool,
+}
+
+impl Default for Explained {
+    fn default() -> Self {
+        Self {
+            score: 0.0,
+            adjustments: Vec::new(),
+            stage: Stage::Rule,
+            explains: true,
+        }
+    }
 }
 
 /// Round a deduction to 1e-6 points so explanations print cleanly
@@ -99,12 +115,36 @@ impl Explained {
             score,
             adjustments: Vec::new(),
             stage: Stage::Rule,
+            explains: true,
         }
+    }
+
+    /// At [`BASE_SCORE`], recording nothing: the score alone, never an
+    /// allocation.
+    pub fn quiet() -> Self {
+        Self {
+            explains: false,
+            ..Self::new()
+        }
+    }
+
+    /// [`Explained::new`] when `explain`, else [`Explained::quiet`].
+    pub fn with_explanation(explain: bool) -> Self {
+        if explain { Self::new() } else { Self::quiet() }
+    }
+
+    /// Whether adjustments are recorded (callers skip building a reason
+    /// that costs an allocation when not).
+    pub fn explains(&self) -> bool {
+        self.explains
     }
 
     /// Appends `a`, reserving [`ADJUSTMENTS_CAPACITY`] on the first one (a
     /// candidate with nothing to explain allocates nothing).
     fn push(&mut self, a: Adjustment) {
+        if !self.explains {
+            return;
+        }
         if self.adjustments.capacity() == 0 {
             self.adjustments.reserve_exact(ADJUSTMENTS_CAPACITY);
         }

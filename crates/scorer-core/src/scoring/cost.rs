@@ -294,7 +294,8 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> CostEs
     // fraction of its capacity: each request in its queue term takes
     // 1 / ramp as long, so the factor takes the queue's power too.
     let ramp = c.ramp.clamp(f64::MIN_POSITIVE, 1.0);
-    let slow = ramp.powf(b);
+    // 1^b is 1 exactly: no `pow` call for a worker at full weight.
+    let slow = if ramp < 1.0 { ramp.powf(b) } else { 1.0 };
     if ramp < 1.0 {
         let why = Reason::new(K::SlowStartRamp, [ramp, b, 0.0, 0.0, 0.0]);
         e.multiply("slow_start", slow, why, Some(ramp));

@@ -18,4 +18,4 @@ pub use config::ScoringConfig;
 pub use context::{RequestContext, RequestType};
 pub use cost::{CostConfig, CostEstimate, CostInputs, apply_cost};
 pub use reason::{Reason, ReasonKind};
-pub use rules::{RuleInputs, rule_score};
+pub use rules::{RuleInputs, rule_score, rule_score_with};

@@ -35,8 +35,18 @@ fn r(kind: K, a: f64, b: f64, c: f64, d: f64, e: f64) -> Reason {
 /// Score one known worker. Returns the explained score and whether the
 /// worker is alive (a dead worker scores 0 and is not eligible).
 pub fn rule_score(view: &WorkerView, inp: &RuleInputs<'_>) -> (Explained, bool) {
+    rule_score_with(view, inp, true)
+}
+
+/// [`rule_score`], recording the adjustments only when `explain` (the same
+/// score either way, bit for bit).
+pub fn rule_score_with(
+    view: &WorkerView,
+    inp: &RuleInputs<'_>,
+    explain: bool,
+) -> (Explained, bool) {
     let c = inp.cfg;
-    let mut e = Explained::new();
+    let mut e = Explained::with_explanation(explain);
     let age = view.age_ms(inp.now_ms);
     if age > inp.dead_after_ms {
         let (age_s, limit_s) = (age as f64 / 1000.0, inp.dead_after_ms as f64 / 1000.0);

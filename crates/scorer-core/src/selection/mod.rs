@@ -108,6 +108,7 @@ pub use selector::{
     Selector, SelectorConfig,
 };
 pub use softmax::{SOFTMAX_MIN_TEMPERATURE, Softmax};
+pub use support::recycle;
 pub use swrr::{
     SWRR_MAX_ENTRIES, SWRR_STATE_TTL_CALLS, SWRR_SWEEP_INTERVAL, SmoothWeightedRoundRobin,
 };

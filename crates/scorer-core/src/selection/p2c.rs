@@ -31,7 +31,8 @@
 //! time). Summing over `i` gives `2·C(n,2) = n(n−1)`, so the propensities sum
 //! to 1. Both counts come from one sort by the comparison key, O(n log n);
 //! the sort works on an index buffer in a thread-local scratch `Vec` reused
-//! across calls, so steady state allocates only the returned probabilities.
+//! across calls, and the probabilities go in a recycled buffer
+//! ([`crate::selection::recycle`]), so steady state allocates nothing.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -78,7 +79,7 @@ impl PowerOfTwoChoices {
 /// Requires validated, non-empty candidates.
 fn exact_probabilities(candidates: &[Candidate<'_>]) -> Vec<f64> {
     let n = candidates.len();
-    let mut out = vec![0.0; n];
+    let mut out = crate::selection::support::zeroed(n);
     if n == 1 {
         // ok: `out` has length n == 1.
         out[0] = 1.0;

@@ -1,6 +1,41 @@
 //! Shared input validation and categorical sampling used by the policies.
 
+use std::cell::RefCell;
+
 use crate::selection::{Candidate, MAX_CANDIDATES, SelectionError};
+
+/// Probability buffers [`recycle`]d, at most this many per thread.
+const POOLED: usize = 4;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<f64>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `n` zeros for a selection's probabilities, one given back
+/// with [`recycle`] when there is one: a caller that recycles each
+/// selection's probabilities allocates none in the steady state.
+pub(crate) fn zeroed(n: usize) -> Vec<f64> {
+    let mut v = POOL
+        .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    v.clear();
+    v.resize(n, 0.0);
+    v
+}
+
+/// Gives a [`super::Selection`]'s probabilities back for the next
+/// selection on this thread.
+pub fn recycle(v: Vec<f64>) {
+    let _ = POOL.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut()
+            && p.len() < POOLED
+        {
+            p.push(v);
+        }
+    });
+}
 
 /// Checks the input contract documented in the module guide.
 ///

@@ -196,7 +196,7 @@ impl Policy for SmoothWeightedRoundRobin {
         }
         drop(guard);
 
-        let mut probabilities = vec![0.0; candidates.len()];
+        let mut probabilities = crate::selection::support::zeroed(candidates.len());
         if let Some(p) = probabilities.get_mut(pick) {
             *p = 1.0;
         }

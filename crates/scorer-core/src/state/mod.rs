@@ -22,4 +22,4 @@ pub use history::{History, HistoryStats, RING_CAPACITY, Sample};
 pub use registry::{
     IngestConfig, IngestError, IngestOutcome, NEW_WORKER_IDS_MAX, Registry, WorkerSlot,
 };
-pub use worker::{Smoothed, WorkerView};
+pub use worker::{Derived, Smoothed, WorkerView};

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 
 use super::history::{History, Sample};
-use super::worker::{Smoothed, WorkerView};
+use super::worker::{Derived, Smoothed, WorkerView};
 use crate::dynamics::{LocalEvidence, PenaltyConfig, PenaltyTracker, Transition};
 use crate::telemetry::Snapshot;
 use crate::telemetry::TelemetryConfig;
@@ -103,6 +103,9 @@ pub struct IngestConfig<'a> {
     pub penalty: &'a PenaltyConfig,
     /// The rule score of a freshly updated view, fed to the penalty state machine.
     pub rule_score: &'a dyn Fn(&WorkerView) -> f64,
+    /// Derives the host's per-worker terms from a freshly updated view
+    /// ([`WorkerView::derived`]), after its penalty state is evaluated.
+    pub derive: Option<&'a dyn Fn(&WorkerView) -> Derived>,
 }
 
 /// Shards of the worker table; registering a worker copies one shard only.
@@ -325,6 +328,7 @@ impl Registry {
             if let Some(t) = view.penalty.evaluate(score, now_mono_ms, icfg.penalty) {
                 transitions.push((view.worker_id.clone(), t));
             }
+            view.derived = icfg.derive.map(|derive| derive(&view));
             view
         };
         for (s, &was_clamped) in batch.iter().zip(&clamped) {
@@ -413,6 +417,7 @@ fn next_view(
         cpu_clamped,
         history: hist.stats(),
         penalty: prev.map_or_else(PenaltyTracker::new, |p| p.penalty.clone()),
+        derived: None,
     }
 }
 
@@ -443,6 +448,7 @@ mod tests {
             max_batch,
             penalty: &PenaltyConfig::default(),
             rule_score: &|_| 100.0,
+            derive: None,
         };
         r.ingest(b, mono, WALL, &icfg)
     }

@@ -120,7 +120,15 @@ pub struct WorkerView {
     pub history: HistoryStats,
     /// Penalty state machine, evaluated once per accepted report (issue #3).
     pub penalty: PenaltyTracker,
+    /// What the registry's host derived from this view when it was
+    /// published ([`super::IngestConfig::derive`]); a new report publishes
+    /// a new view, so it never outlives the signals it was derived from.
+    pub derived: Option<Derived>,
 }
+
+/// Terms a registry's host derives from a published view
+/// ([`WorkerView::derived`]).
+pub type Derived = Arc<dyn std::any::Any + Send + Sync>;
 
 impl WorkerView {
     /// Age of the last report at `now_ms` (monotonic), ms; 0 if `now_ms` is earlier.

@@ -108,7 +108,19 @@ pub fn worker_id_chars_problem(id: &str) -> Option<&'static str> {
 /// no [`worker_id_chars_problem`]. What score candidates and feedback check;
 /// telemetry reports each rule with its own message.
 pub fn is_valid_worker_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_WORKER_ID_BYTES && worker_id_chars_problem(id).is_none()
+    if id.is_empty() || id.len() > MAX_WORKER_ID_BYTES {
+        return false;
+    }
+    if id.is_ascii() {
+        // The ASCII control characters are 0x00..=0x1F and 0x7F, every
+        // ASCII whitespace but the space is one of them, and no invisible
+        // formatting character is ASCII.
+        let b = id.as_bytes();
+        return b.iter().all(|&c| c >= b' ' && c != 0x7F)
+            && b.first() != Some(&b' ')
+            && b.last() != Some(&b' ');
+    }
+    worker_id_chars_problem(id).is_none()
 }
 
 /// Truncate an id for echoing in an error without splitting a UTF-8 char.
@@ -291,6 +303,24 @@ mod tests {
             .iter()
             .map(|e| e.field)
             .collect()
+    }
+
+    #[test]
+    fn the_ascii_check_of_a_candidate_id_agrees_with_the_character_rules() {
+        let bytes: Vec<u8> = (0..=0x7F).collect();
+        let mut ids: Vec<String> = Vec::new();
+        for &a in &bytes {
+            ids.push(char::from(a).to_string());
+            for &b in &bytes {
+                ids.push([char::from(a), char::from(b)].iter().collect());
+                ids.push([char::from(a), 'x', char::from(b)].iter().collect());
+            }
+        }
+        for id in &ids {
+            let rules = worker_id_chars_problem(id).is_none();
+            assert_eq!(is_valid_worker_id(id), rules, "{:?}", id.as_bytes());
+        }
+        assert!(!is_valid_worker_id(" w") && !is_valid_worker_id("w\u{200B}"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::decision::{Decision, Scored};
-use scorer_core::dynamics::{EvidenceSnapshot, median};
+use scorer_core::dynamics::{EvidenceSnapshot, median_in};
 use scorer_core::features::CandidateEvidence;
 use scorer_core::locality::{
     LocalityEstimate, PairHash, PrefixHitRates, RoutingIndex, age_bucket, hash_str,
@@ -14,36 +14,38 @@ use scorer_core::scoring::{CostInputs, Stage, apply_cost};
 /// The service-time prior of candidates without outcomes, ms: the median
 /// estimate of those with outcomes, else the median reported mean RTT,
 /// else 1 ms (all candidates then share it, so only its ratio matters).
-fn prior_ms(scored: &[Scored], selectable: &[usize]) -> f64 {
-    let sampled: Vec<f64> = selectable
-        .iter()
-        .filter_map(|&i| scored[i].evidence.service.last_ms())
-        .collect();
-    if let Some(m) = median(sampled) {
+/// (`sample` is a buffer.)
+fn prior_ms(scored: &[Scored], selectable: &[usize], sample: &mut Vec<f64>) -> f64 {
+    sample.clear();
+    sample.extend(
+        selectable
+            .iter()
+            .filter_map(|&i| scored[i].evidence.service.last_ms()),
+    );
+    if let Some(m) = median_in(sample) {
         return m.max(1e-6);
     }
-    let reported: Vec<f64> = selectable
-        .iter()
-        .filter_map(|&i| scored[i].view.as_ref().map(|v| v.smoothed.rtt_ms_avg))
-        .filter(|r| *r > 0.0)
-        .collect();
-    median(reported).unwrap_or(1.0).max(1e-6)
+    sample.clear();
+    sample.extend(
+        selectable
+            .iter()
+            .filter_map(|&i| scored[i].view.as_ref().map(|v| v.smoothed.rtt_ms_avg))
+            .filter(|r| *r > 0.0),
+    );
+    median_in(sample).unwrap_or(1.0).max(1e-6)
 }
 
 /// The median of one evidence figure over the selectable candidates, 0
-/// without any.
+/// without any (`sample` is a buffer).
 fn median_of(
     scored: &[Scored],
     selectable: &[usize],
+    sample: &mut Vec<f64>,
     figure: impl Fn(&EvidenceSnapshot) -> f64,
 ) -> f64 {
-    median(
-        selectable
-            .iter()
-            .map(|&i| figure(&scored[i].evidence))
-            .collect(),
-    )
-    .unwrap_or(0.0)
+    sample.clear();
+    sample.extend(selectable.iter().map(|&i| figure(&scored[i].evidence)));
+    median_in(sample).unwrap_or(0.0)
 }
 
 /// What the routing index and the worker's cache evidence say of the key
@@ -89,18 +91,17 @@ pub(crate) fn cost(
     }
     let (scored, selectable) = (&mut d.scored, &d.selectable);
     let (context, now_ms) = (d.context, d.now_ms);
+    let (service, sample) = (&mut d.scratch.figures, &mut d.scratch.sample);
     let ev = &cfg.evidence;
-    let prior = prior_ms(scored, selectable);
-    let mut service: Vec<f64> = selectable
-        .iter()
-        .map(|&i| {
-            scored[i]
-                .evidence
-                .service
-                .value_at(now_ms, prior, ev.latency_decay_ms)
-                .max(1e-6)
-        })
-        .collect();
+    let prior = prior_ms(scored, selectable, sample);
+    service.clear();
+    service.extend(selectable.iter().map(|&i| {
+        scored[i]
+            .evidence
+            .service
+            .value_at(now_ms, prior, ev.latency_decay_ms)
+            .max(1e-6)
+    }));
     if let Some(ix) = index {
         let pairs: Vec<PairHash> = selectable
             .iter()
@@ -124,11 +125,11 @@ pub(crate) fn cost(
     // The pool's typical unseen backlog (the median of the candidates'
     // last reports): an aged report's is pulled toward it.
     let decay = ev.unseen_backlog_decay_ms;
-    let unseen_prior = median_of(scored, selectable, |e| e.unseen_backlog);
+    let unseen_prior = median_of(scored, selectable, sample, |e| e.unseen_backlog);
     // The other routers' load is pulled toward its median over the
     // candidates as it ages, in about a service time (see
     // `EvidenceSnapshot::others_backlog_at`).
-    let others_prior = median_of(scored, selectable, |e| e.others_backlog);
+    let others_prior = median_of(scored, selectable, sample, |e| e.others_backlog);
     let others_tau_ms = ev.others_load_decay_service_times * prior;
     let penalty_ms = ev.penalty_ms(context.timeout_ms);
     // Slow start counts relative to the most ramped-up candidate: a pool
@@ -210,6 +211,6 @@ mod tests {
         report(&e, "a", 0.1, 0, 1_000);
         let req = request(&["a"]);
         let d = through_dynamics(&req, &e, 1_000);
-        assert_eq!(prior_ms(&d.scored, &d.selectable), 1.0);
+        assert_eq!(prior_ms(&d.scored, &d.selectable, &mut Vec::new()), 1.0);
     }
 }

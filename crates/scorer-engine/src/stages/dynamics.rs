@@ -23,12 +23,12 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
     let now_ms = d.now_ms;
     for (s, id) in d.scored.iter_mut().zip(&d.ids) {
         let Some(v) = s.view.as_deref() else {
-            s.e.multiply(
-                "unknown_worker",
-                0.0,
-                format!("worker `{id}` has never reported telemetry"),
-                None,
-            );
+            let why = if s.e.explains() {
+                format!("worker `{id}` has never reported telemetry")
+            } else {
+                String::new()
+            };
+            s.e.multiply("unknown_worker", 0.0, why, None);
             s.reason = Some("unknown_worker");
             continue;
         };
@@ -76,18 +76,16 @@ pub(crate) fn dynamics(d: &mut Decision<'_>, cfg: &Config) -> Result<(), ScoreEr
     if !d.overrides.is_empty() {
         operator_overrides(d);
     }
-    let eligible: Vec<usize> = (0..d.scored.len())
-        .filter(|&i| d.scored[i].reason.is_none())
-        .collect();
-    (d.selectable, d.panic) = if !eligible.is_empty() {
-        (eligible, false)
-    } else if cfg.selection.panic_mode {
-        let live = (0..d.scored.len())
-            .filter(|&i| d.scored[i].live && d.scored[i].operator != Some(OverrideKind::Disable));
-        (live.collect(), true)
-    } else {
-        (Vec::new(), false)
-    };
+    let (scored, selectable) = (&d.scored, &mut d.selectable);
+    selectable.clear();
+    selectable.extend((0..scored.len()).filter(|&i| scored[i].reason.is_none()));
+    d.panic = false;
+    if selectable.is_empty() && cfg.selection.panic_mode {
+        let live = (0..scored.len())
+            .filter(|&i| scored[i].live && scored[i].operator != Some(OverrideKind::Disable));
+        selectable.extend(live);
+        d.panic = true;
+    }
     if d.selectable.is_empty() {
         return Err(ScoreError::NoEligibleWorkers(no_eligible(d)));
     }
@@ -129,15 +127,19 @@ fn operator_overrides(d: &mut Decision<'_>) {
         };
         s.reason = Some(reason);
         s.e.stage = Stage::Dynamics;
-        let why = format!(
-            "{reason} by {} ({})",
-            o.set_by,
-            if o.reason.is_empty() {
-                "no reason given"
-            } else {
-                &o.reason
-            }
-        );
+        let why = if s.e.explains() {
+            format!(
+                "{reason} by {} ({})",
+                o.set_by,
+                if o.reason.is_empty() {
+                    "no reason given"
+                } else {
+                    &o.reason
+                }
+            )
+        } else {
+            String::new()
+        };
         s.e.multiply(code, 0.0, Reason::Text(why), None);
     }
 }

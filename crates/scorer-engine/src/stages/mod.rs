@@ -14,7 +14,8 @@
 //!    its rule fallback, and the shadow model;
 //! 6. `select`: the pick and every candidate's propensity under the
 //!    request's policy;
-//! 7. `record`: the pending pick, counters and the answer.
+//! 7. `record`: the pending pick and counters, then the answer: explained,
+//!    or compact when nothing reads the explanation.
 
 mod cost;
 mod dynamics;
@@ -28,7 +29,7 @@ pub(crate) use cost::cost;
 pub(crate) use dynamics::dynamics;
 pub(crate) use freshness::freshness;
 pub(crate) use model::model;
-pub(crate) use record::record;
+pub(crate) use record::{answer, charge, compact};
 pub(crate) use rules::rules;
 pub(crate) use select::select;
 

@@ -8,8 +8,10 @@
 //! and only feeds statistics and the decision log.
 //!
 //! First, every candidate's 42-feature vector ([`RequestFeatures`]), with
-//! its rank by rule score; the answer carries them whether or not the
-//! model runs (it does not in panic mode, where penalties are ignored).
+//! its rank by rule score; an explained answer carries them whether or not
+//! the model runs (it does not in panic mode, where penalties are ignored).
+//! A compact decision builds them only when something reads them: the
+//! model, the shadow model, or the rule action for a key it may apply to.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -20,13 +22,26 @@ use crate::decision::Decision;
 use scorer_core::features::schema::EXPECTED_LATENCY_FEATURE;
 use scorer_core::features::{CandidateInputs, FEATURE_COUNT, ObservationInputs, RequestFeatures};
 use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};
-use scorer_model::blend::{mean_prediction, rule_actions};
-use scorer_model::{Arm, FallbackReason, ModelHub, ModelSet, arm_for};
+use scorer_model::blend::{mean_prediction, rule_actions, rule_may_apply};
+use scorer_model::{Arm, FallbackReason, ModelHub, ModelSet, Slot, arm_for};
 
 /// Runs the model stage: `d.observations` for every candidate, then, out
 /// of panic mode, the model (or its fallback) on the selectable ones, and
 /// the shadow model on a decision.
 pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
+    let decide = d.decides();
+    let set = hub.current();
+    let held = (d.routers > 1 && !set.cfg.many_deciders).then_some(FallbackReason::ManyDeciders);
+    let read = d.explain
+        || (decide && set.shadow.is_some())
+        || (held.is_none() && matches!(chosen(&set, &d.req.key).1, Slot::Ready(_)))
+        || rule_may_apply(d.key.prefix);
+    if !read {
+        if !d.panic {
+            d.model = fallback(hub, &set, &d.req.key, held, decide);
+        }
+        return;
+    }
     observations(d, cfg);
     let n = d.scored.len();
     d.model_actions = vec![None; n];
@@ -34,16 +49,15 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
     if d.panic {
         return;
     }
-    let decide = d.decides();
-    let set = hub.current();
     // `selectable` is ascending, so when it holds every candidate the
     // observations are already the model's batch.
     debug_assert!(d.selectable.windows(2).all(|w| w[0] < w[1]));
-    let obs: Cow<'_, [[f32; FEATURE_COUNT]]> = if d.selectable.len() == d.observations.len() {
-        Cow::Borrowed(&d.observations)
-    } else {
-        Cow::Owned(d.selectable.iter().map(|&i| d.observations[i]).collect())
-    };
+    let obs: Cow<'_, [[f32; FEATURE_COUNT]]> =
+        if d.selectable.len() == d.observations.len() || d.observations.is_empty() {
+            Cow::Borrowed(&d.observations)
+        } else {
+            Cow::Owned(d.selectable.iter().map(|&i| d.observations[i]).collect())
+        };
     let in_set = d.in_set();
     let mut es: Vec<&mut Explained> = d
         .scored
@@ -51,7 +65,6 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
         .zip(&in_set)
         .filter_map(|(s, &inside)| inside.then_some(&mut s.e))
         .collect();
-    let held = (d.routers > 1 && !set.cfg.many_deciders).then_some(FallbackReason::ManyDeciders);
     let mut out = apply(
         hub,
         &set,
@@ -136,10 +149,49 @@ pub(crate) struct StageOut {
     pub pre: Vec<f64>,
 }
 
+/// The stage when nothing reads the observations: the model does not run
+/// and the rule action is 0, so no score changes; what [`apply`] reports
+/// and counts then.
+fn fallback(
+    hub: &ModelHub,
+    set: &ModelSet,
+    key: &str,
+    held: Option<FallbackReason>,
+    record: bool,
+) -> ModelDecision {
+    let (arm, slot) = chosen(set, key);
+    let reason = match (held, slot) {
+        (Some(reason), _) => reason,
+        (None, Slot::Refused { reason, .. }) => *reason,
+        (None, Slot::Ready(_)) => FallbackReason::ModelMissing,
+    };
+    if record {
+        hub.stats().on_call();
+        hub.stats().on_fallback(reason);
+    }
+    ModelDecision {
+        arm: arm.map(Arm::as_str),
+        fallback_reason: Some(reason.as_str()),
+        ..ModelDecision::default()
+    }
+}
+
+/// The A/B arm of `key` (when an A/B test runs) and the model slot it
+/// decides with.
+fn chosen<'s>(set: &'s ModelSet, key: &str) -> (Option<Arm>, &'s Slot) {
+    let arm = set.ab.as_ref().map(|_| arm_for(key, set.cfg.ab.fraction));
+    let slot = match (arm, &set.ab) {
+        (Some(Arm::B), Some(b)) => b,
+        _ => &set.primary,
+    };
+    (arm, slot)
+}
+
 /// Applies the model stage to `es` (the selectable candidates' explained
-/// scores) with `obs` their observation vectors, at monotonic `now_ms`.
-/// With `record` false (previews) no model counter, latency or breaker
-/// state changes.
+/// scores) with `obs` their observation vectors (none when neither the
+/// model nor the rule action reads them), at monotonic `now_ms`. With
+/// `record` false (previews) no model counter, latency or breaker state
+/// changes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn apply(
     hub: &ModelHub,
@@ -152,22 +204,21 @@ pub(crate) fn apply(
     record: bool,
     held: Option<FallbackReason>,
 ) -> StageOut {
-    debug_assert_eq!(obs.len(), es.len());
-    let n = obs.len();
+    debug_assert!(obs.len() == es.len() || obs.is_empty());
+    let n = es.len();
     let cfg = &set.cfg;
     let blend = cfg.blend();
     if record {
         hub.stats().on_call();
     }
     let mut rule_r = Vec::with_capacity(n);
-    rule_actions(key_prefix, obs, &mut rule_r);
+    if obs.is_empty() {
+        rule_r.resize(n, 0.0);
+    } else {
+        rule_actions(key_prefix, obs, &mut rule_r);
+    }
     let pre: Vec<f64> = es.iter().map(|e| e.score).collect();
-
-    let arm = set.ab.as_ref().map(|_| arm_for(key, cfg.ab.fraction));
-    let slot = match (arm, &set.ab) {
-        (Some(Arm::B), Some(b)) => b,
-        _ => &set.primary,
-    };
+    let (arm, slot) = chosen(set, key);
     let mut decision = ModelDecision {
         arm: arm.map(Arm::as_str),
         ..ModelDecision::default()
@@ -176,8 +227,8 @@ pub(crate) fn apply(
     let mut raw = vec![0f32; n];
     let result = match (held, slot) {
         (Some(reason), _) => Err(reason),
-        (None, scorer_model::Slot::Refused { reason, .. }) => Err(*reason),
-        (None, scorer_model::Slot::Ready(m)) => {
+        (None, Slot::Refused { reason, .. }) => Err(*reason),
+        (None, Slot::Ready(m)) => {
             decision.version = Some(m.card.model_version.clone());
             OUTPUTS.with(|b| {
                 let out = &mut *b.borrow_mut();

@@ -1,13 +1,15 @@
 //! Record: on a decision, the pick is charged to its worker's outstanding
 //! count and remembered until its feedback or expiry, the counters move and
-//! each worker's last final score is kept; then the answer, candidates
-//! ranked selectable first, by the score selection compared.
+//! each worker's last final score is kept ([`charge`]); then the answer: the
+//! explained one ([`answer`]), candidates ranked selectable first, by the
+//! score selection compared, or the compact one ([`compact`]), the pick
+//! alone.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::Counters;
-use crate::api::{Explain, ScoreResponse, WorkerScore};
+use crate::api::{CompactPick, Explain, ScoreResponse, WorkerScore};
 use crate::canary::{Canary, ConfigArm};
 use crate::config::Config;
 use crate::decision::Decision;
@@ -17,7 +19,9 @@ use crate::self_check::SelfCheck;
 use scorer_core::dynamics::PickRecord;
 use scorer_core::locality::{PairHash, RoutingIndex, hash_str};
 
-/// Runs the record stage and builds the answer.
+/// Runs the record stage and builds the explained answer (the stage's unit
+/// test; the driver calls [`charge`], then its answer).
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     d: Decision<'_>,
@@ -29,6 +33,24 @@ pub(crate) fn record(
     arm: Option<(&Canary, ConfigArm)>,
     routing: Option<(&RoutingIndex, Option<&RoutedOutbox>)>,
 ) -> ScoreResponse {
+    let id = d.decision_id.clone();
+    charge(&d, id, pending, counters, self_check, cfg, arm, routing);
+    answer(d, config_hash, arm)
+}
+
+/// The record stage's effects on a decision (none on a preview); its pick
+/// is remembered under `decision_id`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn charge(
+    d: &Decision<'_>,
+    decision_id: String,
+    pending: &PendingPicks,
+    counters: &Counters,
+    self_check: &SelfCheck,
+    cfg: &Config,
+    arm: Option<(&Canary, ConfigArm)>,
+    routing: Option<(&RoutingIndex, Option<&RoutedOutbox>)>,
+) {
     let decide = d.decides();
     let now_ms = d.now_ms;
     if let Some(p) = d.pick.filter(|_| decide)
@@ -41,7 +63,10 @@ pub(crate) fn record(
             warm_bucket: d.scored[p].locality.map(|l| l.bucket),
             prefix_hash: cfg.locality.enabled.then(|| hash_str(d.key.prefix)),
         };
-        let worker_id: Arc<str> = Arc::from(d.ids[p]);
+        let worker_id: Arc<str> = match &d.scored[p].view {
+            Some(v) => v.worker_id.clone(),
+            None => Arc::from(d.ids[p]),
+        };
         if let Some((ix, outbox)) = routing {
             ix.record(PairHash::new(d.key_hash, hash_str(d.ids[p])), now_ms);
             if let Some(o) = outbox {
@@ -58,7 +83,7 @@ pub(crate) fn record(
                 .map_or(f64::NAN, |c| c.expected_latency_ms),
             arm: arm.map(|(c, a)| (c.generation, a)),
         };
-        pending.remember(&d.decision_id, pick, now_ms);
+        pending.remember(decision_id, pick, now_ms);
     }
     if decide {
         counters.decisions.fetch_add(1, Ordering::Relaxed);
@@ -70,7 +95,35 @@ pub(crate) fn record(
             counters.panic_decisions.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(decision_id = %d.decision_id, "panic mode: no eligible candidate, ranking live ones");
         }
+        for s in &d.scored {
+            if let Some(slot) = &s.slot {
+                slot.record_final_score(s.e.score);
+            }
+        }
     }
+}
+
+/// The compact answer of a charged decision: the pick, its propensity and
+/// score.
+pub(crate) fn compact<'r>(d: &Decision<'r>, arm: Option<(&Canary, ConfigArm)>) -> CompactPick<'r> {
+    let picked = d.pick.map(|p| (d.ids[p], &d.scored[p]));
+    CompactPick {
+        pick: picked.map(|(id, _)| id),
+        probability: d.pick.and_then(|p| d.probability[p]),
+        final_score: picked.map(|(_, s)| s.e.score),
+        policy: d.policy.as_str(),
+        panic: d.panic,
+        model_used: d.model.used,
+        config_arm: arm.map(|(_, a)| a.as_str()),
+    }
+}
+
+/// The explained answer of a charged decision.
+pub(crate) fn answer(
+    d: Decision<'_>,
+    config_hash: Arc<str>,
+    arm: Option<(&Canary, ConfigArm)>,
+) -> ScoreResponse {
     let in_set = d.in_set();
     let ids = &d.ids;
     let mut ranking: Vec<(bool, f64, usize)> = (0..d.scored.len())
@@ -92,9 +145,6 @@ pub(crate) fn record(
         .enumerate()
         .map(|(i, s)| {
             let obs = d.observations[i];
-            if let Some(slot) = s.slot.as_ref().filter(|_| decide) {
-                slot.record_final_score(s.e.score);
-            }
             WorkerScore {
                 worker_id: ids[i].to_owned(),
                 eligible: s.reason.is_none(),

@@ -1,13 +1,15 @@
 //! Rules: each candidate's slot and view from the registry, its snapshot's
-//! freshness, and its rule score ([`rule_score`]). A stale candidate (past
+//! freshness, and its rule score ([`rule_score_with`]; a compact decision
+//! takes it from the worker's [`WorkerTerms`] while they hold). A stale candidate (past
 //! `freshness.fresh_ms`, not dead) is scored on its signals pulled toward
 //! the priors of the request's fresh candidates ([`Priors`]), so it never
 //! looks better than it did when fresh.
 
 use crate::config::Config;
 use crate::decision::{Decision, Scored};
+use crate::worker_terms::WorkerTerms;
 use scorer_core::dynamics::{FreshnessConfig, Priors, freshness_factor};
-use scorer_core::scoring::{RuleInputs, rule_score};
+use scorer_core::scoring::{Explained, RuleInputs, rule_score_with};
 use scorer_core::state::Registry;
 
 /// Runs the rules stage: fills `d.scored`, one per id.
@@ -24,19 +26,17 @@ pub(crate) fn rules(d: &mut Decision<'_>, registry: &Registry, cfg: &Config) {
         fresh_ms: cfg.freshness.fresh_ms,
         dead_after_ms: cfg.telemetry.dead_after_ms,
     };
-    d.scored = d
-        .ids
-        .iter()
-        .map(|id| {
-            let slot = registry.get(id);
-            let view = slot.as_ref().map(|s| s.view_full());
-            let mut s = Scored::unknown(slot, view);
-            if let Some(v) = s.view.as_deref() {
-                s.freshness = freshness_factor(v.age_ms(now_ms), &fresh_cfg);
-            }
-            s
-        })
-        .collect();
+    let explain = d.explain;
+    d.scored.clear();
+    d.scored.extend(d.ids.iter().map(|id| {
+        let slot = registry.get(id);
+        let view = slot.as_ref().map(|s| s.view_full());
+        let mut s = Scored::unknown(slot, view, explain);
+        if let Some(v) = s.view.as_deref() {
+            s.freshness = freshness_factor(v.age_ms(now_ms), &fresh_cfg);
+        }
+        s
+    }));
     if d.blackout {
         for s in d.scored.iter_mut().filter(|s| s.view.is_some()) {
             s.live = true;
@@ -66,9 +66,21 @@ pub(crate) fn rules(d: &mut Decision<'_>, registry: &Registry, cfg: &Config) {
             Some(p) if s.stale => {
                 let mut pulled = v.clone();
                 pulled.smoothed = p.pull(&v.smoothed, s.freshness);
-                rule_score(&pulled, &rule_inputs)
+                rule_score_with(&pulled, &rule_inputs, d.explain)
             }
-            _ => rule_score(v, &rule_inputs),
+            _ => {
+                let cached = d.terms_under.as_ref().and_then(|hash| {
+                    WorkerTerms::rule_score(v, hash, d.context.request_type, now_ms)
+                });
+                match cached {
+                    Some(score) => {
+                        let mut e = Explained::quiet();
+                        e.score = score;
+                        (e, true)
+                    }
+                    None => rule_score_with(v, &rule_inputs, d.explain),
+                }
+            }
         };
         s.e = e;
         s.live = live;

@@ -7,6 +7,7 @@ use rand::RngCore;
 
 use crate::decision::Decision;
 use crate::score::ScoreError;
+use crate::scratch::relabel_candidates;
 use scorer_core::selection::{Candidate, Selector};
 
 /// Runs the select stage: `d.probability` and `d.pick`.
@@ -21,31 +22,30 @@ pub(crate) fn select(
     if !d.panic && !d.overrides.is_empty() {
         operator_weights(d);
     }
-    let cands: Vec<Candidate<'_>> = d
-        .selectable
-        .iter()
-        .map(|&i| {
-            let s = &d.scored[i];
-            Candidate {
-                worker_id: d.ids[i],
-                score: s.selection_score(d.panic).clamp(0.0, 100.0),
-                weight: s.ramp.max(f64::MIN_POSITIVE),
-                in_flight: f64::from(s.evidence.outstanding),
-                outstanding: s.evidence.outstanding,
-                cost: s.cost_evidence.map(|c| c.cost),
-            }
-        })
-        .collect();
-    let selection = selector
-        .select(d.policy, &cands, &d.req.key, d.req.temperature, rng)
-        .map_err(ScoreError::Selection)?;
-    d.probability = vec![None; d.scored.len()];
-    if let Some(sel) = &selection {
+    let mut cands = relabel_candidates(std::mem::take(&mut d.scratch.candidates));
+    cands.extend(d.selectable.iter().map(|&i| {
+        let s = &d.scored[i];
+        Candidate {
+            worker_id: d.ids[i],
+            score: s.selection_score(d.panic).clamp(0.0, 100.0),
+            weight: s.ramp.max(f64::MIN_POSITIVE),
+            in_flight: f64::from(s.evidence.outstanding),
+            outstanding: s.evidence.outstanding,
+            cost: s.cost_evidence.map(|c| c.cost),
+        }
+    }));
+    let selection = selector.select(d.policy, &cands, &d.req.key, d.req.temperature, rng);
+    d.scratch.candidates = relabel_candidates(cands);
+    let selection = selection.map_err(ScoreError::Selection)?;
+    d.probability.clear();
+    d.probability.resize(d.scored.len(), None);
+    if let Some(sel) = selection {
         d.probability.fill(Some(0.0));
         for (j, &i) in d.selectable.iter().enumerate() {
             d.probability[i] = sel.probabilities.get(j).copied();
         }
         d.pick = d.selectable.get(sel.pick).copied();
+        scorer_core::selection::recycle(sel.probabilities);
     }
     Ok(())
 }
@@ -61,7 +61,11 @@ fn operator_weights(d: &mut Decision<'_>) {
         if w == 1.0 {
             continue;
         }
-        let why = format!("operator weight {}", scorer_core::fmt::num(w));
+        let why = if s.e.explains() {
+            format!("operator weight {}", scorer_core::fmt::num(w))
+        } else {
+            String::new()
+        };
         if w < 1.0 {
             s.e.multiply("operator_weight", w, why, Some(w));
         } else {

@@ -54,11 +54,8 @@ pub(crate) fn decision<'r>(req: &'r ScoreRequest, engine: &Engine, now_ms: u64) 
         &engine.config(),
         &SecondSegmentSharding,
         engine.routers_sharing(),
+        engine.override_table(),
     )
-    .map(|mut d| {
-        d.overrides = engine.override_table();
-        d
-    })
     .expect("a valid request")
 }
 
