@@ -23,13 +23,14 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Float64Type, TimestampMillisecondType};
-use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION};
+use scorer_core::features::FEATURE_COUNT;
 use scorer_log::reader::list_files;
-use scorer_log::{LoadedLog, LogKind, join_outcomes, read_file};
+use scorer_log::{LoadedLog, LogKind, join_outcomes};
 
 pub use crate::admissible::DroppedDecisions;
 use crate::admissible::admissible_rows;
 use crate::error::{Result, TrainerError};
+pub(crate) use crate::read_kind::{read_kind, read_kind_where};
 use crate::scan::{Row, count_row, push_row};
 pub use crate::target::{Distribution, TargetCounts, TargetRule};
 
@@ -144,53 +145,6 @@ pub fn list_log_files(dirs: &[PathBuf], kind: LogKind) -> Result<Vec<PathBuf>> {
     let mut seen = std::collections::HashSet::new();
     files.retain(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())));
     Ok(files)
-}
-
-/// Which rows of a decision batch to keep while reading.
-pub(crate) type RowFilter<'a> = &'a dyn Fn(&RecordBatch) -> Result<arrow::array::BooleanArray>;
-
-pub(crate) fn read_kind(
-    files: Vec<PathBuf>,
-    kind: LogKind,
-    on_file: &mut dyn FnMut(&Path, usize, usize),
-) -> Result<LoadedLog> {
-    read_kind_where(files, kind, None, on_file)
-}
-
-/// As [`read_kind`], keeping of each file's batches only the rows `keep`
-/// selects, so that what is held is what is kept.
-pub(crate) fn read_kind_where(
-    files: Vec<PathBuf>,
-    kind: LogKind,
-    keep: Option<RowFilter<'_>>,
-    on_file: &mut dyn FnMut(&Path, usize, usize),
-) -> Result<LoadedLog> {
-    let mut all = LoadedLog::default();
-    let total = files.len();
-    for (i, f) in files.into_iter().enumerate() {
-        on_file(&f, i + 1, total);
-        let mut log = read_file(&f, kind)?;
-        if let Some(keep) = keep {
-            let mut kept = Vec::with_capacity(log.batches.len());
-            for b in &log.batches {
-                let mask = keep(b)?;
-                kept.push(arrow::compute::filter_record_batch(b, &mask)?);
-            }
-            log.rows = kept.iter().map(RecordBatch::num_rows).sum();
-            log.batches = kept;
-        }
-        if let Some((path, reason)) = log.skipped.into_iter().next() {
-            return Err(TrainerError::SchemaMismatch {
-                path,
-                reason,
-                expected: FEATURE_SCHEMA_VERSION,
-            });
-        }
-        all.rows += log.rows;
-        all.batches.extend(log.batches);
-        all.files.extend(log.files);
-    }
-    Ok(all)
 }
 
 pub(crate) fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {

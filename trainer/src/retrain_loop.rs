@@ -22,12 +22,12 @@
 //! request is honoured between steps, and a staging directory never
 //! becomes visible as a model.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use scorer_log::LogKind;
-use scorer_model::{Blend, RunnablePlan};
+use scorer_model::Blend;
 
 use crate::compare::{CompareOptions, compare_predictions};
 use crate::dataset::{LogTable, list_log_files};
@@ -35,13 +35,14 @@ use crate::error::{Result, TrainerError};
 use crate::gate::{
     Evidence, GateConfig, Hold, Promotion, Rollback, decide_promotion, decide_rollback,
 };
-use crate::parity::served_probabilities;
 use crate::pipeline::{TrainExtras, TrainOptions, run_train_with};
 use crate::progress::Progress;
 use crate::promote::{publish, remove_stale_staging, staging};
 use crate::regression_metrics::Errors;
-use crate::validate::{load_model_dir, run_validate_within};
+use crate::validate::run_validate_within;
 use crate::window::{Window, load_judged, select_decisions};
+
+pub use crate::served::{Serve, Served};
 
 /// Name of the candidate directory inside the staging directory: the
 /// prefix of every model version the loop writes (`loop-<8 hex>`).
@@ -155,88 +156,6 @@ pub struct Round {
     pub action: Action,
     /// `round N: …`.
     pub line: String,
-}
-
-/// A served model: its directory (`None`: the rules alone), version and
-/// ONNX plan, loaded once.
-#[derive(Debug, Clone)]
-pub struct Served {
-    /// The model directory; `None` for the rules alone.
-    pub dir: Option<PathBuf>,
-    /// Its card's model version (`rules` for the rules alone).
-    pub version: String,
-    plan: Option<RunnablePlan>,
-}
-
-impl PartialEq for Served {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.dir, &self.version) == (&other.dir, &other.version)
-    }
-}
-
-impl Served {
-    /// The model of `dir` (its card read), or the rules alone.
-    ///
-    /// # Errors
-    /// As [`load_model_dir`].
-    pub fn of(dir: Option<&Path>) -> Result<Self> {
-        Ok(match dir {
-            None => Served {
-                dir: None,
-                version: "rules".into(),
-                plan: None,
-            },
-            Some(d) => {
-                let m = load_model_dir(d)?;
-                Served {
-                    version: m.card.model_version,
-                    dir: Some(d.to_path_buf()),
-                    plan: Some(m.plan),
-                }
-            }
-        })
-    }
-
-    /// Each row's prediction `ln(latency / E)`: the model's, or 0 for the
-    /// rules (factor 1).
-    ///
-    /// # Errors
-    /// tract errors.
-    pub fn predict(&self, features: &[f32]) -> Result<Vec<f32>> {
-        match &self.plan {
-            None => Ok(vec![
-                0.0;
-                features.len() / scorer_core::features::FEATURE_COUNT
-            ]),
-            Some(plan) => served_probabilities(plan, features, |_| {}),
-        }
-    }
-}
-
-/// Where the loop's decisions take effect: the service's admin API
-/// ([`crate::promote::AdminClient`]), or a host that holds the model
-/// itself (the simulator's service).
-pub trait Serve {
-    /// Serve the model in `dir` (already published).
-    ///
-    /// # Errors
-    /// The model was not served; the loop's view of what is served stays.
-    fn promote(&self, dir: &Path) -> Result<()>;
-    /// Serve again what was served before the last promotion.
-    ///
-    /// # Errors
-    /// As [`Serve::promote`].
-    fn rollback(&self) -> Result<()>;
-}
-
-impl Serve for crate::promote::AdminClient {
-    fn promote(&self, dir: &Path) -> Result<()> {
-        crate::promote::AdminClient::promote(self, dir).map(drop)
-    }
-
-    fn rollback(&self) -> Result<()> {
-        crate::promote::AdminClient::rollback(self).map(drop)
-    }
 }
 
 /// The loop's state between rounds.
