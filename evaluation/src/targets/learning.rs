@@ -9,7 +9,7 @@
 //!   [`super::NEVER_WORSE`] × `service-rules`': the gate keeps out what
 //!   does not help.
 
-use super::model::{NEVER_WORSE, RULES_ARM};
+use super::model::{NEVER_WORSE, RULES_ARM, over_never_worse};
 use super::{TargetCheck, get};
 use crate::runner::ScenarioResults;
 
@@ -56,30 +56,7 @@ fn mid_run_target(sims: &[&ScenarioResults]) -> TargetCheck {
 /// Every scenario: `service-learning` p99 ≤ [`NEVER_WORSE`] ×
 /// `service-rules`' over the whole run.
 fn never_worse_target(sims: &[&ScenarioResults]) -> TargetCheck {
-    let rs: Vec<(&str, Option<f64>)> = sims
-        .iter()
-        .map(|r| {
-            let x = get(r, LEARNING_ARM)
-                .and_then(|p| p.p99_ms)
-                .zip(get(r, RULES_ARM).and_then(|p| p.p99_ms))
-                .map(|(a, b)| a / b.max(1e-9));
-            (r.scenario.as_str(), x)
-        })
-        .collect();
-    let worse: Vec<String> = rs
-        .iter()
-        .filter(|(_, x)| x.is_none_or(|x| x > NEVER_WORSE))
-        .map(|(s, x)| {
-            x.map_or_else(
-                || format!("{s} (not measured)"),
-                |x| format!("{s} ({x:.3})"),
-            )
-        })
-        .collect();
-    let worst = rs
-        .iter()
-        .filter_map(|(s, x)| x.map(|x| (*s, x)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let (worse, worst) = over_never_worse(sims, LEARNING_ARM);
     let promoted: Vec<&str> = sims
         .iter()
         .filter(|r| {

@@ -199,10 +199,14 @@ pub fn retrained_wins_target(sims: &[&ScenarioResults]) -> TargetCheck {
     wins_target(sims, RETRAINED_ARM, RETRAINED_WIN, false)
 }
 
-/// `model-retrained` never more than 3 % worse than `service-rules` at p99.
-pub fn retrained_never_worse_target(sims: &[&ScenarioResults]) -> TargetCheck {
-    let rs = ratios(sims, RETRAINED_ARM);
-    let worse: Vec<String> = rs
+/// `arm`'s scenarios over [`NEVER_WORSE`] × `service-rules` or not
+/// measured, as "scenario (1.042)", and its worst ratio.
+pub(super) fn over_never_worse<'a>(
+    sims: &[&'a ScenarioResults],
+    arm: &str,
+) -> (Vec<String>, Option<(&'a str, f64)>) {
+    let rs = ratios(sims, arm);
+    let worse = rs
         .iter()
         .filter(|(_, r)| r.is_none_or(|(x, _, _)| x > NEVER_WORSE))
         .map(|(s, r)| match r {
@@ -214,6 +218,12 @@ pub fn retrained_never_worse_target(sims: &[&ScenarioResults]) -> TargetCheck {
         .iter()
         .filter_map(|(s, r)| r.map(|(x, _, _)| (*s, x)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
+    (worse, worst)
+}
+
+/// `model-retrained` never more than 3 % worse than `service-rules` at p99.
+pub fn retrained_never_worse_target(sims: &[&ScenarioResults]) -> TargetCheck {
+    let (worse, worst) = over_never_worse(sims, RETRAINED_ARM);
     TargetCheck {
         target: format!(
             "every simulator scenario: `{RETRAINED_ARM}` p99 ≤ {NEVER_WORSE:.2} × `{RULES_ARM}` (never more than 3 % worse)"
