@@ -120,6 +120,9 @@ pub struct WorkerView {
     pub history: HistoryStats,
     /// Penalty state machine, evaluated once per accepted report (issue #3).
     pub penalty: PenaltyTracker,
+    /// The worker's latest cache digest, from this report or an earlier
+    /// one (shared, not copied, between views).
+    pub digest: Option<Arc<crate::locality::HeldDigest>>,
     /// What the registry's host derived from this view when it was
     /// published ([`super::IngestConfig::derive`]); a new report publishes
     /// a new view, so it never outlives the signals it was derived from.
