@@ -75,7 +75,12 @@ impl CacheSummary {
     }
 
     /// [`Self::return_hit_rate_back_ms`] of `worker`, back at `to_ms`.
-    pub fn hit_rate_back_ms(rec: &CacheRecord, worker: usize, to_ms: f64, window_ms: f64) -> Option<f64> {
+    pub fn hit_rate_back_ms(
+        rec: &CacheRecord,
+        worker: usize,
+        to_ms: f64,
+        window_ms: f64,
+    ) -> Option<f64> {
         let first = (to_ms / window_ms).ceil() as usize;
         (first..rec.window_gets.len()).find_map(|w| {
             let (gets, hits) = (&rec.window_gets[w], &rec.window_hits[w]);
@@ -185,7 +190,13 @@ mod tests {
         }
         rec.record_window(1, 0, false);
         // Back at 1 500 ms, 1 000 ms windows: window 3 ends at 4 000 ms.
-        assert_eq!(CacheSummary::hit_rate_back_ms(&rec, 0, 1_500.0, 1_000.0), Some(2_500.0));
-        assert_eq!(CacheSummary::hit_rate_back_ms(&rec, 0, 3_500.0, 1_000.0), None);
+        assert_eq!(
+            CacheSummary::hit_rate_back_ms(&rec, 0, 1_500.0, 1_000.0),
+            Some(2_500.0)
+        );
+        assert_eq!(
+            CacheSummary::hit_rate_back_ms(&rec, 0, 3_500.0, 1_000.0),
+            None
+        );
     }
 }
