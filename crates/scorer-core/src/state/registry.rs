@@ -417,11 +417,7 @@ fn next_view(
         cpu_clamped,
         history: hist.stats(),
         penalty: prev.map_or_else(PenaltyTracker::new, |p| p.penalty.clone()),
-        digest: crate::locality::digest::carried(
-            prev.and_then(|p| p.digest.as_ref()),
-            s,
-            now_mono_ms,
-        ),
+        digest: WorkerView::next_digest(prev, s, now_mono_ms),
         derived: None,
     }
 }

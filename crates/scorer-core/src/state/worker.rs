@@ -139,6 +139,16 @@ impl WorkerView {
         now_ms.saturating_sub(self.last_receive_ms)
     }
 
+    /// The digest of the view after report `s` received at `now_ms`
+    /// ([`crate::locality::digest::carried`]).
+    pub fn next_digest(
+        prev: Option<&Self>,
+        s: &Snapshot,
+        now_ms: u64,
+    ) -> Option<Arc<crate::locality::HeldDigest>> {
+        crate::locality::digest::carried(prev.and_then(|p| p.digest.as_ref()), s, now_ms)
+    }
+
     /// Time since first registration at `now_ms`, ms.
     pub fn registered_for_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.first_seen_ms)
