@@ -161,6 +161,7 @@ mod tests {
             hits: vec![3, 0, 0],
             misses: vec![1, 4, 0],
             origin_bytes: 5 * 4_096,
+            ..CacheRecord::new(3)
         };
         let s = CacheSummary::from_record(&rec);
         assert_eq!(s.hit_rate, Some(0.375));
