@@ -168,4 +168,17 @@ mod tests {
         assert_eq!(huge.code(), "digest_too_large");
         assert!(huge.to_string().contains("at most"));
     }
+
+    #[test]
+    fn the_schema_states_the_bounds_and_the_snapshot_the_optional_field() {
+        use utoipa::PartialSchema;
+        let d = serde_json::to_string(&CacheDigest::schema()).expect("json");
+        assert!(d.contains("1398104") && d.contains("1048576"), "{d}");
+        let snap = serde_json::to_value(crate::telemetry::Snapshot::schema()).expect("json");
+        assert!(snap["properties"]["cache_digest"].is_object(), "{snap}");
+        assert!(
+            !snap["required"].to_string().contains("cache_digest"),
+            "{snap}"
+        );
+    }
 }
