@@ -49,6 +49,9 @@ pub enum ConfigError {
     /// The timing parameters are inconsistent.
     #[error("invalid timing: {0}")]
     InvalidTiming(&'static str),
+    /// A cache digest setting is out of bounds.
+    #[error("invalid digest setting: {0}")]
+    InvalidDigest(&'static str),
 }
 
 /// One redis-server worker to poll, parsed from `id=host:port`.
@@ -136,6 +139,8 @@ pub struct AgentConfig {
     pub pings_per_interval: u32,
     /// The token, CA and client certificate the reports carry.
     pub credentials: scorer_client::Credentials,
+    /// Each worker's cache digest (off by default).
+    pub digest: crate::digest::DigestConfig,
 }
 
 impl AgentConfig {
@@ -148,6 +153,7 @@ impl AgentConfig {
             probe_timeout_ms: DEFAULT_PROBE_TIMEOUT_MS,
             pings_per_interval: DEFAULT_PINGS_PER_INTERVAL,
             credentials: scorer_client::Credentials::none(),
+            digest: crate::digest::DigestConfig::default(),
         }
     }
 
@@ -178,6 +184,7 @@ impl AgentConfig {
                 "pings per interval must be 1..=10000",
             ));
         }
+        self.digest.validate().map_err(ConfigError::InvalidDigest)?;
         self.credentials.check_url(&self.service_url).map_err(|e| {
             ConfigError::InvalidServiceUrl {
                 url: redact(&self.service_url),

@@ -13,6 +13,10 @@
 //! * one `INFO` in the last `probe_timeout_ms`: CPU, queue depth, hit rate,
 //!   memory headroom, compaction and loading flags (see [`redis_info`]). If it
 //!   times out (e.g. `CLIENT PAUSE`) the last known values are reported;
+//! * with `digest.interval_ms > 0`, a walk of the keyspace (`SCAN` in
+//!   batches, its own connection) builds a Bloom filter of the keys held
+//!   at most that often; the next snapshot after a walk ends carries it as
+//!   `cache_digest` (see [`digest`] for what Redis can and cannot tell);
 //! * the snapshot is handed to the worker's reporter task, which posts it as
 //!   a one-snapshot batch; a failed POST is logged and dropped.
 //!
@@ -20,6 +24,7 @@
 //! (the service ages it out) and is reconnected at every PING slot.
 
 pub mod config;
+pub mod digest;
 pub mod probe;
 pub mod probe_window;
 pub mod redis_info;
@@ -81,7 +86,26 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 source,
             })?;
         let (tx, rx) = mpsc::channel(REPORT_QUEUE);
-        tasks.spawn(worker::poll_worker(spec.id.clone(), probe, timing, tx));
+        let digests = if cfg.digest.enabled() {
+            let walker = probe::Probe::new(spec, cfg.probe_timeout()).map_err(|source| {
+                AgentError::Probe {
+                    worker: spec.id.clone(),
+                    source,
+                }
+            })?;
+            let (dtx, drx) = tokio::sync::watch::channel(None);
+            tasks.spawn(digest::walk_loop(spec.id.clone(), walker, cfg.digest, dtx));
+            Some(drx)
+        } else {
+            None
+        };
+        tasks.spawn(worker::poll_worker(
+            spec.id.clone(),
+            probe,
+            timing,
+            digests,
+            tx,
+        ));
         tasks.spawn(report_loop(spec.id.clone(), reporter.clone(), rx));
     }
     info!(

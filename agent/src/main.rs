@@ -42,6 +42,28 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PINGS_PER_INTERVAL)]
     pings_per_interval: u32,
 
+    /// Build each worker's cache digest (a Bloom filter of its keys, by
+    /// SCAN) at most every MS milliseconds; 0: never. Keep it below the
+    /// service's telemetry.dead_after_ms (default 10000).
+    #[arg(long, value_name = "MS", default_value_t = agent::digest::DEFAULT_DIGEST_INTERVAL_MS)]
+    digest_interval_ms: u64,
+
+    /// Keys the digest is sized for (more raise its false-positive rate).
+    #[arg(long, value_name = "N", default_value_t = agent::digest::DEFAULT_DIGEST_MAX_KEYS)]
+    digest_max_keys: u64,
+
+    /// Bits per key of the digest (1..=64; 10: about 0.8 % false positives).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    digest_bits_per_key: u32,
+
+    /// SCAN COUNT hint of each digest batch (1..=100000).
+    #[arg(long, value_name = "N", default_value_t = agent::digest::DEFAULT_DIGEST_SCAN_COUNT)]
+    digest_scan_count: u32,
+
+    /// Pause between two digest SCAN batches, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = agent::digest::DEFAULT_DIGEST_BATCH_PAUSE_MS)]
+    digest_batch_pause_ms: u64,
+
     #[command(flatten)]
     credentials: scorer_client::CredentialArgs,
 }
@@ -76,6 +98,13 @@ async fn run() -> anyhow::Result<()> {
         pings_per_interval: args.pings_per_interval,
         credentials: scorer_client::Credentials::from_args(&args.credentials)
             .context("invalid credentials")?,
+        digest: agent::digest::DigestConfig {
+            interval_ms: args.digest_interval_ms,
+            max_keys: args.digest_max_keys,
+            bits_per_key: args.digest_bits_per_key,
+            scan_count: args.digest_scan_count,
+            batch_pause_ms: args.digest_batch_pause_ms,
+        },
     };
     agent::run(cfg, scorer_signal::interrupt_or_terminate())
         .await

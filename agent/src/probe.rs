@@ -111,6 +111,17 @@ impl Probe {
         Ok(parse_info(&text))
     }
 
+    /// One `SCAN cursor COUNT count`: the next cursor and the keys.
+    pub async fn scan(
+        &mut self,
+        cursor: u64,
+        count: u32,
+    ) -> Result<(u64, Vec<Vec<u8>>), ProbeError> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor).arg("COUNT").arg(count);
+        self.call(cmd).await
+    }
+
     async fn call<T: redis::FromRedisValue>(&mut self, cmd: redis::Cmd) -> Result<T, ProbeError> {
         let conn = self.conn.as_mut().ok_or(ProbeError::NotConnected)?;
         match timeout(self.timeout, cmd.query_async::<T>(conn)).await {

@@ -4,12 +4,13 @@
 //! With interval `I` and probe timeout `T` (`I >= 2T`), PING `k` of `n`
 //! starts at `k * (I - 2T) / n` and `INFO` at `I - T`, so every call ends by
 //! `I` even when each one times out. A PING that would still be running at
-//! `I - T` (earlier ones were slow) is skipped.
+//! `I - T` (earlier ones were slow) is skipped. A cache digest whose walk
+//! ended since the last report rides on the next one.
 
 use std::time::Duration;
 
-use scorer_core::telemetry::Snapshot;
-use tokio::sync::mpsc;
+use scorer_core::telemetry::{CacheDigest, Snapshot};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
 
@@ -35,6 +36,7 @@ pub(crate) async fn poll_worker(
     id: String,
     mut probe: Probe,
     timing: Timing,
+    mut digests: Option<watch::Receiver<Option<CacheDigest>>>,
     tx: mpsc::Sender<Snapshot>,
 ) {
     let Timing {
@@ -112,7 +114,14 @@ pub(crate) async fn poll_worker(
 
         if window.reached() || info_ok {
             let stats = window.stats(probe_timeout);
-            let snapshot = build_snapshot(&id, stamp.next(unix_ms_now()), &derived, &stats);
+            let mut snapshot = build_snapshot(&id, stamp.next(unix_ms_now()), &derived, &stats);
+            // A digest goes out once, with the first report after its walk:
+            // resent, it would look fresh at the service for longer than it is.
+            if let Some(rx) = digests.as_mut()
+                && rx.has_changed().unwrap_or(false)
+            {
+                snapshot.cache_digest = rx.borrow_and_update().clone();
+            }
             debug!(worker = %id, ?snapshot, "snapshot");
             match tx.try_send(snapshot) {
                 Ok(()) => {}

@@ -13,6 +13,12 @@ use serde::Serialize;
 use crate::run_summary::PolicyResult;
 use crate::sim::CacheRecord;
 
+/// Points of hit rate a returning worker's may trail the others' by and
+/// count as back.
+pub const HIT_RATE_BACK_POINTS: f64 = 5.0;
+/// GETs a returning worker needs in a window for its hit rate to count.
+pub const HIT_RATE_BACK_MIN_GETS: u32 = 20;
+
 /// One arm's cache figures in results.json.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CacheSummary {
@@ -24,6 +30,13 @@ pub struct CacheSummary {
     pub origin_reads: u64,
     /// Bytes fetched from the origin.
     pub origin_bytes: u64,
+    /// With a worker that returns from a crash with an empty cache: how
+    /// long after its return, ms, the first window ends in which its hit
+    /// rate is within [`HIT_RATE_BACK_POINTS`] points of the other
+    /// workers' (with at least [`HIT_RATE_BACK_MIN_GETS`] GETs there);
+    /// `null` when it never is within the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_hit_rate_back_ms: Option<f64>,
 }
 
 impl CacheSummary {
@@ -39,6 +52,7 @@ impl CacheSummary {
                 .collect(),
             origin_reads: c.origin_reads,
             origin_bytes: c.origin_reads * value_bytes as u64,
+            return_hit_rate_back_ms: None,
         }
     }
 
@@ -56,7 +70,29 @@ impl CacheSummary {
                 .collect(),
             origin_reads: misses,
             origin_bytes: rec.origin_bytes,
+            return_hit_rate_back_ms: None,
         }
+    }
+
+    /// [`Self::return_hit_rate_back_ms`] of `worker`, back at `to_ms`.
+    pub fn hit_rate_back_ms(
+        rec: &CacheRecord,
+        worker: usize,
+        to_ms: f64,
+        window_ms: f64,
+    ) -> Option<f64> {
+        let first = (to_ms / window_ms).ceil() as usize;
+        (first..rec.window_gets.len()).find_map(|w| {
+            let (gets, hits) = (&rec.window_gets[w], &rec.window_hits[w]);
+            let (g, h) = (*gets.get(worker)?, *hits.get(worker)?);
+            let others_g: u32 = gets.iter().sum::<u32>() - g;
+            let others_h: u32 = hits.iter().sum::<u32>() - h;
+            let back = g >= HIT_RATE_BACK_MIN_GETS
+                && others_g > 0
+                && f64::from(h) / f64::from(g)
+                    >= f64::from(others_h) / f64::from(others_g) - HIT_RATE_BACK_POINTS / 100.0;
+            back.then(|| ((w + 1) as f64 * window_ms - to_ms).max(0.0))
+        })
     }
 }
 
@@ -125,6 +161,7 @@ mod tests {
             hits: vec![3, 0, 0],
             misses: vec![1, 4, 0],
             origin_bytes: 5 * 4_096,
+            ..CacheRecord::new(3)
         };
         let s = CacheSummary::from_record(&rec);
         assert_eq!(s.hit_rate, Some(0.375));
@@ -139,5 +176,28 @@ mod tests {
         assert!(table.contains("| x | – | – | 0 |"), "{table}");
         assert_eq!(s.hit_rate_per_worker, vec![Some(0.75), Some(0.0), None]);
         assert_eq!((s.origin_reads, s.origin_bytes), (5, 20_480));
+    }
+
+    #[test]
+    fn a_returning_worker_is_back_once_its_hit_rate_nears_the_others() {
+        let mut rec = CacheRecord::new(2);
+        // Window 2: 30 GETs each, the returning worker 0 hits 10, worker 1 hits 27.
+        // Window 3: worker 0 hits 26 of 30, worker 1 hits 27 of 30.
+        for (w, h0) in [(2, 10), (3, 26)] {
+            for i in 0..30 {
+                rec.record_window(w, 0, i < h0);
+                rec.record_window(w, 1, i < 27);
+            }
+        }
+        rec.record_window(1, 0, false);
+        // Back at 1 500 ms, 1 000 ms windows: window 3 ends at 4 000 ms.
+        assert_eq!(
+            CacheSummary::hit_rate_back_ms(&rec, 0, 1_500.0, 1_000.0),
+            Some(2_500.0)
+        );
+        assert_eq!(
+            CacheSummary::hit_rate_back_ms(&rec, 0, 3_500.0, 1_000.0),
+            None
+        );
     }
 }

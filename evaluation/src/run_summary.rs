@@ -241,10 +241,19 @@ impl PolicyResult {
             cores: None,
             self_check: None,
             herding: rec.herding.map(round3),
-            cache: rec
-                .cache
-                .as_ref()
-                .map(crate::cache_summary::CacheSummary::from_record),
+            cache: rec.cache.as_ref().map(|c| {
+                let mut s = crate::cache_summary::CacheSummary::from_record(c);
+                if let Some((worker, _, to)) = fault {
+                    s.return_hit_rate_back_ms =
+                        crate::cache_summary::CacheSummary::hit_rate_back_ms(
+                            c,
+                            worker,
+                            to,
+                            rec.window_ms,
+                        );
+                }
+                s
+            }),
             redis_cache: None,
         }
     }

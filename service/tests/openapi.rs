@@ -205,6 +205,25 @@ async fn the_snapshot_declares_cache_memory_and_evictions_with_their_bounds() {
 }
 
 #[tokio::test]
+async fn the_snapshot_declares_an_optional_cache_digest_with_its_bounds() {
+    let t = test_app(no_warmup());
+    let doc = document(&t).await;
+    let schemas = &doc["components"]["schemas"];
+    let field = schemas["Snapshot"]["properties"]["cache_digest"].to_string();
+    assert!(field.contains("CacheDigest"), "{field}");
+    let required = schemas["Snapshot"]["required"].to_string();
+    assert!(!required.contains("cache_digest"), "{required}");
+    let d = &schemas["CacheDigest"]["properties"];
+    assert_eq!(
+        d["size_bytes"]["maximum"].as_f64(),
+        Some(1_048_576.0),
+        "{d}"
+    );
+    assert_eq!(d["hash_count"]["maximum"].as_f64(), Some(16.0), "{d}");
+    assert_eq!(d["bloom_b64"]["maxLength"].as_u64(), Some(1_398_104), "{d}");
+}
+
+#[tokio::test]
 async fn answers_validate_against_the_document() {
     let t = test_app(no_warmup());
     let doc = document(&t).await;

@@ -128,6 +128,7 @@ impl SimWorker {
                 samples: 60,
             },
             penalty: PenaltyTracker::new(),
+            digest: None,
             derived: None,
         }
     }

@@ -53,11 +53,16 @@ pub struct CacheSpec {
     /// The GET hit rate at which `load` is the offered fraction of the
     /// pool's capacity.
     pub load_hit_rate: f64,
+    /// Bits per key of the cache digest each worker publishes with its
+    /// telemetry (a Bloom filter of the keys it holds, as the agent builds
+    /// one), within 0..=[`MAX_DIGEST_BITS_PER_KEY`]; 0: none.
+    pub digest_bits_per_key: usize,
 }
 
 impl Default for CacheSpec {
     /// The `cache-affinity` caches: 2 000 keys each, hits 1 ms, misses
-    /// 10 ms, LRU, no invalidation, 4 KiB values, load at a 45 % hit rate.
+    /// 10 ms, LRU, no invalidation, 4 KiB values, load at a 45 % hit rate,
+    /// digests at 10 bits per key.
     fn default() -> Self {
         Self {
             capacity_keys: 2_000,
@@ -67,9 +72,13 @@ impl Default for CacheSpec {
             invalidate_on_put: false,
             value_bytes: 4_096,
             load_hit_rate: 0.45,
+            digest_bits_per_key: scorer_core::locality::bloom::DEFAULT_BITS_PER_KEY,
         }
     }
 }
+
+/// Most [`CacheSpec::digest_bits_per_key`].
+pub const MAX_DIGEST_BITS_PER_KEY: usize = 64;
 
 /// Largest cache, keys (the simulator holds every cache in memory).
 pub const MAX_CACHE_KEYS: usize = 10_000_000;
@@ -120,6 +129,12 @@ impl CacheSpec {
             return Err(format!(
                 "`cache.load_hit_rate` must be in 0..=1, got {}",
                 self.load_hit_rate
+            ));
+        }
+        if self.digest_bits_per_key > MAX_DIGEST_BITS_PER_KEY {
+            return Err(format!(
+                "`cache.digest_bits_per_key` must be in 0..={MAX_DIGEST_BITS_PER_KEY}, got {}",
+                self.digest_bits_per_key
             ));
         }
         Ok(())

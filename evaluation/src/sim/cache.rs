@@ -10,6 +10,9 @@ use lru::LruCache;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use scorer_core::locality::Bloom;
+use scorer_core::telemetry::CacheDigest;
+
 use super::dist::Zipf;
 use crate::scenario::{EvictionPolicy, Scenario};
 
@@ -54,6 +57,18 @@ impl WorkerCache {
             return;
         }
         self.keys.put(key, ());
+    }
+
+    /// The cache digest an agent would publish now: every key held, named
+    /// as the router sees it, in a Bloom filter of `bits_per_key` bits per
+    /// key (of the cache's capacity, as an agent sizes it for its limit).
+    pub fn digest(&self, keys: &KeySpace, bits_per_key: usize) -> CacheDigest {
+        let cap = self.keys.cap().get();
+        let mut bloom = Bloom::for_keys(cap, bits_per_key);
+        for (&k, ()) in &self.keys {
+            bloom.insert(&keys.name_of(k));
+        }
+        CacheDigest::from_bloom(&bloom, self.keys.len() as u64)
     }
 
     /// Drop `key` (another worker's PUT invalidated it).
@@ -159,6 +174,14 @@ impl KeySpace {
             ),
             None => format!("user:{rank}:profile"),
         }
+    }
+
+    /// The name of the key whose cache handle is `id`.
+    pub fn name_of(&self, id: u64) -> String {
+        self.name(Key {
+            id,
+            hot: id == Key::HOT_ID,
+        })
     }
 
     /// The `n` most popular keys, most popular first (ties by id).

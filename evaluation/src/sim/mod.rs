@@ -326,9 +326,17 @@ impl<'a> Sim<'a> {
             }
             Event::Telemetry => {
                 let wall = WALL_EPOCH_MS + t as u64;
+                let bits = self.sc.cache.as_ref().map_or(0, |c| c.digest_bits_per_key);
                 let batch: Vec<_> = (0..self.workers.len())
                     .filter_map(|i| {
-                        self.workers[i].snapshot(&self.ids[i], t, wall, self.mean_cost_ms)
+                        let w = &mut self.workers[i];
+                        let mut s = w.snapshot(&self.ids[i], t, wall, self.mean_cost_ms)?;
+                        s.cache_digest = w
+                            .cache
+                            .as_ref()
+                            .filter(|_| bits > 0)
+                            .map(|c| c.digest(&self.keys, bits));
+                        Some(s)
                     })
                     .collect();
                 let batch = faults::lie(self.sc, batch, t);
@@ -523,6 +531,9 @@ impl<'a> Sim<'a> {
             return;
         }
         let hit = self.touch_cache(worker, op, key, large);
+        if let (Some(h), Some(c)) = (hit, self.rec.cache.as_mut()) {
+            c.record_window((t / self.sc.window_ms) as usize, worker, h);
+        }
         self.attempts[attempt].cache_hit = hit;
         let base = self.mean_job_cost_ms(op, large, key.hot, hit)
             * lognormal_unit_mean(&mut self.service_rng, self.sc.sigma);

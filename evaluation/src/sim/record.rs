@@ -49,6 +49,11 @@ pub struct CacheRecord {
     pub misses: Vec<u64>,
     /// Bytes fetched from the origin.
     pub origin_bytes: u64,
+    /// Per window (`RunRecord::window_ms`) per worker: GETs that hit, and
+    /// all GETs.
+    pub window_hits: Vec<Vec<u32>>,
+    /// See [`Self::window_hits`].
+    pub window_gets: Vec<Vec<u32>>,
 }
 
 impl CacheRecord {
@@ -58,6 +63,24 @@ impl CacheRecord {
             hits: vec![0; n],
             misses: vec![0; n],
             origin_bytes: 0,
+            window_hits: Vec::new(),
+            window_gets: Vec::new(),
+        }
+    }
+
+    /// A GET at `worker` in window `window` that hit or not.
+    pub fn record_window(&mut self, window: usize, worker: usize, hit: bool) {
+        let n = self.hits.len();
+        if window >= self.window_gets.len() {
+            self.window_gets.resize(window + 1, vec![0; n]);
+            self.window_hits.resize(window + 1, vec![0; n]);
+        }
+        if let (Some(g), Some(h)) = (
+            self.window_gets[window].get_mut(worker),
+            self.window_hits[window].get_mut(worker),
+        ) {
+            *g += 1;
+            *h += u32::from(hit);
         }
     }
 }

@@ -166,6 +166,7 @@ pub(crate) mod tests {
             hit_rate_per_worker: vec![Some(hit)],
             origin_reads: 0,
             origin_bytes: 0,
+            return_hit_rate_back_ms: None,
         });
         p
     }

@@ -266,6 +266,7 @@ mod tests {
             cpu_clamped: false,
             history: HistoryStats::default(),
             penalty: crate::dynamics::PenaltyTracker::new(),
+            digest: None,
             derived: None,
         }
     }
@@ -288,6 +289,8 @@ mod tests {
             home: false,
             bucket: 0,
             p_warm: 0.8125,
+            p_routing: 0.8125,
+            digest: None,
             hit_ms: 1.0,
             miss_ms: 10.0,
             priced: true,

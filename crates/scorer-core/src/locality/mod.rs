@@ -15,13 +15,17 @@
 //! hits and misses; a deployment that never reports a hit or a miss
 //! prices and allocates exactly as without this module.
 
+pub mod bloom;
 mod buckets;
+pub mod digest;
 pub mod index;
 pub mod prefix;
 pub mod warmth;
 
 use serde::{Deserialize, Serialize};
 
+pub use bloom::{Bloom, key_hash};
+pub use digest::{HeldDigest, warm_with_digest};
 pub use index::{PairHash, RoutingIndex};
 pub use prefix::PrefixHitRates;
 pub use warmth::{CacheEvidence, age_bucket};
@@ -109,8 +113,14 @@ pub struct LocalityEstimate {
     pub home: bool,
     /// The routing-age bucket ([`age_bucket`]).
     pub bucket: u8,
-    /// The chance the key is warm here, fraction 0..=1.
+    /// The chance the key is warm here, fraction 0..=1: the routing
+    /// estimate, moved by the worker's digest when one is fresh.
     pub p_warm: f64,
+    /// The chance from this router's own routing alone, fraction 0..=1.
+    pub p_routing: f64,
+    /// What the worker's fresh digest said of the key: `Some(true)`
+    /// present, `Some(false)` absent, `None` no fresh digest.
+    pub digest: Option<bool>,
     /// The worker's hit service time, ms.
     pub hit_ms: f64,
     /// The worker's miss service time, ms.

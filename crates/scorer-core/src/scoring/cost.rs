@@ -217,10 +217,22 @@ pub fn apply_cost(e: &mut Explained, c: &CostInputs, cfg: &CostConfig) -> CostEs
     // The same terms at b = 1: the expected latency.
     let mut latency = service;
     if let Some(l) = c.locality.filter(|l| l.priced) {
-        let why = Reason::new(
-            K::LocalityWarm,
-            [service, fastest, l.p_warm, l.hit_ms, l.miss_ms],
-        );
+        let why = match l.digest {
+            Some(present) => Reason::new(
+                K::LocalityDigest,
+                [
+                    service,
+                    fastest,
+                    l.p_warm,
+                    l.p_routing,
+                    f64::from(u8::from(present)),
+                ],
+            ),
+            None => Reason::new(
+                K::LocalityWarm,
+                [service, fastest, l.p_warm, l.hit_ms, l.miss_ms],
+            ),
+        };
         e.multiply("locality", fastest / service, why, Some(l.p_warm));
     } else if fastest < service {
         let why = if c.service_is_prior {

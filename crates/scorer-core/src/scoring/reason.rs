@@ -55,6 +55,8 @@ pub enum ReasonKind {
     ServiceTimePrior,
     /// `[expected_ms, fastest_ms, p_warm, hit_ms, miss_ms]`
     LocalityWarm,
+    /// `[expected_ms, fastest_ms, p_warm, p_routing, digest_present (1/0)]`
+    LocalityDigest,
     /// `[outstanding, exponent]`
     Outstanding,
     /// `[unseen, outstanding, exponent]`
@@ -227,6 +229,15 @@ impl fmt::Display for Reason {
                 num(a[0]),
                 num(a[1])
             ),
+            K::LocalityDigest => write!(
+                f,
+                "key warm here with P = {} (own routing {}, the worker's digest: {}): expected service {} ms vs {} ms for the fastest candidate",
+                pct(a[2]),
+                pct(a[3]),
+                if a[4] > 0.0 { "present" } else { "absent" },
+                num(a[0]),
+                num(a[1])
+            ),
             K::ServiceTimePrior => write!(
                 f,
                 "no recent outcomes: the pool's median service time {} ms vs {} ms for the fastest candidate",
@@ -330,6 +341,12 @@ impl Reason {
             K::ServiceTime => format!("service {} ms", num(a[0])),
             K::ServiceTimePrior => format!("service {} ms (pool)", num(a[0])),
             K::LocalityWarm => format!("warm {} → {} ms", pct(a[2]), num(a[0])),
+            K::LocalityDigest => format!(
+                "warm {} (digest: {}) → {} ms",
+                pct(a[2]),
+                if a[4] > 0.0 { "present" } else { "absent" },
+                num(a[0])
+            ),
             K::Outstanding => format!("{} outstanding", num(a[0])),
             K::UnseenBacklog => format!("{} unseen queued", num(a[0])),
             K::Failures => format!("failures {}", pct(a[0])),

@@ -417,6 +417,7 @@ fn next_view(
         cpu_clamped,
         history: hist.stats(),
         penalty: prev.map_or_else(PenaltyTracker::new, |p| p.penalty.clone()),
+        digest: WorkerView::next_digest(prev, s, now_mono_ms),
         derived: None,
     }
 }

@@ -120,6 +120,9 @@ pub struct WorkerView {
     pub history: HistoryStats,
     /// Penalty state machine, evaluated once per accepted report (issue #3).
     pub penalty: PenaltyTracker,
+    /// The worker's latest cache digest, from this report or an earlier
+    /// one (shared, not copied, between views).
+    pub digest: Option<Arc<crate::locality::HeldDigest>>,
     /// What the registry's host derived from this view when it was
     /// published ([`super::IngestConfig::derive`]); a new report publishes
     /// a new view, so it never outlives the signals it was derived from.
@@ -134,6 +137,16 @@ impl WorkerView {
     /// Age of the last report at `now_ms` (monotonic), ms; 0 if `now_ms` is earlier.
     pub fn age_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.last_receive_ms)
+    }
+
+    /// The digest of the view after report `s` received at `now_ms`
+    /// ([`crate::locality::digest::carried`]).
+    pub fn next_digest(
+        prev: Option<&Self>,
+        s: &Snapshot,
+        now_ms: u64,
+    ) -> Option<Arc<crate::locality::HeldDigest>> {
+        crate::locality::digest::carried(prev.and_then(|p| p.digest.as_ref()), s, now_ms)
     }
 
     /// Time since first registration at `now_ms`, ms.

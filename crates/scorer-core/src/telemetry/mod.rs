@@ -6,6 +6,7 @@
 //! every snapshot passes (issue #2: "the batch is atomic").
 
 mod config;
+pub mod digest;
 mod snapshot;
 pub mod validate;
 
@@ -13,4 +14,5 @@ pub use config::{
     DEFAULT_DEAD_AFTER_MS, DEFAULT_EWMA_ALPHA, DEFAULT_FORGET_AFTER_MS, DEFAULT_MAX_CLOCK_SKEW_MS,
     DEFAULT_MAX_WORKERS, TelemetryConfig,
 };
+pub use digest::CacheDigest;
 pub use snapshot::{Snapshot, TelemetryBatch};

@@ -92,6 +92,12 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(exclusive_minimum = 0.0)]
     pub capacity: Option<f64>,
+    /// A Bloom filter of the keys the worker holds (its cache digest), at
+    /// most 1 MiB; see [`super::CacheDigest`]. A report without one keeps
+    /// the last one received, which counts until it is older than
+    /// `telemetry.dead_after_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_digest: Option<super::CacheDigest>,
 }
 
 impl Snapshot {
@@ -121,6 +127,7 @@ impl Snapshot {
             evicted_keys_per_s: None,
             region: None,
             capacity: None,
+            cache_digest: None,
         }
     }
 }

@@ -281,6 +281,9 @@ pub fn check_snapshot(index: usize, s: &Snapshot) -> Checked {
             ),
         );
     }
+    if let Some(Err(e)) = s.cache_digest.as_ref().map(super::CacheDigest::decode) {
+        err("cache_digest", e.code(), e.to_string());
+    }
     out.cpu_clamped = s.cpu_usage > 1.0 && s.cpu_usage <= CPU_CLAMP_LIMIT;
     out
 }

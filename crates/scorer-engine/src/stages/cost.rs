@@ -7,7 +7,8 @@ use crate::decision::{Decision, Scored};
 use scorer_core::dynamics::{EvidenceSnapshot, median_in};
 use scorer_core::features::CandidateEvidence;
 use scorer_core::locality::{
-    LocalityEstimate, PairHash, PrefixHitRates, RoutingIndex, age_bucket, hash_str,
+    HeldDigest, LocalityEstimate, PairHash, PrefixHitRates, RoutingIndex, age_bucket, hash_str,
+    key_hash, warm_with_digest,
 };
 use scorer_core::scoring::{CostInputs, Stage, apply_cost};
 
@@ -48,24 +49,43 @@ fn median_of(
     median_in(sample).unwrap_or(0.0)
 }
 
-/// What the routing index and the worker's cache evidence say of the key
-/// on worker `id`.
+/// The candidate's digest, when it has one no older than
+/// `telemetry.dead_after_ms`.
+fn fresh_digest<'s>(s: &'s Scored, cfg: &Config, now_ms: u64) -> Option<&'s HeldDigest> {
+    let d = s.view.as_ref()?.digest.as_deref()?;
+    d.is_fresh(now_ms, cfg.telemetry.dead_after_ms).then_some(d)
+}
+
+/// What the routing index, the worker's cache evidence and its fresh
+/// digest (with the key's [`key_hash`]) say of the key on worker `id`.
 fn locality(
     ix: &RoutingIndex,
     pair: PairHash,
     home: bool,
     evidence: &EvidenceSnapshot,
+    digest: Option<(&HeldDigest, u64)>,
     cfg: &Config,
     now_ms: u64,
 ) -> LocalityEstimate {
     let cache = &evidence.cache;
     let routed_age_ms = cache.routing_age(ix.age_ms(pair, now_ms), now_ms);
     let bucket = age_bucket(routed_age_ms, home);
+    let p_routing = cache.warm_probability(bucket);
+    let present = digest.map(|(d, hash)| d.contains_hash(hash));
+    let p_warm = match (digest, present) {
+        (Some((d, _)), Some(present)) => {
+            let routed_since = routed_age_ms.is_some_and(|a| a < d.age_ms(now_ms));
+            warm_with_digest(p_routing, present, d.false_positive_rate, routed_since)
+        }
+        _ => p_routing,
+    };
     LocalityEstimate {
         routed_age_ms,
         home,
         bucket,
-        p_warm: cache.warm_probability(bucket),
+        p_warm,
+        p_routing,
+        digest: present,
         hit_ms: cache.hit_ms,
         miss_ms: cache.miss_ms,
         priced: cache.is_learnt(cfg.locality.min_outcomes),
@@ -112,9 +132,21 @@ pub(crate) fn cost(
             .enumerate()
             .max_by_key(|(_, p)| p.weight())
             .map(|(j, _)| j);
+        // Hashed only when some candidate has a fresh digest.
+        let mut digest_key = None;
         for (j, &i) in selectable.iter().enumerate() {
             let at_home = home == Some(j);
-            let l = locality(ix, pairs[j], at_home, &scored[i].evidence, cfg, now_ms);
+            let digest = fresh_digest(&scored[i], cfg, now_ms)
+                .map(|dg| (dg, *digest_key.get_or_insert_with(|| key_hash(&d.req.key))));
+            let l = locality(
+                ix,
+                pairs[j],
+                at_home,
+                &scored[i].evidence,
+                digest,
+                cfg,
+                now_ms,
+            );
             if l.priced {
                 service[j] = l.expected_ms().max(1e-6);
             }

@@ -95,4 +95,6 @@ impl StageObserver for NoObserver {
 }
 
 #[cfg(test)]
+mod cost_digest_tests;
+#[cfg(test)]
 pub(crate) mod test_support;
