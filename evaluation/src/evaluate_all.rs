@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::arms::{ALL_POLICIES, SIM_ONLY};
+use crate::arms::{ALL_POLICIES, Kind, SIM_ONLY};
 use crate::report;
 use crate::retrain_cache::RetrainCache;
 use crate::runner::{ScenarioResults, SimOptions, run_sim};
@@ -173,6 +173,20 @@ fn is_locality_baseline(name: &str) -> bool {
 /// --policies` still runs them.
 pub const SIM_ONLY_IN_ALL: [&str; 3] = ["round-robin", "random", "model-retrained"];
 
+/// The arms of `policies` that `evaluate all` runs on simulator scenario
+/// `scenario`: all but the replicated service outside its target's
+/// scenarios ([`targets::REPLICAS_SCENARIOS`], where several routers
+/// spread over the replicas), to hold the run time.
+fn sim_policies(policies: &[String], scenario: &str) -> Vec<String> {
+    let replicated =
+        |p: &str| crate::arms::spec(p).is_some_and(|a| matches!(a.kind, Kind::Replicas(_)));
+    policies
+        .iter()
+        .filter(|p| !replicated(p) || targets::REPLICAS_SCENARIOS.contains(&scenario))
+        .cloned()
+        .collect()
+}
+
 /// The arms of `policies` that the testbed runs on `scenario` in
 /// `evaluate all`.
 fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
@@ -198,7 +212,7 @@ fn run_one_sim(
     let started = Instant::now();
     let mut o = SimOptions::new(name);
     o.retrain_cache = Some(Arc::clone(retrained));
-    o.policies.clone_from(&opts.policies);
+    o.policies = sim_policies(&opts.policies, name);
     o.seed = seed;
     o.duration_s = opts.duration_s;
     o.log_dir.clone_from(&opts.log_dir);
@@ -267,7 +281,7 @@ fn run_sims(opts: &AllOptions) -> Result<Vec<(ScenarioResults, report::Written)>
             &r,
             &format!(
                 "evaluate sim --scenario {name} --policies {} --seed {{{}}} --duration-s {} (one run per seed; each row is the arm's median seed)",
-                opts.policies.join(","),
+                sim_policies(&opts.policies, name).join(","),
                 seeds.join(","),
                 opts.duration_s,
             ),
@@ -535,6 +549,20 @@ const ANALYSIS: &str = include_str!("diagnosis.md");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_replicated_service_runs_only_where_several_routers_share_it() {
+        let all: Vec<String> = ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect();
+        assert!(all.iter().any(|p| p == "service-replicas"));
+        for scenario in crate::scenario::SCENARIOS {
+            let runs = sim_policies(&all, scenario).contains(&"service-replicas".to_owned());
+            assert_eq!(runs, targets::REPLICAS_SCENARIOS.contains(&scenario), "{scenario}");
+            let sc = crate::scenario::Scenario::preset(scenario, 12, 1.0).expect("a preset");
+            assert!(!runs || sc.routers > 1, "{scenario}");
+            assert_eq!(sim_policies(&all, scenario).len() + usize::from(!runs), all.len());
+        }
+        assert!(!testbed_policies(&all, "pause").contains(&"service-replicas".to_owned()));
+    }
 
     #[test]
     fn the_testbed_runs_the_locality_baselines_only_where_workers_cache() {

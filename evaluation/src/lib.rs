@@ -16,6 +16,7 @@
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
 pub mod arms;
+pub mod bus_calibration;
 pub mod cache_summary;
 pub mod calibration;
 pub mod embedded_calibration;

@@ -21,10 +21,12 @@ mod embedded;
 mod learning;
 mod locality;
 mod model;
+mod replicas;
 pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
 pub use learning::{LEARNING_ARM, MID_RUN_RATIO, MID_RUN_SCENARIO, learning_targets};
 pub use locality::locality_targets;
+pub use replicas::{REPLICAS_ARM, REPLICAS_P99_FACTOR, REPLICAS_SCENARIOS, replicas_targets};
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
     missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
@@ -381,6 +383,7 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     out.extend(learning_targets(sims));
     out.extend(cache_targets(sims));
     out.extend(locality_targets(sims));
+    out.extend(replicas_targets(sims));
     out
 }
 

@@ -34,6 +34,10 @@ pub enum Kind {
     /// The service's decision inside each router with the embedded
     /// balancer, fed by the view stream ([`super::Arm::Embedded`]).
     Embedded,
+    /// The scoring service as this many replicas sharing one view over a
+    /// bus, each called over the network by its share of the routers
+    /// ([`super::replicas`]; a [`super::Arm::Remote`]). Simulator only.
+    Replicas(usize),
 }
 
 impl std::fmt::Debug for Kind {
@@ -43,6 +47,7 @@ impl std::fmt::Debug for Kind {
             Self::Oracle(_) => f.write_str("Oracle"),
             Self::Service(s) => f.debug_tuple("Service").field(s).finish(),
             Self::Embedded => f.write_str("Embedded"),
+            Self::Replicas(n) => f.debug_tuple("Replicas").field(n).finish(),
         }
     }
 }
@@ -113,14 +118,15 @@ pub struct ArmSpec {
 
 impl ArmSpec {
     /// Whether it runs in the simulator only: the testbed has no true state
-    /// to tell an oracle, and no time to train in while it runs.
+    /// to tell an oracle, no time to train in while it runs, and one
+    /// service process.
     pub const fn sim_only(&self) -> bool {
-        matches!(self.kind, Kind::Oracle(_)) || self.model.learns()
+        matches!(self.kind, Kind::Oracle(_) | Kind::Replicas(_)) || self.model.learns()
     }
 
     /// Whether the scoring service decides for it (every arm but the
     /// baselines and the oracle).
     pub const fn is_service_arm(&self) -> bool {
-        matches!(self.kind, Kind::Service(_) | Kind::Embedded)
+        matches!(self.kind, Kind::Service(_) | Kind::Embedded | Kind::Replicas(_))
     }
 }

@@ -42,12 +42,13 @@ use super::embedded::EmbeddedRouter;
 use super::learning::LearningRouter;
 use super::oracle::Oracle;
 use super::per_router::PerRouter;
+use super::replicas::{DEFAULT_REPLICAS, ReplicaSet};
 use super::service::ServiceRouter;
 use crate::router::Router;
 
 /// Every arm, in report order: the baselines, the oracle, what users run
-/// (`service`, `service-rules`, `service-embedded`), then the diagnostics
-/// and the model arms.
+/// (`service`, `service-rules`, `service-embedded`, `service-replicas`),
+/// then the diagnostics and the model arms.
 pub const ARMS: &[ArmSpec] = &[
     ArmSpec {
         name: "round-robin",
@@ -165,6 +166,17 @@ pub const ARMS: &[ArmSpec] = &[
         model_arm: false,
         by_default: true,
         colour: (0, 200, 120), // jade
+    },
+    // The service as shipped, run as replicas sharing one view over a bus
+    // (simulator only; `evaluate all` runs it where several routers are).
+    ArmSpec {
+        name: "service-replicas",
+        class: Class::Service,
+        kind: Kind::Replicas(DEFAULT_REPLICAS),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: true,
+        colour: (0, 150, 60), // forest green
     },
     ArmSpec {
         name: "rules-max",
@@ -430,6 +442,19 @@ pub fn build(
             let arm = EmbeddedRouter::new(n, routers, config, models.as_ref(), log).ok()?;
             Arm::Embedded(Box::new(arm))
         }
+        Kind::Replicas(replicas) => {
+            let each = (0..replicas)
+                .map(|_| {
+                    let r = ServiceRouter::shipped(n, log.clone(), config.clone());
+                    match &models {
+                        Some(m) => r.with_models(m.clone()),
+                        None => r,
+                    }
+                })
+                .collect();
+            let bus_ms = crate::bus_calibration::NatsBusCalibration::shipped().one_way_ms();
+            Arm::Remote(Box::new(ReplicaSet::new(each, n, bus_ms)?))
+        }
     })
 }
 
@@ -528,7 +553,7 @@ mod tests {
                 (&built, a.kind),
                 (Some(Arm::Local(_)), Kind::Local(_))
                     | (Some(Arm::Oracle(_)), Kind::Oracle(_))
-                    | (Some(Arm::Remote(_)), Kind::Service(_))
+                    | (Some(Arm::Remote(_)), Kind::Service(_) | Kind::Replicas(_))
                     | (Some(Arm::Embedded(_)), Kind::Embedded)
             );
             assert!(kind_matches, "{}: {built:?}", a.name);
