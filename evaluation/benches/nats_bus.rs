@@ -89,11 +89,7 @@ fn start_server(pin: bool) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .expect("start nats-server");
-    Server {
-        child,
-        port,
-        dir,
-    }
+    Server { child, port, dir }
 }
 
 fn pin_self(pin: bool) {

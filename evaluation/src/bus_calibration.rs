@@ -76,8 +76,7 @@ impl NatsBusCalibration {
             return Err("samples and payload_bytes must be at least 1".to_owned());
         }
         let ok = |v: f64| v.is_finite() && v > 0.0;
-        if !(ok(c.one_way_p50_us) && ok(c.one_way_p99_us) && c.one_way_p50_us <= c.one_way_p99_us)
-        {
+        if !(ok(c.one_way_p50_us) && ok(c.one_way_p99_us) && c.one_way_p50_us <= c.one_way_p99_us) {
             return Err(format!(
                 "one_way_p50_us {} and one_way_p99_us {} must be finite, > 0 and ordered",
                 c.one_way_p50_us, c.one_way_p99_us

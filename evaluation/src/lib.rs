@@ -10,6 +10,8 @@
 //!   arm does (pick, learn from outcomes, follow drains);
 //! - [`run_summary`], [`report`], [`plot`], [`targets`]: what is measured, how
 //!   it is written, and which targets are met;
+//! - [`calibration`], [`embedded_calibration`], [`bus_calibration`]: what
+//!   a score call, an embedded pick and a hop on the bus cost, measured;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.
 //!

@@ -26,12 +26,12 @@ pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
 pub use learning::{LEARNING_ARM, MID_RUN_RATIO, MID_RUN_SCENARIO, learning_targets};
 pub use locality::locality_targets;
-pub use replicas::{REPLICAS_ARM, REPLICAS_P99_FACTOR, REPLICAS_SCENARIOS, replicas_targets};
 pub use model::{
     HIDDEN_SIGNAL_RATIO, MIN_WINS, NEVER_WORSE, RETRAINED_WIN, SHIPPED_WIN, hidden_signal_target,
     missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
     retrained_wins_target, shipped_model_target,
 };
+pub use replicas::{REPLICAS_ARM, REPLICAS_P99_FACTOR, REPLICAS_SCENARIOS, replicas_targets};
 
 /// The arm the service targets are about: the service as shipped.
 pub const SHIPPED_ARM: &str = "service";

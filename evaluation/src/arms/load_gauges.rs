@@ -3,7 +3,9 @@
 //! events) when they changed since its last gauge, or
 //! [`REPUBLISH_MS`] after it regardless; every other replica hears a gauge
 //! one bus hop after it left. A replica counts the latest gauge of each
-//! other replica, unless it is older than [`GAUGE_TTL_MS`].
+//! other replica, unless it is older than [`GAUGE_TTL_MS`]. A gauge may
+//! also carry the keys its replica routed since its last, as a router's
+//! load report does.
 
 use std::collections::VecDeque;
 
@@ -13,6 +15,9 @@ pub const REPUBLISH_MS: f64 = 250.0;
 /// A gauge older than this no longer counts, ms.
 pub const GAUGE_TTL_MS: f64 = 1_000.0;
 
+/// A key a replica routed: its hash, the worker, when, ms.
+pub type Routed = (u64, String, f64);
+
 /// One gauge on its way.
 #[derive(Debug, Clone)]
 struct Gauge {
@@ -20,6 +25,7 @@ struct Gauge {
     sent_ms: f64,
     arrive_ms: f64,
     load: Vec<u32>,
+    routed: Vec<Routed>,
 }
 
 /// Every replica's gauges in flight and as heard.
@@ -48,13 +54,21 @@ impl LoadGauges {
     }
 
     /// Replica `from`'s clock ticks at `now_ms` with `load` outstanding
-    /// per worker: whether a gauge went out.
-    pub fn publish(&mut self, from: usize, load: Vec<u32>, now_ms: f64) -> bool {
+    /// per worker and the keys it `routed` since its last gauge: whether a
+    /// gauge went out (an unchanged one without keys waits).
+    pub fn publish(
+        &mut self,
+        from: usize,
+        load: Vec<u32>,
+        routed: Vec<Routed>,
+        now_ms: f64,
+    ) -> bool {
         let Some(last) = self.last.get_mut(from) else {
             return false;
         };
         if let Some((at_ms, old)) = last.as_ref()
             && *old == load
+            && routed.is_empty()
             && now_ms - at_ms < REPUBLISH_MS
         {
             return false;
@@ -65,15 +79,22 @@ impl LoadGauges {
             sent_ms: now_ms,
             arrive_ms: now_ms + self.one_way_ms,
             load,
+            routed,
         });
         true
     }
 
     /// Delivers every gauge that has reached the other replicas by
-    /// `now_ms`: the replicas that heard one, ascending.
-    pub fn deliver(&mut self, now_ms: f64) -> Vec<usize> {
+    /// `now_ms`: the replicas that heard one, ascending, and the keys
+    /// each delivered gauge carried, with the replica that routed them.
+    pub fn deliver(&mut self, now_ms: f64) -> (Vec<usize>, Vec<(usize, Vec<Routed>)>) {
         let mut heard_one = vec![false; self.heard.len()];
-        while self.in_flight.front().is_some_and(|g| g.arrive_ms <= now_ms) {
+        let mut routed = Vec::new();
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|g| g.arrive_ms <= now_ms)
+        {
             let Some(g) = self.in_flight.pop_front() else {
                 break;
             };
@@ -83,8 +104,12 @@ impl LoadGauges {
                     heard_one[k] = true;
                 }
             }
+            if !g.routed.is_empty() {
+                routed.push((g.from, g.routed));
+            }
         }
-        (0..heard_one.len()).filter(|&k| heard_one[k]).collect()
+        let heard = (0..heard_one.len()).filter(|&k| heard_one[k]).collect();
+        (heard, routed)
     }
 
     /// What replica `k` knows at `now_ms` of the others' load over
@@ -113,29 +138,38 @@ mod tests {
     #[test]
     fn a_gauge_reaches_the_other_replicas_one_hop_later_and_not_its_own() {
         let mut g = LoadGauges::new(3, 0.5);
-        assert!(g.publish(0, vec![2, 0], 10.0));
-        assert!(g.deliver(10.4).is_empty());
+        let key = (7u64, "w1".to_owned(), 9.0);
+        assert!(g.publish(0, vec![2, 0], vec![key.clone()], 10.0));
+        assert!(g.deliver(10.4).0.is_empty());
         assert_eq!(g.others(1, 10.4, 2), None);
-        assert_eq!(g.deliver(10.5), [1, 2]);
+        assert_eq!(g.deliver(10.5), (vec![1, 2], vec![(0, vec![key])]));
         assert_eq!(g.others(1, 10.5, 2), Some((vec![2, 0], 10.0, 1)));
-        assert_eq!(g.others(0, 10.5, 2), None, "its own load is not the others'");
+        assert_eq!(
+            g.others(0, 10.5, 2),
+            None,
+            "its own load is not the others'"
+        );
         // Two others: their sum, sent on average at their mean time.
-        assert!(g.publish(2, vec![1, 3], 12.0));
-        assert_eq!(g.deliver(12.5), [0, 1]);
+        assert!(g.publish(2, vec![1, 3], Vec::new(), 12.0));
+        assert_eq!(g.deliver(12.5), (vec![0, 1], Vec::new()));
         assert_eq!(g.others(1, 12.5, 2), Some((vec![3, 3], 11.0, 2)));
     }
 
     #[test]
     fn an_unchanged_gauge_waits_and_an_old_one_stops_counting() {
         let mut g = LoadGauges::new(2, 0.0);
-        assert!(g.publish(0, vec![1], 0.0));
-        assert!(!g.publish(0, vec![1], 5.0), "unchanged");
-        assert!(g.publish(0, vec![2], 10.0), "changed");
-        assert!(g.publish(0, vec![2], 10.0 + REPUBLISH_MS), "regardless");
-        g.deliver(10.0 + REPUBLISH_MS);
-        let sent = 10.0 + REPUBLISH_MS;
-        assert!(g.others(1, sent + GAUGE_TTL_MS, 1).is_some());
-        assert_eq!(g.others(1, sent + GAUGE_TTL_MS + 1.0, 1), None);
-        assert!(!g.publish(5, vec![1], 0.0), "no such replica");
+        assert!(g.publish(0, vec![1], Vec::new(), 0.0));
+        assert!(!g.publish(0, vec![1], Vec::new(), 5.0), "unchanged");
+        assert!(
+            g.publish(0, vec![1], vec![(1, "w0".into(), 6.0)], 7.0),
+            "keys"
+        );
+        assert!(g.publish(0, vec![2], Vec::new(), 10.0), "changed");
+        let again = 10.0 + REPUBLISH_MS;
+        assert!(g.publish(0, vec![2], Vec::new(), again), "regardless");
+        g.deliver(again);
+        assert!(g.others(1, again + GAUGE_TTL_MS, 1).is_some());
+        assert_eq!(g.others(1, again + GAUGE_TTL_MS + 1.0, 1), None);
+        assert!(!g.publish(5, vec![1], Vec::new(), 0.0), "no such replica");
     }
 }

@@ -43,7 +43,7 @@ pub mod service;
 pub mod service_ids;
 
 pub use arm::Arm;
-pub use arm_spec::{ArmSpec, Class, Kind, Model, Selection};
+pub use arm_spec::{ArmSpec, Class, Kind, Model, Replication, Selection};
 pub use registry::{
     ALL_POLICIES, ARMS, POLICIES, SIM_ONLY, build, check_names, is_known, is_model_arm,
     is_service_arm, is_shipped_arm, local, needs_models, selection_policy, spec,

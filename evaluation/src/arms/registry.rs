@@ -32,7 +32,7 @@ use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
 use super::Arm;
-use super::arm_spec::{ArmSpec, Class, Kind, Model, Selection};
+use super::arm_spec::{ArmSpec, Class, Kind, Model, Replication, Selection};
 use super::baselines::{
     cache_aware::CacheAware, envoy::Envoy, hash_bounded::HashBounded, kv_cost::KvCost,
     least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
@@ -172,7 +172,7 @@ pub const ARMS: &[ArmSpec] = &[
     ArmSpec {
         name: "service-replicas",
         class: Class::Service,
-        kind: Kind::Replicas(DEFAULT_REPLICAS),
+        kind: Kind::Replicas(SHIPPED_REPLICATION),
         model: Model::Shipped,
         model_arm: false,
         by_default: true,
@@ -265,7 +265,58 @@ pub const ARMS: &[ArmSpec] = &[
         by_default: false,
         colour: (120, 120, 120), // grey
     },
+    // The designs of `service-replicas`, side by side: the replicas share
+    // only their load; their load and routed keys; and those, each counting
+    // its peers as deciders.
+    ArmSpec {
+        name: "replicas-load",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: false,
+            count_deciders: false,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (60, 120, 60), // moss
+    },
+    ArmSpec {
+        name: "replicas-routed",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: true,
+            count_deciders: false,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (90, 160, 90), // sage
+    },
+    ArmSpec {
+        name: "replicas-deciders",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: true,
+            count_deciders: true,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (30, 110, 110), // dark cyan
+    },
 ];
+
+/// How `service-replicas` shares: [`DEFAULT_REPLICAS`] replicas, their
+/// load gauges carrying the keys they routed, each counting its peers as
+/// deciders (the best of the designs on the tuning seeds).
+pub const SHIPPED_REPLICATION: Replication = Replication {
+    replicas: DEFAULT_REPLICAS,
+    routed_keys: true,
+    count_deciders: true,
+};
 
 /// Every arm's name, in report order.
 pub const POLICIES: [&str; ARMS.len()] = names(Filter::Every);
@@ -442,18 +493,28 @@ pub fn build(
             let arm = EmbeddedRouter::new(n, routers, config, models.as_ref(), log).ok()?;
             Arm::Embedded(Box::new(arm))
         }
-        Kind::Replicas(replicas) => {
-            let each = (0..replicas)
+        Kind::Replicas(how) => {
+            let each = (0..how.replicas)
                 .map(|_| {
-                    let r = ServiceRouter::shipped(n, log.clone(), config.clone());
-                    match &models {
-                        Some(m) => r.with_models(m.clone()),
-                        None => r,
+                    let mut r = ServiceRouter::shipped(n, log.clone(), config.clone());
+                    if let Some(m) = &models {
+                        r = r.with_models(m.clone());
                     }
+                    if how.routed_keys {
+                        r = r.with_routed_outbox();
+                    }
+                    r
                 })
                 .collect();
             let bus_ms = crate::bus_calibration::NatsBusCalibration::shipped().one_way_ms();
-            Arm::Remote(Box::new(ReplicaSet::new(each, n, bus_ms)?))
+            let mut set = ReplicaSet::new(each, n, bus_ms)?;
+            if how.routed_keys {
+                set = set.sharing_routed_keys();
+            }
+            if how.count_deciders {
+                set = set.counting_deciders();
+            }
+            Arm::Remote(Box::new(set))
         }
     })
 }

@@ -13,6 +13,9 @@
 //!   others apply the sum of the gauges they heard as the other deciders'
 //!   load, as of when those were sent, as an embedded balancer applies
 //!   its view's load.
+//! - With [`ReplicaSet::sharing_routed_keys`] each gauge also carries the
+//!   keys its replica routed since its last, which the others' routing
+//!   indexes learn, as the routers' do from the service's view stream.
 //! - Nothing else is shared: each replica learns only its own routers'
 //!   outcomes, and decides with its own pending picks.
 //! - An operator's drain reaches every replica at once.
@@ -39,6 +42,7 @@ pub struct ReplicaSet {
     gauges: LoadGauges,
     workers: usize,
     bus_one_way_ms: f64,
+    routed_keys: bool,
     count_deciders: bool,
 }
 
@@ -63,8 +67,19 @@ impl ReplicaSet {
             replicas,
             workers,
             bus_one_way_ms,
+            routed_keys: false,
             count_deciders: false,
         })
+    }
+
+    /// Each gauge also carries the keys its replica routed since its last
+    /// (each replica built [`ServiceRouter::with_routed_outbox`]), and the
+    /// others' routing indexes learn them, as the routers' do from the
+    /// view stream: every replica knows where every key went.
+    #[must_use]
+    pub fn sharing_routed_keys(mut self) -> Self {
+        self.routed_keys = true;
+        self
     }
 
     /// Each replica counts the peers whose gauges it hears as deciders on
@@ -91,7 +106,16 @@ impl ReplicaSet {
     /// replica that heard one takes the others' load per worker, as of
     /// when it was sent.
     fn hear(&mut self, now_ms: f64) {
-        for k in self.gauges.deliver(now_ms) {
+        let (heard, routed) = self.gauges.deliver(now_ms);
+        for (from, keys) in routed {
+            let peers = self.replicas.iter().enumerate().filter(|(k, _)| *k != from);
+            for (_, r) in peers {
+                for (hash, worker, at_ms) in &keys {
+                    r.engine().learn_routing(*hash, worker, mono(*at_ms));
+                }
+            }
+        }
+        for k in heard {
             let Some((load, sent_ms, counted)) = self.gauges.others(k, now_ms, self.workers) else {
                 continue;
             };
@@ -192,7 +216,16 @@ impl Remote for ReplicaSet {
         }
         self.hear(now_ms);
         let load = self.outstanding(replica);
-        self.gauges.publish(replica, load, now_ms);
+        let routed = if self.routed_keys {
+            let now = mono(now_ms);
+            let engine = self.replicas[replica].engine();
+            let keys = engine.take_routed(now).into_iter();
+            keys.filter_map(|r| Some((r.hash()?, r.worker_id, now_ms - r.age_ms as f64)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.gauges.publish(replica, load, routed, now_ms);
     }
 }
 

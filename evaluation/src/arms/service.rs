@@ -149,6 +149,15 @@ impl ServiceRouter {
         self
     }
 
+    /// Keep the keys it routes for [`Engine::take_routed`]: a replica's
+    /// gauges carry them to the other replicas
+    /// ([`super::replicas::ReplicaSet`]).
+    #[must_use]
+    pub fn with_routed_outbox(mut self) -> Self {
+        self.engine = self.engine.with_routed_outbox();
+        self
+    }
+
     /// The engine (for inspection in tests).
     pub fn engine(&self) -> &Engine {
         &self.engine

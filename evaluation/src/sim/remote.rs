@@ -272,7 +272,10 @@ mod tests {
         );
         let pool: Vec<f64> = (0..4).map(|_| pooled.admit(0, 0.0).0).collect();
         let mut split = RemoteScorer::new(&sc, cal(), 1).with_replicas(3);
-        let own: Vec<f64> = [0, 0, 1, 2].iter().map(|&r| split.admit(r, 0.0).0).collect();
+        let own: Vec<f64> = [0, 0, 1, 2]
+            .iter()
+            .map(|&r| split.admit(r, 0.0).0)
+            .collect();
         assert_eq!(pool, [0.0, 0.0, 0.0, 0.06]);
         assert_eq!(own, [0.0, 0.06, 0.0, 0.0]);
     }

@@ -73,6 +73,10 @@ mod tests {
         let met: Vec<bool> = t.iter().map(|t| t.met).collect();
         assert_eq!(met, [true, false]);
         assert!(t[1].target.starts_with("cache-many-routers (sim)"));
-        assert!(t[1].measured.contains("1.120 × `service`"), "{}", t[1].measured);
+        assert!(
+            t[1].measured.contains("1.120 × `service`"),
+            "{}",
+            t[1].measured
+        );
     }
 }
