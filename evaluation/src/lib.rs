@@ -17,6 +17,7 @@
 //!
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
+pub mod all_policies;
 pub mod arms;
 pub mod bus_calibration;
 pub mod cache_summary;

@@ -18,6 +18,9 @@ pub const GAUGE_TTL_MS: f64 = 1_000.0;
 /// A key a replica routed: its hash, the worker, when, ms.
 pub type Routed = (u64, String, f64);
 
+/// A gauge as heard: when it was sent, ms, and the load per worker.
+type Heard = (f64, Vec<u32>);
+
 /// One gauge on its way.
 #[derive(Debug, Clone)]
 struct Gauge {
@@ -37,9 +40,9 @@ pub struct LoadGauges {
     in_flight: VecDeque<Gauge>,
     /// `heard[k][j]`: replica `j`'s latest gauge that reached replica `k`,
     /// when it was sent, ms, and the load.
-    heard: Vec<Vec<Option<(f64, Vec<u32>)>>>,
+    heard: Vec<Vec<Option<Heard>>>,
     /// Each replica's last gauge: when, ms, and the load.
-    last: Vec<Option<(f64, Vec<u32>)>>,
+    last: Vec<Option<Heard>>,
 }
 
 impl LoadGauges {

@@ -38,6 +38,8 @@ pub mod model;
 pub mod oracle;
 pub mod per_router;
 pub mod registry;
+#[cfg(test)]
+mod registry_tests;
 pub mod replicas;
 pub mod service;
 pub mod service_ids;
