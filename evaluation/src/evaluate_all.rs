@@ -285,6 +285,7 @@ pub fn evaluation_markdown(
     let mut s = String::from("# Evaluation: does scoring cut tail latency?\n\n");
     let cal = crate::calibration::HttpScoreCalibration::shipped();
     let emb = crate::embedded_calibration::EmbeddedPickCalibration::shipped();
+    let bus = crate::bus_calibration::NatsBusCalibration::shipped();
     let sc = crate::scenario::Scenario::default();
     let seeds = sims
         .first()
@@ -318,7 +319,11 @@ pub fn evaluation_markdown(
          p50 {emb50:.1} µs, p99 {emb99:.1} µs); its outcomes reach it at once; telemetry reaches it through the service's view stream \
          (the delay above, then a 5 ms coalescing window and half a round trip); with several routers each reports its outstanding picks every 5 ms \
          and its view stream carries the others' load every 5 ms when it changed, with its age and the number of routers counted, half a round trip after \
-         it left the service; each router's two clocks run at their own random phase. On the testbed it follows the real service's `GET /v1/view`. In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
+         it left the service; each router's two clocks run at their own random phase. On the testbed it follows the real service's `GET /v1/view`. \
+         `service-replicas` (simulator only, in the scenarios with several routers) is the service as shipped run as {replicas} replicas sharing one view over a bus: router r calls replica r mod {replicas}, \
+         whose {cores} cores and queue are its own; telemetry reaches every replica one bus hop after it would reach one service; every 5 ms each replica publishes its outstanding picks per worker \
+         and the keys it routed, which the others apply one hop later, counting each other as deciders; each learns only its own routers' outcomes. \
+         One hop is {bus50:.0} µs, the median of `{bus_path}` (measured {bus_date} on {bus_host}, commit {bus_commit}: {bus_samples} round trips of a {bus_bytes}-byte message through {bus_server} on loopback, one-way p50 {bus50:.0} µs, p99 {bus99:.0} µs). In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
          **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
          The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains once per scenario, on the first seed + {offset}, and its runs on every seed share that model); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
@@ -356,6 +361,16 @@ pub fn evaluation_markdown(
         rtt = sc.scorer_round_trip_us,
         cal_path = crate::calibration::SHIPPED_PATH,
         emb_path = crate::embedded_calibration::SHIPPED_PATH,
+        replicas = crate::arms::replicas::DEFAULT_REPLICAS,
+        bus_path = crate::bus_calibration::SHIPPED_PATH,
+        bus_date = bus.date,
+        bus_host = bus.host,
+        bus_commit = bus.commit,
+        bus_samples = bus.samples,
+        bus_bytes = bus.payload_bytes,
+        bus_server = bus.server,
+        bus50 = bus.one_way_p50_us,
+        bus99 = bus.one_way_p99_us,
         emb_date = emb.date,
         emb_commit = emb.commit,
         emb_samples = emb.samples,
