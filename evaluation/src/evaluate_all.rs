@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::arms::{ALL_POLICIES, SIM_ONLY};
+pub use crate::all_policies::SIM_ONLY_IN_ALL;
+use crate::all_policies::{sim_policies, testbed_policies};
+use crate::arms::ALL_POLICIES;
 use crate::report;
 use crate::retrain_cache::RetrainCache;
 use crate::runner::{ScenarioResults, SimOptions, run_sim};
@@ -161,38 +163,6 @@ pub fn run_all(opts: &AllOptions, command: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `name` is a locality baseline: `evaluate all` leaves them out
-/// of the testbed scenarios whose Redis workers hold every key (they have
-/// nothing to find there, and each arm costs the testbed about 13 s).
-fn is_locality_baseline(name: &str) -> bool {
-    crate::arms::spec(name).is_some_and(|a| a.class == crate::arms::Class::LocalityBaseline)
-}
-
-/// Arms `evaluate all` runs in the simulator only, to hold its run time:
-/// `round-robin` and `random` (in no target; the simulator shows them on
-/// every scenario) and `model-retrained` (in no testbed target; its
-/// testbed run trains first and costs two arms' time). `evaluate testbed
-/// --policies` still runs them.
-pub const SIM_ONLY_IN_ALL: [&str; 3] = ["round-robin", "random", "model-retrained"];
-
-/// The arms of `policies` that the testbed runs on `scenario` in
-/// `evaluate all` (`many-routers`: only its own arms, the embedded
-/// balancer and the baselines it is checked against).
-fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
-    let caches = scenario == crate::testbed::cache::NAME;
-    let many = scenario == crate::testbed::many_routers::NAME;
-    policies
-        .iter()
-        .filter(|p| {
-            (!many || crate::testbed::many_routers::ARMS.contains(&p.as_str()))
-                && !SIM_ONLY.contains(&p.as_str())
-                && !SIM_ONLY_IN_ALL.contains(&p.as_str())
-                && (caches || !is_locality_baseline(p))
-        })
-        .cloned()
-        .collect()
-}
-
 /// One simulator scenario on one seed; prints its wall time.
 fn run_one_sim(
     opts: &AllOptions,
@@ -203,7 +173,7 @@ fn run_one_sim(
     let started = Instant::now();
     let mut o = SimOptions::new(name);
     o.retrain_cache = Some(Arc::clone(retrained));
-    o.policies.clone_from(&opts.policies);
+    o.policies = sim_policies(&opts.policies, name);
     o.seed = seed;
     o.duration_s = opts.duration_s;
     o.log_dir.clone_from(&opts.log_dir);
@@ -272,7 +242,7 @@ fn run_sims(opts: &AllOptions) -> Result<Vec<(ScenarioResults, report::Written)>
             &r,
             &format!(
                 "evaluate sim --scenario {name} --policies {} --seed {{{}}} --duration-s {} (one run per seed; each row is the arm's median seed)",
-                opts.policies.join(","),
+                sim_policies(&opts.policies, name).join(","),
                 seeds.join(","),
                 opts.duration_s,
             ),
@@ -317,6 +287,7 @@ pub fn evaluation_markdown(
     let mut s = String::from("# Evaluation: does scoring cut tail latency?\n\n");
     let cal = crate::calibration::HttpScoreCalibration::shipped();
     let emb = crate::embedded_calibration::EmbeddedPickCalibration::shipped();
+    let bus = crate::bus_calibration::NatsBusCalibration::shipped();
     let sc = crate::scenario::Scenario::default();
     let seeds = sims
         .first()
@@ -350,7 +321,11 @@ pub fn evaluation_markdown(
          p50 {emb50:.1} µs, p99 {emb99:.1} µs); its outcomes reach it at once; telemetry reaches it through the service's view stream \
          (the delay above, then a 5 ms coalescing window and half a round trip); with several routers each reports its outstanding picks every 5 ms \
          and its view stream carries the others' load every 5 ms when it changed, with its age and the number of routers counted, half a round trip after \
-         it left the service; each router's two clocks run at their own random phase. On the testbed it follows the real service's `GET /v1/view`. In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
+         it left the service; each router's two clocks run at their own random phase. On the testbed it follows the real service's `GET /v1/view`. \
+         `service-replicas` (simulator only, in the scenarios with several routers) is the service as shipped run as {replicas} replicas sharing one view over a bus: router r calls replica r mod {replicas}, \
+         whose {cores} cores and queue are its own; telemetry reaches every replica one bus hop after it would reach one service; every 5 ms each replica publishes its outstanding picks per worker \
+         and the keys it routed, which the others apply one hop later, counting each other as deciders; each learns only its own routers' outcomes. \
+         One hop is {bus50:.0} µs, the median of `{bus_path}` (measured {bus_date} on {bus_host}, commit {bus_commit}: {bus_samples} round trips of a {bus_bytes}-byte message through {bus_server} on loopback, one-way p50 {bus50:.0} µs, p99 {bus99:.0} µs). In the testbed the service is a real server over HTTP on loopback, configured as off loopback: its agent, router and admin roles have fresh tokens each run, which the testbed's router and telemetry agent send.\n\n\
          **Seeds.** Each simulator scenario runs on seeds {seed_list}; each row is the arm's median-seed run by p99, with the lowest–highest p99 over the seeds in parentheses, and targets are judged on those rows. \
          The defaults were tuned on seeds 1–10 and the shipped model trained on seeds 12–21 (`model-retrained` trains once per scenario, on the first seed + {offset}, and its runs on every seed share that model); {tuned_note}\n\n\
          Policies: `round-robin`, `random`, `p2c-least-request` (Envoy's default), `p2c-peak-ewma` \
@@ -394,6 +369,16 @@ pub fn evaluation_markdown(
         rtt = sc.scorer_round_trip_us,
         cal_path = crate::calibration::SHIPPED_PATH,
         emb_path = crate::embedded_calibration::SHIPPED_PATH,
+        replicas = crate::arms::replicas::DEFAULT_REPLICAS,
+        bus_path = crate::bus_calibration::SHIPPED_PATH,
+        bus_date = bus.date,
+        bus_host = bus.host,
+        bus_commit = bus.commit,
+        bus_samples = bus.samples,
+        bus_bytes = bus.payload_bytes,
+        bus_server = bus.server,
+        bus50 = bus.one_way_p50_us,
+        bus99 = bus.one_way_p99_us,
         emb_date = emb.date,
         emb_commit = emb.commit,
         emb_samples = emb.samples,
@@ -546,43 +531,3 @@ pub fn evaluation_markdown(
 /// The diagnosis under the simulator tables, written from the evaluation
 /// seeds' run and the cost-by-cost runs on a tuning seed.
 const ANALYSIS: &str = include_str!("diagnosis.md");
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_testbed_runs_the_locality_baselines_only_where_workers_cache() {
-        let all: Vec<String> = ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect();
-        let pause = testbed_policies(&all, "pause");
-        for name in [
-            "oracle",
-            "round-robin",
-            "random",
-            "model-retrained",
-            "hash-bounded",
-        ] {
-            assert!(!pause.iter().any(|p| p == name), "{name} on pause");
-        }
-        assert!(pause.iter().any(|p| p == "service-embedded"));
-        let cache = testbed_policies(&all, crate::testbed::cache::NAME);
-        for name in [
-            "hash-bounded",
-            "cache-aware",
-            "kv-cost",
-            "least-request-all",
-        ] {
-            assert!(cache.iter().any(|p| p == name), "{name} on cache");
-        }
-        assert!(
-            !cache
-                .iter()
-                .any(|p| p == "oracle" || p == "model-retrained")
-        );
-        let mut many = testbed_policies(&all, crate::testbed::many_routers::NAME);
-        many.sort();
-        let mut arms = crate::testbed::many_routers::ARMS.map(str::to_owned);
-        arms.sort();
-        assert_eq!(many, arms);
-    }
-}

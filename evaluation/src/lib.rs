@@ -10,12 +10,16 @@
 //!   arm does (pick, learn from outcomes, follow drains);
 //! - [`run_summary`], [`report`], [`plot`], [`targets`]: what is measured, how
 //!   it is written, and which targets are met;
+//! - [`calibration`], [`embedded_calibration`], [`bus_calibration`]: what
+//!   a score call, an embedded pick and a hop on the bus cost, measured;
 //! - [`testbed`]: real `redis-server` workers, the telemetry agent and the
 //!   service over HTTP, with injected faults.
 //!
 //! The `evaluate` binary runs them; see `docs/evaluation.md`.
 
+pub mod all_policies;
 pub mod arms;
+pub mod bus_calibration;
 pub mod cache_summary;
 pub mod calibration;
 pub mod embedded_calibration;

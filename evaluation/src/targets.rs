@@ -21,6 +21,7 @@ mod embedded;
 mod learning;
 mod locality;
 mod model;
+mod replicas;
 pub use cache::{cache_targets, testbed_cache_target};
 pub use embedded::{EMBEDDED_ARM, embedded_p99_factor, embedded_targets};
 pub use learning::{LEARNING_ARM, MID_RUN_RATIO, MID_RUN_SCENARIO, learning_targets};
@@ -30,6 +31,7 @@ pub use model::{
     missing_metrics, model_targets, retrained_everywhere_target, retrained_never_worse_target,
     retrained_wins_target, shipped_model_target,
 };
+pub use replicas::{REPLICAS_ARM, REPLICAS_P99_FACTOR, REPLICAS_SCENARIOS, replicas_targets};
 
 /// The arm the service targets are about: the service as shipped.
 pub const SHIPPED_ARM: &str = "service";
@@ -381,6 +383,7 @@ pub fn sim_targets(sims: &[&ScenarioResults]) -> Vec<TargetCheck> {
     out.extend(learning_targets(sims));
     out.extend(cache_targets(sims));
     out.extend(locality_targets(sims));
+    out.extend(replicas_targets(sims));
     out
 }
 

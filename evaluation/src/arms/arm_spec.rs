@@ -34,6 +34,23 @@ pub enum Kind {
     /// The service's decision inside each router with the embedded
     /// balancer, fed by the view stream ([`super::Arm::Embedded`]).
     Embedded,
+    /// The scoring service as several replicas sharing one view over a
+    /// bus, each called over the network by its share of the routers
+    /// ([`super::replicas`]; a [`super::Arm::Remote`]). Simulator only.
+    Replicas(Replication),
+}
+
+/// How a replicated service's replicas share ([`super::replicas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replication {
+    /// Replicas.
+    pub replicas: usize,
+    /// The load gauges also carry the keys each replica routed, which the
+    /// others' routing indexes learn (as a router's load report does).
+    pub routed_keys: bool,
+    /// Each replica counts its peers as deciders on the pool, as an
+    /// embedded balancer counts the routers its view names.
+    pub count_deciders: bool,
 }
 
 impl std::fmt::Debug for Kind {
@@ -43,6 +60,7 @@ impl std::fmt::Debug for Kind {
             Self::Oracle(_) => f.write_str("Oracle"),
             Self::Service(s) => f.debug_tuple("Service").field(s).finish(),
             Self::Embedded => f.write_str("Embedded"),
+            Self::Replicas(r) => f.debug_tuple("Replicas").field(r).finish(),
         }
     }
 }
@@ -113,14 +131,18 @@ pub struct ArmSpec {
 
 impl ArmSpec {
     /// Whether it runs in the simulator only: the testbed has no true state
-    /// to tell an oracle, and no time to train in while it runs.
+    /// to tell an oracle, no time to train in while it runs, and one
+    /// service process.
     pub const fn sim_only(&self) -> bool {
-        matches!(self.kind, Kind::Oracle(_)) || self.model.learns()
+        matches!(self.kind, Kind::Oracle(_) | Kind::Replicas(_)) || self.model.learns()
     }
 
     /// Whether the scoring service decides for it (every arm but the
     /// baselines and the oracle).
     pub const fn is_service_arm(&self) -> bool {
-        matches!(self.kind, Kind::Service(_) | Kind::Embedded)
+        matches!(
+            self.kind,
+            Kind::Service(_) | Kind::Embedded | Kind::Replicas(_)
+        )
     }
 }

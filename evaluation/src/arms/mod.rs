@@ -12,6 +12,9 @@
 //!   the in-process [`scorer_engine::Engine`], run as a remote scorer;
 //! - [`embedded`]: `service-embedded`, the same decision inside each router
 //!   with the embedded balancer, paying its measured pick time;
+//! - [`replicas`]: `service-replicas`, the service as several replicas
+//!   sharing telemetry and load over a bus ([`load_gauges`]), each called
+//!   by its share of the routers;
 //! - [`model`]: the models of `model` (the shipped default) and
 //!   `model-retrained` (run → log → train → run again, in-process);
 //! - [`learning`]: `service-learning`, the service with the retraining
@@ -30,15 +33,19 @@ mod embedded_log;
 pub mod learning;
 #[cfg(test)]
 mod learning_tests;
+pub mod load_gauges;
 pub mod model;
 pub mod oracle;
 pub mod per_router;
 pub mod registry;
+#[cfg(test)]
+mod registry_tests;
+pub mod replicas;
 pub mod service;
 pub mod service_ids;
 
 pub use arm::Arm;
-pub use arm_spec::{ArmSpec, Class, Kind, Model, Selection};
+pub use arm_spec::{ArmSpec, Class, Kind, Model, Replication, Selection};
 pub use registry::{
     ALL_POLICIES, ARMS, POLICIES, SIM_ONLY, build, check_names, is_known, is_model_arm,
     is_service_arm, is_shipped_arm, local, needs_models, selection_policy, spec,

@@ -32,7 +32,7 @@ use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
 use super::Arm;
-use super::arm_spec::{ArmSpec, Class, Kind, Model, Selection};
+use super::arm_spec::{ArmSpec, Class, Kind, Model, Replication, Selection};
 use super::baselines::{
     cache_aware::CacheAware, envoy::Envoy, hash_bounded::HashBounded, kv_cost::KvCost,
     least_request_all::LeastRequestAll, p2c_least_request::P2cLeastRequest,
@@ -42,12 +42,13 @@ use super::embedded::EmbeddedRouter;
 use super::learning::LearningRouter;
 use super::oracle::Oracle;
 use super::per_router::PerRouter;
+use super::replicas::{DEFAULT_REPLICAS, ReplicaSet};
 use super::service::ServiceRouter;
 use crate::router::Router;
 
 /// Every arm, in report order: the baselines, the oracle, what users run
-/// (`service`, `service-rules`, `service-embedded`), then the diagnostics
-/// and the model arms.
+/// (`service`, `service-rules`, `service-embedded`, `service-replicas`),
+/// then the diagnostics and the model arms.
 pub const ARMS: &[ArmSpec] = &[
     ArmSpec {
         name: "round-robin",
@@ -166,6 +167,17 @@ pub const ARMS: &[ArmSpec] = &[
         by_default: true,
         colour: (0, 200, 120), // jade
     },
+    // The service as shipped, run as replicas sharing one view over a bus
+    // (simulator only; `evaluate all` runs it where several routers are).
+    ArmSpec {
+        name: "service-replicas",
+        class: Class::Service,
+        kind: Kind::Replicas(SHIPPED_REPLICATION),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: true,
+        colour: (0, 150, 60), // forest green
+    },
     ArmSpec {
         name: "rules-max",
         class: Class::Diagnostic,
@@ -253,7 +265,58 @@ pub const ARMS: &[ArmSpec] = &[
         by_default: false,
         colour: (120, 120, 120), // grey
     },
+    // The designs of `service-replicas`, side by side: the replicas share
+    // only their load; their load and routed keys; and those, each counting
+    // its peers as deciders.
+    ArmSpec {
+        name: "replicas-load",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: false,
+            count_deciders: false,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (60, 120, 60), // moss
+    },
+    ArmSpec {
+        name: "replicas-routed",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: true,
+            count_deciders: false,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (90, 160, 90), // sage
+    },
+    ArmSpec {
+        name: "replicas-deciders",
+        class: Class::Diagnostic,
+        kind: Kind::Replicas(Replication {
+            replicas: DEFAULT_REPLICAS,
+            routed_keys: true,
+            count_deciders: true,
+        }),
+        model: Model::Shipped,
+        model_arm: false,
+        by_default: false,
+        colour: (30, 110, 110), // dark cyan
+    },
 ];
+
+/// How `service-replicas` shares: [`DEFAULT_REPLICAS`] replicas, their
+/// load gauges carrying the keys they routed, each counting its peers as
+/// deciders (the best of the designs on the tuning seeds).
+pub const SHIPPED_REPLICATION: Replication = Replication {
+    replicas: DEFAULT_REPLICAS,
+    routed_keys: true,
+    count_deciders: true,
+};
 
 /// Every arm's name, in report order.
 pub const POLICIES: [&str; ARMS.len()] = names(Filter::Every);
@@ -430,110 +493,28 @@ pub fn build(
             let arm = EmbeddedRouter::new(n, routers, config, models.as_ref(), log).ok()?;
             Arm::Embedded(Box::new(arm))
         }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every arm before the locality baselines and the cache oracle, in
-    /// report order.
-    const BEFORE: [&str; 16] = [
-        "round-robin",
-        "random",
-        "p2c-least-request",
-        "p2c-peak-ewma",
-        "least-request-all",
-        "envoy",
-        "oracle",
-        "service",
-        "service-rules",
-        "service-embedded",
-        "rules-max",
-        "rules-softmax",
-        "rules-p2c",
-        "rules-prequal",
-        "model",
-        "model-retrained",
-    ];
-
-    /// `names` in the order they have in `list`, which holds them all.
-    fn in_order_of<'a>(names: &[&'a str], list: &[&'a str]) -> Vec<&'a str> {
-        list.iter().copied().filter(|p| names.contains(p)).collect()
-    }
-
-    #[test]
-    fn the_lists_keep_their_names_and_order() {
-        assert_eq!(in_order_of(&BEFORE, &POLICIES), BEFORE);
-        let all = [
-            "round-robin",
-            "random",
-            "p2c-least-request",
-            "p2c-peak-ewma",
-            "least-request-all",
-            "envoy",
-            "oracle",
-            "service",
-            "service-rules",
-            "service-embedded",
-            "model-retrained",
-        ];
-        assert_eq!(in_order_of(&BEFORE, &ALL_POLICIES), all);
-        let locality = ["hash-bounded", "cache-aware", "kv-cost"];
-        assert_eq!(&POLICIES[6..9], locality, "after envoy");
-        assert_eq!(&ALL_POLICIES[6..9], locality);
-        assert_eq!(in_order_of(&BEFORE, &SIM_ONLY), ["oracle"]);
-    }
-
-    #[test]
-    fn names_and_colours_are_each_arms_own() {
-        for (i, a) in ARMS.iter().enumerate() {
-            for b in &ARMS[..i] {
-                assert_ne!(a.name, b.name);
-                assert_ne!(a.colour, b.colour, "{} and {}", a.name, b.name);
+        Kind::Replicas(how) => {
+            let each = (0..how.replicas)
+                .map(|_| {
+                    let mut r = ServiceRouter::shipped(n, log.clone(), config.clone());
+                    if let Some(m) = &models {
+                        r = r.with_models(m.clone());
+                    }
+                    if how.routed_keys {
+                        r = r.with_routed_outbox();
+                    }
+                    r
+                })
+                .collect();
+            let bus_ms = crate::bus_calibration::NatsBusCalibration::shipped().one_way_ms();
+            let mut set = ReplicaSet::new(each, n, bus_ms)?;
+            if how.routed_keys {
+                set = set.sharing_routed_keys();
             }
+            if how.count_deciders {
+                set = set.counting_deciders();
+            }
+            Arm::Remote(Box::new(set))
         }
-    }
-
-    #[test]
-    fn the_predicates_say_what_they_said_by_name() {
-        let with = |f: fn(&str) -> bool| BEFORE.into_iter().filter(|p| f(p)).collect::<Vec<_>>();
-        assert_eq!(with(is_service_arm), &BEFORE[7..]);
-        assert_eq!(with(is_model_arm), ["model", "model-retrained"]);
-        assert_eq!(
-            with(needs_models),
-            ["service", "service-embedded", "model", "model-retrained"]
-        );
-        assert_eq!(with(is_shipped_arm), ["service", "service-rules"]);
-        let cfg = Config::default();
-        assert_eq!(selection_policy("rules-prequal", &cfg), "prequal");
-        assert_eq!(
-            selection_policy("service", &cfg),
-            cfg.selection.default_policy
-        );
-        assert!(!is_known("nope") && spec("envoy").is_some());
-    }
-
-    #[test]
-    fn every_arm_builds_with_models_and_no_model_arm_without() {
-        let cfg = Config::default();
-        let hub = Arc::new(ModelHub::unloaded(
-            &cfg.model,
-            Arc::new(scorer_core::clock::SystemClock::new()),
-        ));
-        for a in ARMS {
-            let built = build(a.name, 3, 2, None, &cfg, Some(hub.clone()));
-            let kind_matches = matches!(
-                (&built, a.kind),
-                (Some(Arm::Local(_)), Kind::Local(_))
-                    | (Some(Arm::Oracle(_)), Kind::Oracle(_))
-                    | (Some(Arm::Remote(_)), Kind::Service(_))
-                    | (Some(Arm::Embedded(_)), Kind::Embedded)
-            );
-            assert!(kind_matches, "{}: {built:?}", a.name);
-            let bare = build(a.name, 3, 1, None, &cfg, None);
-            assert_eq!(bare.is_some(), !needs_models(a.name), "{}", a.name);
-        }
-    }
+    })
 }

@@ -54,6 +54,18 @@ pub trait Remote: Router {
     fn learning(&self) -> Option<super::learning::LearningInfo> {
         None
     }
+    /// Service replicas the routers' calls spread over: router `r` calls
+    /// replica `r % replicas()`, which has cores of its own. 1: one service.
+    fn replicas(&self) -> usize {
+        1
+    }
+    /// With several replicas: one hop on the bus they share over, ms.
+    fn bus_one_way_ms(&self) -> f64 {
+        0.0
+    }
+    /// With several replicas: replica `replica`'s load-gauge clock ticks
+    /// at `now_ms`.
+    fn publish_load(&mut self, _replica: usize, _now_ms: f64) {}
 }
 
 /// A service arm: the in-process [`Engine`] with one selection policy.
@@ -134,6 +146,15 @@ impl ServiceRouter {
     #[must_use]
     pub fn with_models(mut self, models: Arc<ModelHub>) -> Self {
         self.engine = self.engine.with_models(models);
+        self
+    }
+
+    /// Keep the keys it routes for [`Engine::take_routed`]: a replica's
+    /// gauges carry them to the other replicas
+    /// ([`super::replicas::ReplicaSet`]).
+    #[must_use]
+    pub fn with_routed_outbox(mut self) -> Self {
+        self.engine = self.engine.with_routed_outbox();
         self
     }
 

@@ -12,7 +12,9 @@ impl Sim<'_> {
     pub(super) fn on_call(&mut self, t: f64, ev: Event) {
         match ev {
             Event::ScoreCall { req, call } => {
-                let (start_ms, service_ms) = self.scorer.admit(t);
+                // Router r calls replica r % replicas (0 with one service).
+                let replica = self.reqs[req].router % self.replicas;
+                let (start_ms, service_ms) = self.scorer.admit(replica, t);
                 self.q.push(
                     start_ms,
                     Event::Decide {

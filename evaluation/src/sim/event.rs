@@ -107,6 +107,12 @@ pub enum Event {
         /// Router index.
         router: usize,
     },
+    /// Service replica `replica`'s load-gauge clock ticks: it publishes
+    /// its outstanding picks per worker on the bus.
+    BusPublish {
+        /// Replica index.
+        replica: usize,
+    },
     /// Telemetry batch `batch` reaches the service.
     TelemetryArrive {
         /// Index of the batch in transit.

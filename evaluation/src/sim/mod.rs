@@ -24,6 +24,11 @@
 //!   telemetry `telemetry_delay_ms` after the snapshot. A baseline decides
 //!   inside the router at no cost and learns its outcomes at once. A
 //!   request's latency always counts from its arrival at the router.
+//! - With several service replicas ([`crate::arms::replicas`]), router
+//!   `r` calls replica `r % replicas`, which has cores and a queue of its
+//!   own; telemetry reaches every replica one bus hop later than a single
+//!   service, and each replica publishes its load gauge on the bus every
+//!   `load_interval_ms`, at its own phase.
 //! - An embedded arm ([`Arm::Embedded`]) decides inside the router and
 //!   learns its outcomes at once, but holds each request for a pick time
 //!   drawn from its calibration, and sees telemetry through the service's
@@ -125,6 +130,13 @@ pub struct Sim<'a> {
     /// Each router's load-report and view-stream phases within the load
     /// interval, ms: real routers' clocks are not in step.
     load_phases: Vec<(f64, f64)>,
+    /// Service replicas the routers' calls spread over (1: one service).
+    replicas: usize,
+    /// With several replicas: one hop on the bus they share over, ms.
+    bus_one_way_ms: f64,
+    /// With several replicas: each one's load-gauge phase within the load
+    /// interval, ms.
+    bus_phases: Vec<f64>,
 }
 
 impl<'a> Sim<'a> {
@@ -133,6 +145,10 @@ impl<'a> Sim<'a> {
         let n = sc.workers.len();
         let windows = (sc.duration_ms / sc.window_ms).ceil().max(1.0) as usize;
         let remote = matches!(arm, Arm::Remote(_));
+        let (replicas, bus_one_way_ms) = match &*arm {
+            Arm::Remote(r) => (r.replicas().max(1), r.bus_one_way_ms()),
+            _ => (1, 0.0),
+        };
         let embedded = match &*arm {
             Arm::Embedded(e) => Some(e.calibration()),
             _ => None,
@@ -174,7 +190,8 @@ impl<'a> Sim<'a> {
             remote,
             embedded,
             pick_rng: ChaCha8Rng::seed_from_u64(seed ^ 0xe3be_dded),
-            scorer: RemoteScorer::new(sc, HttpScoreCalibration::shipped(), seed ^ 0x5c0_4e11),
+            scorer: RemoteScorer::new(sc, HttpScoreCalibration::shipped(), seed ^ 0x5c0_4e11)
+                .with_replicas(replicas),
             outbox: Outbox::new(sc),
             feedback_in_transit: Vec::new(),
             telemetry_in_transit: Vec::new(),
@@ -191,6 +208,16 @@ impl<'a> Sim<'a> {
                     })
                     .collect()
             },
+            replicas,
+            bus_one_way_ms,
+            bus_phases: if replicas > 1 {
+                let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0xb05_9a5e);
+                (0..replicas)
+                    .map(|_| r.random::<f64>() * sc.load_interval_ms)
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -203,6 +230,9 @@ impl<'a> Sim<'a> {
                 self.q.push(report, Event::LoadReport { router });
                 self.q.push(view, Event::LoadView { router });
             }
+        }
+        for (replica, &phase) in self.bus_phases.iter().enumerate() {
+            self.q.push(phase, Event::BusPublish { replica });
         }
         let first = exponential(&mut self.workload_rng, 1.0 / self.sc.arrival_rate_per_ms());
         self.q.push(first, Event::Arrival);
@@ -318,6 +348,12 @@ impl<'a> Sim<'a> {
                 }
                 self.next_load_event(t, Event::LoadReport { router });
             }
+            Event::BusPublish { replica } => {
+                if let Arm::Remote(r) = &mut *self.arm {
+                    r.publish_load(replica, t);
+                }
+                self.next_load_event(t, Event::BusPublish { replica });
+            }
             Event::LoadView { router } => {
                 if let Arm::Embedded(e) = &mut *self.arm {
                     e.load_view(router, t, self.scorer.one_way_ms());
@@ -345,6 +381,15 @@ impl<'a> Sim<'a> {
                         self.telemetry_in_transit.push(Some(batch));
                         self.q.push(
                             t + self.sc.telemetry_delay_ms + self.view_stream_ms(),
+                            Event::TelemetryArrive {
+                                batch: self.telemetry_in_transit.len() - 1,
+                            },
+                        );
+                    } else if self.replicas > 1 {
+                        // The agents publish on the bus: one hop more.
+                        self.telemetry_in_transit.push(Some(batch));
+                        self.q.push(
+                            t + self.sc.telemetry_delay_ms + self.bus_one_way_ms,
                             Event::TelemetryArrive {
                                 batch: self.telemetry_in_transit.len() - 1,
                             },

@@ -4,6 +4,8 @@
 //!   `scorer_cores` cores and one FIFO queue shared by every router. A call
 //!   crosses half the round trip, waits for a core, is handled for a time
 //!   drawn from the calibration ([`crate::calibration`]) and crosses back.
+//!   With several service replicas each has `scorer_cores` cores and a
+//!   queue of its own.
 //! - [`Outbox`]: each router's buffered outcomes, sent as one batch at the
 //!   next tick of its `feedback_flush_ms` clock or as soon as
 //!   `feedback_batch_max` are waiting, arriving half a round trip later.
@@ -16,10 +18,11 @@ use rand_chacha::ChaCha8Rng;
 use crate::calibration::HttpScoreCalibration;
 use crate::scenario::Scenario;
 
-/// The simulated scorer's cores and queue.
+/// The simulated scorer's cores and queue (per replica).
 #[derive(Debug, Clone)]
 pub struct RemoteScorer {
-    free_at_ms: Vec<f64>,
+    /// Per replica: when each of its cores is next free, ms.
+    free_at_ms: Vec<Vec<f64>>,
     one_way_ms: f64,
     scale: f64,
     calibration: &'static HttpScoreCalibration,
@@ -31,7 +34,7 @@ impl RemoteScorer {
     /// its own random stream `seed`.
     pub fn new(sc: &Scenario, calibration: &'static HttpScoreCalibration, seed: u64) -> Self {
         Self {
-            free_at_ms: vec![0.0; sc.scorer_cores.max(1)],
+            free_at_ms: vec![vec![0.0; sc.scorer_cores.max(1)]],
             one_way_ms: sc.scorer_round_trip_us / 2_000.0,
             scale: sc.scorer_service_scale,
             calibration,
@@ -39,22 +42,35 @@ impl RemoteScorer {
         }
     }
 
+    /// `replicas` service replicas (at least one), each with the
+    /// scenario's `scorer_cores` cores and its own queue. The in-service
+    /// times come from the one random stream, in admission order.
+    #[must_use]
+    pub fn with_replicas(mut self, replicas: usize) -> Self {
+        let cores = self.free_at_ms[0].len();
+        self.free_at_ms = vec![vec![0.0; cores]; replicas.max(1)];
+        self
+    }
+
     /// One network crossing between a router and the scorer, ms.
     pub fn one_way_ms(&self) -> f64 {
         self.one_way_ms
     }
 
-    /// A call that reaches the scorer at `arrive_ms`: when a core starts on
-    /// it (the earliest free core, so calls are served in arrival order
-    /// when admitted in arrival order) and how long it holds the core, ms.
-    pub fn admit(&mut self, arrive_ms: f64) -> (f64, f64) {
+    /// A call that reaches replica `replica` (0 with one) at `arrive_ms`:
+    /// when one of its cores starts on it (the earliest free core, so calls
+    /// are served in arrival order when admitted in arrival order) and how
+    /// long it holds the core, ms.
+    pub fn admit(&mut self, replica: usize, arrive_ms: f64) -> (f64, f64) {
         let service_ms =
             self.calibration.in_service_at_us(self.rng.random::<f64>()) * self.scale / 1_000.0;
-        let core = (0..self.free_at_ms.len())
-            .min_by(|&a, &b| self.free_at_ms[a].total_cmp(&self.free_at_ms[b]))
+        let last = self.free_at_ms.len() - 1;
+        let free = &mut self.free_at_ms[replica.min(last)];
+        let core = (0..free.len())
+            .min_by(|&a, &b| free[a].total_cmp(&free[b]))
             .unwrap_or(0);
-        let start_ms = arrive_ms.max(self.free_at_ms[core]);
-        self.free_at_ms[core] = start_ms + service_ms;
+        let start_ms = arrive_ms.max(free[core]);
+        free[core] = start_ms + service_ms;
         (start_ms, service_ms)
     }
 }
@@ -206,21 +222,62 @@ mod tests {
         assert_eq!(s.one_way_ms(), 0.02);
         // Three calls at once: two cores start at once, the third waits
         // for the first free core.
-        let a = s.admit(1.0);
-        let b = s.admit(1.0);
-        let c = s.admit(1.0);
+        let a = s.admit(0, 1.0);
+        let b = s.admit(0, 1.0);
+        let c = s.admit(0, 1.0);
         assert!((a.0 - 1.0).abs() < 1e-12 && (b.0 - 1.0).abs() < 1e-12);
         assert!((a.1 - 0.06).abs() < 1e-12);
         assert!((c.0 - 1.06).abs() < 1e-12, "queued: {c:?}");
         // A call after both cores are free does not wait.
-        assert_eq!(s.admit(5.0).0, 5.0);
+        assert_eq!(s.admit(0, 5.0).0, 5.0);
         // One core: every call waits for the one before.
         sc.scorer_cores = 1;
         let mut one = RemoteScorer::new(&sc, cal(), 1);
-        let starts: Vec<f64> = (0..4).map(|_| one.admit(0.0).0).collect();
+        let starts: Vec<f64> = (0..4).map(|_| one.admit(0, 0.0).0).collect();
         for (i, s) in starts.iter().enumerate() {
             assert!((s - 0.06 * i as f64).abs() < 1e-12, "{starts:?}");
         }
+    }
+
+    #[test]
+    fn replicas_queue_each_at_their_own_cores() {
+        let sc = Scenario {
+            scorer_cores: 1,
+            scorer_round_trip_us: 40.0,
+            ..Scenario::default()
+        };
+        let mut s = RemoteScorer::new(&sc, cal(), 1).with_replicas(3);
+        // One call to each replica at once: each has its own free core.
+        for r in 0..3 {
+            assert_eq!(s.admit(r, 1.0).0, 1.0, "replica {r}");
+        }
+        // A second call to replica 1 waits for replica 1's core, though
+        // the others' would be as busy: no core is shared.
+        let again = s.admit(1, 1.0).0;
+        assert!((again - 1.06).abs() < 1e-12, "{again}");
+        // Replica 2's queue is not replica 1's: its next call waits for
+        // its own first call only.
+        assert!((s.admit(2, 1.03).0 - 1.06).abs() < 1e-12);
+        assert!((s.admit(1, 1.0).0 - 1.12).abs() < 1e-12);
+        // Three replicas are not three cores in one pool: with one pool a
+        // fourth call at once would wait 60 µs, here replica 0 still has
+        // one call queued at most.
+        let mut pooled = RemoteScorer::new(
+            &Scenario {
+                scorer_cores: 3,
+                ..sc.clone()
+            },
+            cal(),
+            1,
+        );
+        let pool: Vec<f64> = (0..4).map(|_| pooled.admit(0, 0.0).0).collect();
+        let mut split = RemoteScorer::new(&sc, cal(), 1).with_replicas(3);
+        let own: Vec<f64> = [0, 0, 1, 2]
+            .iter()
+            .map(|&r| split.admit(r, 0.0).0)
+            .collect();
+        assert_eq!(pool, [0.0, 0.0, 0.0, 0.06]);
+        assert_eq!(own, [0.0, 0.06, 0.0, 0.0]);
     }
 
     #[test]
@@ -231,7 +288,7 @@ mod tests {
             ..Scenario::default()
         };
         let mut s = RemoteScorer::new(&sc, cal(), 1);
-        assert_eq!(s.admit(3.0), (3.0, 0.0));
+        assert_eq!(s.admit(0, 3.0), (3.0, 0.0));
         assert_eq!(s.one_way_ms(), 0.0);
     }
 

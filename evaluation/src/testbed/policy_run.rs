@@ -133,7 +133,9 @@ fn picker(
                 .baselines_call_service
                 .then(|| (http.clone(), base.to_owned(), scorer_timeout)),
         }),
-        Kind::Oracle(_) | Kind::Embedded => Err(format!("{}: no HTTP picker", arm.name)),
+        Kind::Oracle(_) | Kind::Embedded | Kind::Replicas(_) => {
+            Err(format!("{}: no HTTP picker", arm.name))
+        }
     }
 }
 
