@@ -121,7 +121,8 @@ async fn telemetry_accepted_by_one_replica_reaches_the_other_and_a_newcomer_star
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drain_taken_by_one_replica_reaches_the_other_and_router_load_counts_on_both() {
+async fn a_drain_taken_by_one_replica_reaches_the_other_and_a_restarted_replica_and_router_load_counts_on_both()
+ {
     let nats = NatsServer::start(None);
     let (a, _ta) = replica(config(&nats.url(), "a")).await;
     let (b, _tb) = replica(config(&nats.url(), "b")).await;
@@ -149,6 +150,15 @@ async fn a_drain_taken_by_one_replica_reaches_the_other_and_router_load_counts_o
         )
         .await;
     assert_eq!(score["pick"], "w2", "{score}");
+
+    // Replica a restarted under its name finds the drain it took in the
+    // bucket, and its workers' last reports in the stream.
+    let (a2, _ta2) = replica(config(&nats.url(), "a")).await;
+    applied(&a2, 3).await;
+    let on_a2 = a2.state.engine.overrides(a2.clock.monotonic_ms());
+    assert_eq!(on_a2.len(), 1, "{on_a2:?}");
+    assert_eq!(on_a2[0].worker_id, "w1");
+    assert_eq!(reports_of(&a2, "w2"), 1);
 
     let load =
         json!({"router_id": "edge-1", "outstanding": [{"worker_id": "w2", "outstanding": 7}]});

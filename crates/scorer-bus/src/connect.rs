@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_nats::connection::State;
 use async_nats::jetstream::{self, kv, stream};
 use async_nats::{Client, ConnectOptions, HeaderMap};
-use scorer_engine::config::bus::BusConfig;
+use scorer_engine::config::bus::{BusConfig, BusCredential};
 
 use crate::counters::{BusCounters, Refusal};
 use crate::subject::{ORIGIN_HEADER, STATE_BUCKET, TELEMETRY_PREFIX, TELEMETRY_STREAM};
@@ -40,6 +40,10 @@ pub struct Bus {
     pub(crate) client: Client,
     pub(crate) js: jetstream::Context,
     pub(crate) replica: Arc<str>,
+    /// `<replica>/<instance>`: what this process writes as its origin. A
+    /// replica restarted under the same name is another instance, so it
+    /// applies what its previous life published (the overrides it took).
+    pub(crate) origin: Arc<str>,
     pub(crate) max_message_bytes: usize,
     pub(crate) counters: Arc<BusCounters>,
 }
@@ -57,15 +61,18 @@ impl Bus {
         let mut opts = ConnectOptions::new()
             .name(format!("scorer-{replica}"))
             .connection_timeout(Duration::from_millis(cfg.connect_timeout_ms));
-        if let (Some(u), Some(p)) = (&cfg.user, &cfg.password) {
-            opts = opts.user_and_password(u.clone(), p.clone());
+        let (credential, kinds) = cfg.credential();
+        if kinds > 1 {
+            tracing::warn!(
+                "several bus credentials are set; presenting one (nkey_seed, else token, else user/password)"
+            );
         }
-        if let Some(t) = &cfg.token {
-            opts = opts.token(t.clone());
-        }
-        if let Some(seed) = &cfg.nkey_seed {
-            opts = opts.nkey(seed.clone());
-        }
+        opts = match credential {
+            BusCredential::None => opts,
+            BusCredential::UserPassword(u, p) => opts.user_and_password(u.into(), p.into()),
+            BusCredential::Token(t) => opts.token(t.into()),
+            BusCredential::Nkey(seed) => opts.nkey(seed.into()),
+        };
         if let Some(ca) = &cfg.tls_ca_path {
             opts = opts.add_root_certificates(ca.clone()).require_tls(true);
         }
@@ -121,6 +128,7 @@ impl Bus {
             client,
             js,
             replica: Arc::from(replica),
+            origin: Arc::from(format!("{replica}/{}", instance()).as_str()),
             max_message_bytes: cfg.max_message_bytes,
             counters: Arc::default(),
         })
@@ -129,6 +137,11 @@ impl Bus {
     /// This replica's name on the bus.
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// What this process writes as its origin: `<replica>/<instance>`.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// What the bus refused, published, dropped and applied.
@@ -168,7 +181,7 @@ impl Bus {
             return;
         };
         let mut headers = HeaderMap::new();
-        headers.insert(ORIGIN_HEADER, &*self.replica);
+        headers.insert(ORIGIN_HEADER, &*self.origin);
         match self
             .client
             .publish_with_headers(subject, headers, body.into())
@@ -184,7 +197,7 @@ impl Bus {
         let origin = headers
             .and_then(|h| h.get(ORIGIN_HEADER))
             .map_or("", |v| v.as_str());
-        (origin != &*self.replica).then(|| Arc::from(origin))
+        (origin != &*self.origin).then(|| Arc::from(origin))
     }
 
     /// Whether `len` bytes fit `bus.max_message_bytes` (counted when not).
@@ -208,4 +221,12 @@ impl Bus {
         }
         parsed
     }
+}
+
+/// This process's instance: its start time and id, in hex.
+fn instance() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id())
 }

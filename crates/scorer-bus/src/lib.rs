@@ -15,7 +15,8 @@
 //!   ([`SharedOverrides`], [`OverridesFeed`]).
 //!
 //! Every message carries its publisher in the [`subject::ORIGIN_HEADER`]
-//! header (the overrides in their body), and a replica skips its own. A
+//! header (the overrides in their body), and a replica skips what its own
+//! process published ([`Bus::origin`]). A
 //! message larger than `bus.max_message_bytes`, not the JSON its subject
 //! calls for, or naming another worker or router than its subject is
 //! refused whole and counted ([`BusCounters`]); it is never applied.

@@ -16,7 +16,7 @@ const KIND: &str = "overrides";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedOverrides {
-    /// The replica that wrote it.
+    /// The instance that wrote it (`<replica>/<instance>`).
     pub origin: String,
     /// Its wall clock when it wrote it, Unix ms: a reader adds the time
     /// since to every override's `age_ms` and takes it from `remaining_ms`.
@@ -108,7 +108,7 @@ impl OverridesFeed {
             let Some(table) = self.bus.parse::<SharedOverrides>(KIND, &entry.value) else {
                 continue;
             };
-            if table.origin == *self.bus.replica {
+            if table.origin == *self.bus.origin {
                 continue;
             }
             return Some(Received {

@@ -40,6 +40,8 @@ pub struct BusConfig {
     /// NATS token (secret), instead of `user`/`password`.
     pub token: Option<String>,
     /// NATS nkey seed (secret, starts with `SU`), instead of the others.
+    /// With several kinds set, one is used: `nkey_seed`, else `token`, else
+    /// `user`/`password` ([`BusConfig::credential`]).
     pub nkey_seed: Option<String>,
     /// PEM file of the CA that signs the NATS server's certificate; set, the
     /// connection must use TLS.
@@ -75,7 +77,36 @@ impl Default for BusConfig {
     }
 }
 
+/// The one credential the replica presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusCredential<'a> {
+    /// None: the server must be open.
+    None,
+    /// `user` and `password`.
+    UserPassword(&'a str, &'a str),
+    /// `token`.
+    Token(&'a str),
+    /// `nkey_seed`.
+    Nkey(&'a str),
+}
+
 impl BusConfig {
+    /// The credential presented: `nkey_seed`, else `token`, else
+    /// `user`/`password`; the count of kinds set is the second value (a
+    /// replica warns when it is above 1).
+    pub fn credential(&self) -> (BusCredential<'_>, usize) {
+        let set = usize::from(self.nkey_seed.is_some())
+            + usize::from(self.token.is_some())
+            + usize::from(self.user.is_some());
+        let c = match (&self.nkey_seed, &self.token, &self.user, &self.password) {
+            (Some(seed), _, _, _) => BusCredential::Nkey(seed),
+            (None, Some(t), _, _) => BusCredential::Token(t),
+            (None, None, Some(u), Some(p)) => BusCredential::UserPassword(u, p),
+            _ => BusCredential::None,
+        };
+        (c, set)
+    }
+
     /// Whether the bus is on.
     pub fn enabled(&self) -> bool {
         !self.nats_url.trim().is_empty()
@@ -84,9 +115,9 @@ impl BusConfig {
     /// Check every value; `Err((key, reason))` names the first offending key.
     ///
     /// # Errors
-    /// A URL that is not `nats://` or `tls://`, or carries credentials; two
-    /// kinds of credential at once; a user without a password; a malformed
-    /// replica id or nkey seed; a limit out of range.
+    /// A URL that is not `nats://` or `tls://`, or carries credentials; a
+    /// user without a password; a malformed replica id or nkey seed; a
+    /// limit out of range.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         for url in self
             .nats_url
@@ -115,17 +146,6 @@ impl BusConfig {
             return Err((
                 "bus.replica_id",
                 "must be 1..=32 bytes of ASCII letters, digits, `-`, `_` and `.`".to_owned(),
-            ));
-        }
-        let kinds = [
-            self.user.is_some() || self.password.is_some(),
-            self.token.is_some(),
-            self.nkey_seed.is_some(),
-        ];
-        if kinds.iter().filter(|k| **k).count() > 1 {
-            return Err((
-                "bus.user",
-                "set one of user/password, token or nkey_seed, not several".to_owned(),
             ));
         }
         if self.user.is_some() != self.password.is_some() {
@@ -182,7 +202,22 @@ mod tests {
     }
 
     #[test]
-    fn credentials_in_the_url_or_two_kinds_at_once_are_refused() {
+    fn one_credential_is_presented_the_nkey_first() {
+        let mut c = BusConfig {
+            token: Some("t".into()),
+            user: Some("u".into()),
+            password: Some("p".into()),
+            ..BusConfig::default()
+        };
+        assert_eq!(c.credential(), (BusCredential::Token("t"), 2));
+        c.token = None;
+        assert_eq!(c.credential(), (BusCredential::UserPassword("u", "p"), 1));
+        c.password = None;
+        assert_eq!(c.validate().unwrap_err().0, "bus.user");
+    }
+
+    #[test]
+    fn credentials_in_the_url_or_a_bad_replica_id_are_refused() {
         let c = BusConfig {
             nats_url: "nats://u:p@127.0.0.1:4222".into(),
             ..BusConfig::default()
@@ -193,14 +228,6 @@ mod tests {
             ..BusConfig::default()
         };
         assert_eq!(c.validate().unwrap_err().0, "bus.nats_url");
-        let c = BusConfig {
-            nats_url: "nats://127.0.0.1:4222".into(),
-            token: Some("t".into()),
-            user: Some("u".into()),
-            password: Some("p".into()),
-            ..BusConfig::default()
-        };
-        assert_eq!(c.validate().unwrap_err().0, "bus.user");
         let c = BusConfig {
             nats_url: "nats://127.0.0.1:4222, tls://b:4222".into(),
             replica_id: "replica 1".into(),

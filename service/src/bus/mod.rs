@@ -143,7 +143,7 @@ async fn publish(st: AppState, mut rx: mpsc::Receiver<Outgoing>) {
             Outgoing::Load(report) => link.bus.publish_load(&report).await,
             Outgoing::Overrides => {
                 let table = SharedOverrides {
-                    origin: link.bus.replica().to_owned(),
+                    origin: link.bus.origin().to_owned(),
                     written_unix_ms: st.clock.wall_ms(),
                     config_hash: st.engine.config_hash().to_string(),
                     overrides: st.engine.overrides(st.clock.monotonic_ms()),
