@@ -1,6 +1,7 @@
 //! `evaluate all`: every simulator scenario, the testbed `pause`,
-//! `kill-restart`, `drain`, `loaded` and `scorer-down` scenarios, the targets
-//! ([`crate::targets`]) and `EVALUATION.md`.
+//! `kill-restart`, `drain`, `loaded`, `scorer-down`, `cache` and
+//! `many-routers` scenarios, the targets ([`crate::targets`]) and
+//! `EVALUATION.md`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,13 +24,14 @@ pub const ALL_DURATION_S: f64 = 60.0;
 const TESTBED_REPORT_INTERVAL_MS: f64 = agent::config::DEFAULT_INTERVAL_MS as f64;
 
 /// The testbed scenarios `evaluate all` runs.
-pub const TESTBED_SCENARIOS: [&str; 6] = [
+pub const TESTBED_SCENARIOS: [&str; 7] = [
     "pause",
     "kill-restart",
     "drain",
     "loaded",
     "scorer-down",
     "cache",
+    crate::testbed::many_routers::NAME,
 ];
 
 /// How long `scorer-down` keeps the service away in `evaluate all`, ms.
@@ -174,13 +176,16 @@ fn is_locality_baseline(name: &str) -> bool {
 pub const SIM_ONLY_IN_ALL: [&str; 3] = ["round-robin", "random", "model-retrained"];
 
 /// The arms of `policies` that the testbed runs on `scenario` in
-/// `evaluate all`.
+/// `evaluate all` (`many-routers`: only its own arms, the embedded
+/// balancer and the baselines it is checked against).
 fn testbed_policies(policies: &[String], scenario: &str) -> Vec<String> {
     let caches = scenario == crate::testbed::cache::NAME;
+    let many = scenario == crate::testbed::many_routers::NAME;
     policies
         .iter()
         .filter(|p| {
-            !SIM_ONLY.contains(&p.as_str())
+            (!many || crate::testbed::many_routers::ARMS.contains(&p.as_str()))
+                && !SIM_ONLY.contains(&p.as_str())
                 && !SIM_ONLY_IN_ALL.contains(&p.as_str())
                 && (caches || !is_locality_baseline(p))
         })
@@ -371,11 +376,17 @@ pub fn evaluation_markdown(
          held-out seed. In the `many-routers` scenarios each baseline runs one independent instance per router \
          (as a sidecar does), the service arms share one scorer whose queue every router's calls wait in, \
          and `service-embedded` runs one balancer per router, which learns the others' load, with its age, \
-         and, where workers cache, the keys they routed, from the view stream.\n",
+         and, where workers cache, the keys they routed, from the view stream. \
+         The testbed's `many-routers` runs {tb_routers} real load generators at once against the same Redis workers, \
+         each with its own connections, random streams and router token: in `service-embedded` each embeds its own \
+         balancer, which follows the real service's `GET /v1/view` and reports its outstanding picks (`POST /v1/router/load`); \
+         each baseline router counts only its own requests. Herding there counts, per 5 ms from the common start, \
+         the distinct routers whose picks went to the same worker.\n",
         default_policy = scorer_engine::config::Config::default()
             .selection
             .default_policy,
         logging = crate::arms::model::RETRAIN_LOGGING_ARM,
+        tb_routers = crate::testbed::many_routers::DEFAULT_ROUTERS,
         offset = crate::arms::model::RETRAIN_SEED_OFFSET,
         budget = crate::arms::model::SIM_BUDGET_US,
         results = rel(out, base),
@@ -431,7 +442,11 @@ pub fn evaluation_markdown(
     for (name, run) in testbeds {
         match run {
             Ok((r, _)) => {
-                target_line(&mut s, &targets::testbed_service_target(r));
+                // With several routers the check is the embedded arm's
+                // (below); the central `service` arm is not among its arms.
+                if r.routers <= 1 {
+                    target_line(&mut s, &targets::testbed_service_target(r));
+                }
                 if name == "pause" {
                     target_line(&mut s, &targets::testbed_pause_target(r));
                 }
@@ -564,5 +579,10 @@ mod tests {
                 .iter()
                 .any(|p| p == "oracle" || p == "model-retrained")
         );
+        let mut many = testbed_policies(&all, crate::testbed::many_routers::NAME);
+        many.sort();
+        let mut arms = crate::testbed::many_routers::ARMS.map(str::to_owned);
+        arms.sort();
+        assert_eq!(many, arms);
     }
 }

@@ -2,6 +2,8 @@
 //! each router by the embedded balancer: against the best baseline in
 //! every simulator scenario and on every testbed scenario, under the same
 //! rules as the `service` arm (its pick time charged, its view delayed).
+//! On the testbed with several routers, each embedding its own balancer,
+//! the baselines run one instance per router.
 
 use super::{TargetCheck, arm_vs_best_baseline};
 use crate::runner::ScenarioResults;
@@ -33,6 +35,19 @@ pub fn embedded_testbed_factor(scenario: &str) -> Option<f64> {
     (scenario == "cache").then_some(0.8)
 }
 
+/// How a testbed run's target is labelled: by its scenario, and with
+/// several routers as the several-routers check.
+fn testbed_label(r: &ScenarioResults) -> String {
+    if r.routers > 1 {
+        format!(
+            "Testbed, several routers (`{}`, {} routers, each embedding its own balancer; each baseline one instance per router)",
+            r.scenario, r.routers
+        )
+    } else {
+        format!("testbed {}", r.scenario)
+    }
+}
+
 /// One target per simulator scenario in `sims` and per testbed scenario in
 /// `testbeds` where the embedded arm ran: p99 ≤ factor × the best
 /// baseline's (1.0 on the testbed), errors ≤ the lowest of theirs.
@@ -47,7 +62,7 @@ pub fn embedded_targets(
     });
     let testbed = testbeds.iter().filter(ran).map(|r| {
         let k = embedded_testbed_factor(&r.scenario);
-        arm_vs_best_baseline(r, EMBEDDED_ARM, k, &format!("testbed {}", r.scenario))
+        arm_vs_best_baseline(r, EMBEDDED_ARM, k, &testbed_label(r))
     });
     sim.chain(testbed).collect()
 }
@@ -80,5 +95,36 @@ mod tests {
         assert_eq!(met, [true, true, false, false]);
         assert!(t[2].target.contains("0.8 × "), "{}", t[2].target);
         assert!(t[3].target.starts_with("testbed pause"), "{}", t[3].target);
+    }
+
+    #[test]
+    fn the_testbed_several_routers_check_needs_the_p99_and_the_errors() {
+        let many = |embedded_p99: f64, embedded_errors: f64| {
+            let mut r = run("many-routers", embedded_p99);
+            r.mode = "testbed".to_owned();
+            r.routers = 4;
+            r.policies[0].name = "least-request-all".to_owned();
+            let mut p2c = PolicyResult::test_ran("p2c-least-request", 12.0);
+            p2c.error_rate = Some(0.001);
+            r.policies.push(p2c);
+            r.policies[1].error_rate = Some(embedded_errors);
+            r
+        };
+        let (under, over, failing) = (many(9.5, 0.0), many(10.5, 0.0), many(9.5, 0.01));
+        let t = embedded_targets(&[], &[&under, &over, &failing]);
+        let met: Vec<bool> = t.iter().map(|t| t.met).collect();
+        assert_eq!(met, [true, false, false]);
+        assert!(
+            t[0].target
+                .starts_with("Testbed, several routers (`many-routers`, 4 routers"),
+            "{}",
+            t[0].target
+        );
+        assert!(
+            t[1].measured.contains("least-request-all"),
+            "{}",
+            t[1].measured
+        );
+        assert!(t[2].measured.contains("errors 1.000%"), "{}", t[2].measured);
     }
 }

@@ -51,6 +51,20 @@ impl RunCredentials {
             admin: with(&admin)?,
         })
     }
+
+    /// A fresh token for one more router, named `id` in `config`'s
+    /// `[auth.router]`: with several routers each reports its load under
+    /// its own id, which the service binds to its credential.
+    ///
+    /// # Errors
+    /// A token the client library refuses (never, for hex).
+    pub fn add_router(config: &mut Config, id: &str) -> Result<Credentials, String> {
+        let t = token();
+        config.auth.router.insert(id.into(), t.clone());
+        Credentials::none()
+            .with_token(&t)
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +88,12 @@ mod tests {
         assert!(
             scorer_engine::config::auth::check_exposure(far, &c.auth, None, false, false).is_ok()
         );
+        let other = RunCredentials::add_router(&mut c, "testbed-router-1").unwrap();
+        assert!(other.has_token());
+        assert_ne!(
+            c.auth.router["testbed-router-1"],
+            c.auth.router[ROUTER_NAME]
+        );
+        assert!(c.validate().is_ok());
     }
 }

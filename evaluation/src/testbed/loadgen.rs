@@ -68,8 +68,20 @@ pub fn key(rank: usize) -> String {
     format!("user:{rank}:profile")
 }
 
-/// Run the load against `n` workers.
+/// Run the load against `n` workers, timed from now.
 pub async fn run<R: Route, B: Backend>(route: R, backend: B, n: usize, load: &Load) -> Run {
+    run_from(route, backend, n, load, Instant::now()).await
+}
+
+/// Run the load against `n` workers, its arrivals and every time it
+/// records counted from `start` (several routers share one start).
+pub async fn run_from<R: Route, B: Backend>(
+    route: R,
+    backend: B,
+    n: usize,
+    load: &Load,
+    start: Instant,
+) -> Run {
     let mut rng = ChaCha8Rng::seed_from_u64(load.seed);
     let mut cost_rng = ChaCha8Rng::seed_from_u64(load.seed ^ COST_STREAM);
     let zipf = Zipf::new(load.keys, 0.99);
@@ -95,7 +107,7 @@ pub async fn run<R: Route, B: Backend>(route: R, backend: B, n: usize, load: &Lo
         n,
         timeout: load.timeout,
     });
-    let clock = Wall(Instant::now());
+    let clock = Wall(start);
     let mut tasks = JoinSet::new();
     let mut out = Run::default();
     let mut next = 0.0f64;

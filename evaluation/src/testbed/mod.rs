@@ -9,7 +9,8 @@
 //! the fault ([`faults`]) is injected at `fault_at_s` into worker 0 for
 //! `fault_ms` (the [`loaded`] scenario has none: worker 0 is slow
 //! throughout; nor has [`cache`]: the workers are caches before an
-//! origin, warmed before measuring), and everything stops by itself. Processes are stopped by
+//! origin, warmed before measuring; nor has [`many_routers`]: several
+//! routers send at once), and everything stops by itself. Processes are stopped by
 //! pid on drop.
 //!
 //! What a user sees is measured, the same way for every arm
@@ -27,10 +28,12 @@ mod embedded;
 pub mod faults;
 pub mod loaded;
 pub mod loadgen;
+pub mod many_routers;
 pub mod picker;
 mod policy_run;
 pub mod procs;
 pub mod request;
+mod routers_run;
 mod summary;
 
 use std::path::PathBuf;
@@ -54,7 +57,11 @@ pub struct TestbedArgs {
     /// or `loaded`: real service times, one slow worker, 70% of capacity
     /// offered (`--rate` and the fault flags unused); or `cache`: the
     /// workers are LRU caches read cache-aside from an origin, the first
-    /// 4 s of `--duration-s` warm them (the fault flags unused).
+    /// 4 s of `--duration-s` warm them (the fault flags unused); or
+    /// `many-routers`: `--routers` independent routers at once, real
+    /// service times on identical workers, 70% of capacity offered (`--rate`
+    /// and the fault flags unused; default arms `service-embedded`,
+    /// `least-request-all`, `p2c-least-request`).
     #[arg(long, default_value = "pause")]
     pub scenario: String,
     /// Output directory.
@@ -99,6 +106,10 @@ pub struct TestbedArgs {
     /// this shared host without the scorer's routing.
     #[arg(long)]
     pub baselines_call_service: bool,
+    /// Independent routers in `many-routers` (each its own load generator,
+    /// connections, random streams and, embedded, balancer).
+    #[arg(long, default_value_t = many_routers::DEFAULT_ROUTERS)]
+    pub routers: usize,
 }
 
 /// The router's feedback flush interval, ms: the low end of the API docs'
@@ -124,6 +135,7 @@ impl TestbedArgs {
             seed: 1,
             feedback_flush_ms: DEFAULT_FEEDBACK_FLUSH_MS,
             baselines_call_service: false,
+            routers: many_routers::DEFAULT_ROUTERS,
         }
     }
 }
@@ -180,6 +192,13 @@ impl TestbedArgs {
                 self.duration_s
             ));
         }
+        if !(1..=many_routers::MAX_ROUTERS).contains(&self.routers) {
+            return Err(format!(
+                "--routers must be in 1..={}, got {}",
+                many_routers::MAX_ROUTERS,
+                self.routers
+            ));
+        }
         if self.timeout_ms == 0 {
             return Err("--timeout-ms must be at least 1".to_owned());
         }
@@ -229,21 +248,26 @@ pub fn run_cli(args: &TestbedArgs, command: &str) -> Result<(), String> {
 /// redis-server missing, a service or agent that cannot start, unknown names.
 pub fn run(args: &TestbedArgs) -> Result<ScenarioResults, String> {
     if !faults::FAULTS.contains(&args.scenario.as_str())
-        && args.scenario != loaded::NAME
-        && args.scenario != cache::NAME
+        && ![loaded::NAME, cache::NAME, many_routers::NAME].contains(&args.scenario.as_str())
     {
         return Err(format!(
-            "unknown testbed scenario `{}`: expected one of {}, {}, {}",
+            "unknown testbed scenario `{}`: expected one of {}, {}, {}, {}",
             args.scenario,
             faults::FAULTS.join(", "),
             loaded::NAME,
-            cache::NAME
+            cache::NAME,
+            many_routers::NAME
         ));
     }
+    let default_arms: &[&str] = if args.scenario == many_routers::NAME {
+        &many_routers::ARMS
+    } else {
+        &arms::POLICIES
+    };
     let names: Vec<String> = args
         .policies
         .clone()
-        .unwrap_or_else(|| arms::POLICIES.iter().map(|s| (*s).to_owned()).collect());
+        .unwrap_or_else(|| default_arms.iter().map(|s| (*s).to_owned()).collect());
     arms::check_names(&names)?;
     args.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -281,6 +305,7 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
     faults::prepare(&args.scenario, &workers[0]).await?;
     let is_loaded = args.scenario == loaded::NAME;
     let is_cache = args.scenario == cache::NAME;
+    let is_many = args.scenario == many_routers::NAME;
     let mut origin = None;
     let mut cache_note = String::new();
     if is_cache {
@@ -291,11 +316,13 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
     }
     let origin_port = origin.as_ref().map(|o| o.port);
     // The fault window, ms (none in `loaded`: worker 0 is slow throughout;
-    // none in `cache`) and none on a worker when the service is what fails.
-    let fault = (!is_loaded && !is_cache && args.scenario != faults::SCORER_DOWN).then(|| {
-        let from = args.fault_at_s * 1000.0;
-        (0, from, from + args.fault_ms as f64)
-    });
+    // none in `cache` nor in `many-routers`) and none on a worker when the
+    // service is what fails.
+    let fault =
+        (!is_loaded && !is_cache && !is_many && args.scenario != faults::SCORER_DOWN).then(|| {
+            let from = args.fault_at_s * 1000.0;
+            (0, from, from + args.fault_ms as f64)
+        });
     let cores = summary::shared_cores();
     let mut out = ScenarioResults {
         mode: "testbed".to_owned(),
@@ -305,9 +332,15 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
         seeds: Vec::new(),
         workers: n,
         duration_s: measured_s(args),
-        load: if is_loaded { loaded::LOAD } else { 0.0 },
-        routers: 1,
-        impaired_worker: (!is_cache).then_some(0),
+        load: if is_loaded {
+            loaded::LOAD
+        } else if is_many {
+            many_routers::LOAD
+        } else {
+            0.0
+        },
+        routers: if is_many { args.routers } else { 1 },
+        impaired_worker: (!is_cache && !is_many).then_some(0),
         parameters: None,
         service_config_default: true,
         policies: Vec::new(),
@@ -345,21 +378,27 @@ async fn run_async(args: &TestbedArgs, names: &[String]) -> Result<ScenarioResul
             }
         }
         let run = run_policy(args, arm, &setup, &mut workers).await?;
-        let rec = summary::record(&run.load, n, measured_s(args) * 1000.0, summary::WINDOW_MS);
+        let mut rec = summary::record(&run.load, n, measured_s(args) * 1000.0, summary::WINDOW_MS);
+        rec.herding = run.herding;
         let mut p = summary::policy_result(name, &rec, &run.load, fault, cores);
         p.cache = run
             .cache
             .as_ref()
             .map(|c| crate::cache_summary::CacheSummary::from_redis(c, cache::VALUE_BYTES));
         p.redis_cache = run.cache;
-        p.model = run.hub.map(|h| {
-            arms::model::ModelArmInfo::from_hub(
-                &h,
-                &arms::selection_policy(name, &Config::default()),
-                None,
-                retrained.as_ref().map(|r| r.info.clone()),
-            )
-        });
+        p.model = many_routers::merge_model_infos(
+            run.hubs
+                .iter()
+                .map(|h| {
+                    arms::model::ModelArmInfo::from_hub(
+                        h,
+                        &arms::selection_policy(name, &Config::default()),
+                        None,
+                        retrained.as_ref().map(|r| r.info.clone()),
+                    )
+                })
+                .collect(),
+        );
         eprintln!(
             "testbed {} {name}: {} requests, p99 {} ms, pick p50/p99 {}/{} µs, {} scorer errors, {} retries, {:.1} s",
             args.scenario,

@@ -23,6 +23,7 @@ use super::conns::Conns;
 use super::drain::{DRAIN, Drainer};
 use super::embedded::EmbeddedPicker;
 use super::loadgen::{self, Load};
+use super::many_routers;
 use super::picker::Picker;
 use super::procs::RedisProc;
 use super::{TestbedArgs, faults, loaded};
@@ -47,10 +48,12 @@ pub(super) struct Setup {
 
 /// What one arm's run saw.
 pub(super) struct PolicyRun {
-    /// The load's requests and the router's counters.
+    /// The load's requests and the router's counters (every router's).
     pub load: loadgen::Run,
-    /// The arm's model hub, if it has one.
-    pub hub: Option<Arc<ModelHub>>,
+    /// With several routers: how many picked the same worker at once.
+    pub herding: Option<f64>,
+    /// The arm's model hubs: the service's, or one per embedded balancer.
+    pub hubs: Vec<Arc<ModelHub>>,
     /// The `cache` scenario's figures over the measured run.
     pub cache: Option<CacheResult>,
 }
@@ -80,21 +83,19 @@ pub(super) async fn retrain(
         .map_err(|e| e.to_string())?
 }
 
-/// `service-embedded`: decides in this process with `config` (and `hub`),
-/// following the service's view stream at `base`.
+/// `service-embedded`: decides in this process with `config` (and `hub`)
+/// as router `router_id`, following the service's view stream at `base`.
 fn embedded_picker(
     config: &Config,
+    router_id: &str,
     n: usize,
     http: &reqwest::Client,
     base: &str,
     seed: u64,
     hub: Option<Arc<ModelHub>>,
 ) -> Result<Picker, String> {
-    let mut b = Balancer::new(
-        config.clone(),
-        BalancerConfig::new(super::credentials::ROUTER_NAME),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut b =
+        Balancer::new(config.clone(), BalancerConfig::new(router_id)).map_err(|e| e.to_string())?;
     if let Some(hub) = hub {
         b = b.with_models(hub);
     }
@@ -106,10 +107,11 @@ fn embedded_picker(
 /// How `arm` picks, calling the service at `base` when it is a service
 /// arm (or, diagnostic, a baseline with `--baselines-call-service`); the
 /// model arms pick as the shipped service does (the model is the setup's).
+/// A baseline's random choices come from `seed`.
 fn picker(
     args: &TestbedArgs,
     arm: &ArmSpec,
-    setup: &Setup,
+    seed: u64,
     n: usize,
     http: &reqwest::Client,
     base: &str,
@@ -125,7 +127,7 @@ fn picker(
         Kind::Local(make) => Ok(Picker::Baseline {
             router: Arc::new(Mutex::new((
                 make(n),
-                ChaCha8Rng::seed_from_u64(setup.seed ^ 0x0b0c),
+                ChaCha8Rng::seed_from_u64(seed ^ 0x0b0c),
             ))),
             score_call: args
                 .baselines_call_service
@@ -135,17 +137,17 @@ fn picker(
     }
 }
 
-/// The measured load of one run: the `loaded` scenario offers its share
-/// of the workers' capacity; the others offer `--rate` (`cache`: after its
-/// warm-up, over its key space).
+/// The measured load of one run: the `loaded` and `many-routers`
+/// scenarios offer their share of the workers' capacity (`many-routers`:
+/// in all, split over its routers by the caller); the others offer
+/// `--rate` (`cache`: after its warm-up, over its key space).
 fn load(args: &TestbedArgs, setup: &Setup, n: usize) -> Load {
-    let is_loaded = args.scenario == loaded::NAME;
     let is_cache = args.scenario == cache::NAME;
     Load {
-        rate: if is_loaded {
-            loaded::rate(n)
-        } else {
-            args.rate
+        rate: match args.scenario.as_str() {
+            loaded::NAME => loaded::rate(n),
+            many_routers::NAME => many_routers::rate(n),
+            _ => args.rate,
         },
         duration: Duration::from_secs_f64(super::measured_s(args)),
         timeout: Duration::from_millis(args.timeout_ms),
@@ -188,6 +190,16 @@ pub(super) async fn run_policy(
     }
     let mut config = Config::default();
     let credentials = super::credentials::RunCredentials::install(&mut config)?;
+    // Several routers: each its own token and id, as separate processes.
+    let many = args.scenario == many_routers::NAME;
+    let mut router_credentials = Vec::new();
+    if many {
+        for i in 0..args.routers {
+            let id = many_routers::router_id(i);
+            let c = super::credentials::RunCredentials::add_router(&mut config, &id)?;
+            router_credentials.push((id, c));
+        }
+    }
     let hub = match &setup.model_dir {
         Some(dir) => Some(model::load_hub(dir, config.model.budget_us, &config)?),
         None => None,
@@ -231,25 +243,48 @@ pub(super) async fn run_policy(
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    // The embedded arm's balancer loads its own copy of the model: its
-    // counters are the arm's, not the service's.
+    // Each embedded balancer loads its own copy of the model: its counters
+    // are the arm's, not the service's.
     let embedded = matches!(arm.kind, Kind::Embedded);
-    let embedded_hub = match &setup.model_dir {
-        Some(dir) if embedded => Some(model::load_hub(dir, config.model.budget_us, &config)?),
-        _ => None,
+    let embedded_hub = || match &setup.model_dir {
+        Some(dir) if embedded => model::load_hub(dir, config.model.budget_us, &config).map(Some),
+        _ => Ok(None),
     };
-    let arm_hub = embedded_hub.clone().or_else(|| hub.clone());
     let admin_http = credentials
         .admin
         .apply(reqwest::Client::builder())
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    let picker = if embedded {
-        embedded_picker(&config, n, &http, &base, setup.seed, embedded_hub)?
+    // One router (the default), or one per id, each with its own client.
+    let mut routers = Vec::new();
+    if many {
+        for (i, (id, c)) in router_credentials.iter().enumerate() {
+            let client = c
+                .apply(reqwest::Client::builder())
+                .timeout(Duration::from_secs(2))
+                .build()
+                .map_err(|e| e.to_string())?;
+            routers.push((id.clone(), client, many_routers::router_seed(setup.seed, i)));
+        }
     } else {
-        picker(args, arm, setup, n, &http, &base)?
-    };
+        let id = super::credentials::ROUTER_NAME.to_owned();
+        routers.push((id, http.clone(), setup.seed));
+    }
+    let mut pickers = Vec::with_capacity(routers.len());
+    let mut arm_hubs = Vec::new();
+    for (id, client, seed) in &routers {
+        pickers.push(if embedded {
+            let h = embedded_hub()?;
+            arm_hubs.extend(h.clone());
+            embedded_picker(&config, id, n, client, &base, *seed, h)?
+        } else {
+            picker(args, arm, *seed, n, client, &base)?
+        });
+    }
+    if !embedded {
+        arm_hubs.extend(hub.clone());
+    }
     // The service and the agent get their own runtimes, so the load
     // generator's tasks cannot starve them (and the other way round); the
     // service's goes whole when `scorer-down` stops it, connections and all.
@@ -308,10 +343,27 @@ pub(super) async fn run_policy(
         let _ = agent_stop_rx.await;
     }));
     let mut ready = wait_all_reported(&http, &base, n, Duration::from_secs(10)).await;
-    if let Picker::Embedded(e) = &picker {
-        ready = ready && e.wait_for_view(Duration::from_secs(5)).await;
+    for p in &pickers {
+        if let Picker::Embedded(e) = p {
+            ready = ready && e.wait_for_view(Duration::from_secs(5)).await;
+        }
     }
-    let result = if ready {
+    let result = if !ready {
+        Err("the agent's telemetry did not reach the service within 10 s".to_owned())
+    } else if many {
+        let loads = many_routers::split(&load(args, setup, n), pickers.len());
+        let ports: Vec<u16> = workers.iter().map(|w| w.port).collect();
+        let service_ms = many_routers::service_ms(n);
+        let pickers = std::mem::take(&mut pickers);
+        super::routers_run::run_routers(pickers, loads, &ports, &service_ms, DRAIN_LIMIT)
+            .await
+            .map(|merged| PolicyRun {
+                load: merged.run,
+                herding: merged.herding,
+                hubs: arm_hubs,
+                cache: None,
+            })
+    } else if let Some(picker) = pickers.pop() {
         let is_loaded = args.scenario == loaded::NAME;
         let mut conns = Conns::new(
             workers.iter().map(|w| w.port).collect(),
@@ -391,11 +443,12 @@ pub(super) async fn run_policy(
         }
         Ok(PolicyRun {
             load: run,
-            hub: arm_hub,
+            herding: None,
+            hubs: arm_hubs,
             cache,
         })
     } else {
-        Err("the agent's telemetry did not reach the service within 10 s".to_owned())
+        Err("no router".to_owned())
     };
     let _ = agent_stop_tx.send(());
     let _ = agent_task.await;

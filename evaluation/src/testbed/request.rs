@@ -272,6 +272,8 @@ pub struct Ctx<R, B> {
 pub struct Attempt {
     /// The picked worker.
     pub worker: usize,
+    /// When the pick began, ms since the load started.
+    pub picked_ms: f64,
     /// The pick (the scorer call, or the baseline's in-process pick), µs.
     pub pick_us: f64,
     /// The Redis operation, ms (the timeout when it timed out).
@@ -345,6 +347,7 @@ pub async fn serve<R: Route, B: Backend>(
         ctx.route.report(&ctx.feedback, done).await;
         attempts.push(Attempt {
             worker,
+            picked_ms: t0,
             pick_us: (t1 - t0) * 1000.0,
             op_ms,
             ended,

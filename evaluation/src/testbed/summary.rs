@@ -3,7 +3,7 @@
 //! router's counters, the host's cores, and the description.
 
 use super::request::Ended;
-use super::{TestbedArgs, faults, loaded, loadgen, picker};
+use super::{TestbedArgs, faults, loaded, loadgen, many_routers, picker};
 use crate::run_summary::PolicyResult;
 use crate::sim::RunRecord;
 
@@ -75,6 +75,12 @@ pub(super) fn describe(args: &TestbedArgs, cores: usize, cache_note: &str) -> St
             args.duration_s,
             super::measured_s(args),
         )
+    } else if args.scenario == many_routers::NAME {
+        many_routers::describe(
+            n,
+            args.routers,
+            std::time::Duration::from_secs_f64(args.duration_s),
+        )
     } else if args.scenario == loaded::NAME {
         format!(
             "open-loop Poisson load {:.0} req/s for {:.0} s per policy, 10% SET; {}",
@@ -135,6 +141,7 @@ mod tests {
     fn attempt(worker: usize, pick_us: f64, ended: Ended) -> Attempt {
         Attempt {
             worker,
+            picked_ms: 0.0,
             pick_us,
             op_ms: 1.0,
             ended,
@@ -224,5 +231,14 @@ mod tests {
             "",
         );
         assert!(d.contains("385 req/s") && d.contains("DEBUG SLEEP"), "{d}");
+        let d = describe(
+            &TestbedArgs::defaults("many-routers", std::path::Path::new("o")),
+            2,
+            "",
+        );
+        assert!(
+            d.contains("4 independent routers") && d.contains("420 req/s in all"),
+            "{d}"
+        );
     }
 }
