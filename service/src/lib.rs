@@ -7,20 +7,19 @@
 //! `scorer-log` (the Parquet decision log) and `scorer-signal` (the stop
 //! request). This crate holds
 //! [`config`] (loading), [`http`] (axum routes), [`decision_log`] (the
-//! Parquet log behind the engine) [`view_hub`] (what `GET /v1/view`
-//! streams to the routers' balancers) and [`load_board`] (the routers'
-//! reported load); the engine, its configuration and the
-//! wire types are `scorer-engine`.
+//! Parquet log behind the engine) [`view_hub`] (the tasks that stream
+//! the view to the routers' balancers over `GET /v1/view`); the engine,
+//! its configuration, the view protocol (its types, schedule, reports and
+//! the routers' load board) and the wire types are `scorer-engine`.
 //!
 //! `docs/architecture.md` draws the crate graph.
 //! See `docs/api.md` for the HTTP contract and `docs/configuration.md` for
 //! the configuration.
 
+pub mod bus;
 pub mod config;
 pub mod decision_log;
 pub mod http;
-pub mod load_board;
-pub mod routed_log;
 pub mod view_hub;
 
 pub use decision_log::EngineLog;

@@ -130,6 +130,13 @@ async fn serve() -> anyhow::Result<()> {
     let state = AppState::new(engine, clock)
         .with_config_source(Arc::new(move || Config::load(config_path.as_deref())))
         .with_tls(tls);
+    let (state, bus_tasks) = match service::bus::start(state.clone())
+        .await
+        .context("cannot join the bus ([bus])")?
+    {
+        Some((state, tasks)) => (state, tasks),
+        None => (state, Vec::new()),
+    };
     #[cfg(unix)]
     let hangup = {
         let state = state.clone();
@@ -157,6 +164,9 @@ async fn serve() -> anyhow::Result<()> {
     })
     .await;
     sweeper.abort();
+    for t in bus_tasks {
+        t.abort();
+    }
     #[cfg(unix)]
     hangup.abort();
     if let Some(log) = state.engine.decision_log() {

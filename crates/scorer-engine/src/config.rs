@@ -22,6 +22,8 @@ pub use scorer_log::LogConfig;
 
 #[path = "config_auth.rs"]
 pub mod auth;
+#[path = "config_bus.rs"]
+pub mod bus;
 #[path = "config_limits.rs"]
 pub mod limits;
 #[path = "config_server.rs"]
@@ -93,6 +95,8 @@ pub struct Config {
     pub reload: crate::config_reload::ReloadConfig,
     /// `[limits]`: how much long-lived streams may hold.
     pub limits: limits::LimitsConfig,
+    /// `[bus]`: sharing the view with other replicas over NATS.
+    pub bus: bus::BusConfig,
 }
 
 /// `[freshness]` section. The dead end of the ramp is `telemetry.dead_after_ms`.
@@ -283,6 +287,9 @@ impl Config {
             return bad(&key, reason);
         }
         if let Err((key, reason)) = self.limits.validate() {
+            return bad(key, reason);
+        }
+        if let Err((key, reason)) = self.bus.validate() {
             return bad(key, reason);
         }
         if let Ok(listen) = self.server.listen.parse()

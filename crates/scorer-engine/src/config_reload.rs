@@ -54,6 +54,7 @@ pub const RESTART_KEYS: &[&str] = &[
     "server.max_connections",
     "log.",
     "selection.remembered_decisions",
+    "bus.",
 ];
 
 /// The key named when a reload would turn TLS on or off.
@@ -68,6 +69,9 @@ pub const SECRET_KEYS: &[&str] = &[
     "auth.router.",
     "auth.reader.",
     "auth.admin.",
+    "bus.password",
+    "bus.token",
+    "bus.nkey_seed",
 ];
 
 /// Whether the dotted `key` holds a secret (see [`SECRET_KEYS`]).

@@ -507,7 +507,7 @@ impl<'a> Sim<'a> {
     /// From the service accepting a report to the view reaching a router:
     /// the stream's coalescing window and one network crossing, ms.
     fn view_stream_ms(&self) -> f64 {
-        service::view_hub::DEFAULT_COALESCE_MS as f64 + self.scorer.one_way_ms()
+        scorer_engine::view::DEFAULT_COALESCE_MS as f64 + self.scorer.one_way_ms()
     }
 
     /// The policy picks a worker for `req` at `t`.

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod auth_limiter;
+mod bus_metrics;
 pub mod endpoints;
 pub mod extract;
 mod log_metrics;
@@ -74,11 +75,13 @@ pub struct AppState {
     /// The latest reports and the feed of accepted batches for `GET /v1/view`.
     pub view_hub: Arc<crate::view_hub::ViewHub>,
     /// The routers' reported load, summed into the view stream.
-    pub load_board: Arc<crate::load_board::LoadBoard>,
+    pub load_board: Arc<scorer_engine::view::load_board::LoadBoard>,
     /// Open view streams, their limits and metrics.
     pub view_streams: Arc<transport::streams::StreamLimiter>,
     /// Router records per credential per second (`limits.router_records_per_s`).
     pub record_rate: Arc<record_rate::RecordRate>,
+    /// The link to the other replicas (`[bus]`); `None` in one process.
+    pub bus: Option<Arc<crate::bus::BusLink>>,
 }
 
 /// A function producing the configuration to reload to.
@@ -111,6 +114,20 @@ impl AppState {
             load_board: Arc::default(),
             view_streams: Arc::default(),
             record_rate: Arc::default(),
+            bus: None,
+        }
+    }
+
+    /// Shares what this replica accepted with its peers on the bus.
+    pub fn with_bus(mut self, link: Arc<crate::bus::BusLink>) -> Self {
+        self.bus = Some(link);
+        self
+    }
+
+    /// Queues `msg` for the bus; nothing without one.
+    pub fn share(&self, msg: crate::bus::Outgoing) {
+        if let Some(b) = &self.bus {
+            b.send(msg);
         }
     }
 

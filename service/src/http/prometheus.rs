@@ -537,6 +537,9 @@ fn registry(st: &AppState) -> Registry {
     );
     super::self_check_metrics::register(&mut r, e);
     super::self_check_metrics::register_canary(&mut r, e);
+    if let Some(link) = &st.bus {
+        super::bus_metrics::register(&mut r, link);
+    }
     r
 }
 

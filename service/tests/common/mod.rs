@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod model_fixture;
+pub mod nats;
 
 use std::sync::Arc;
 

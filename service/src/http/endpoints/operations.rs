@@ -78,6 +78,16 @@ pub(crate) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
             json!({ "status": "ok" })
         };
     }
+    // A replica cut off from the bus still scores on what reaches it; it
+    // says so, and since when it heard from a peer.
+    if let Some(link) = &st.bus {
+        let last = link.last_applied_ms();
+        body["bus"] = json!({
+            "status": if link.bus().connected() { "connected" } else { "disconnected" },
+            "replica": link.bus().replica(),
+            "last_peer_message_age_ms": (last > 0).then(|| now.saturating_sub(last)),
+        });
+    }
     let status = if live {
         StatusCode::OK
     } else {

@@ -75,6 +75,7 @@ pub(crate) async fn set_override(
         .engine
         .set_override(&id, &req, &set_by, now_ms)
         .map_err(refused)?;
+    st.share(crate::bus::Outgoing::Overrides);
     Ok(Json(set))
 }
 
@@ -102,6 +103,7 @@ pub(crate) async fn clear_override(
             format!("worker `{id}` has no override in force"),
         ));
     };
+    st.share(crate::bus::Outgoing::Overrides);
     Ok(Json(Cleared { cleared: vec![o] }))
 }
 
@@ -122,7 +124,7 @@ pub(crate) async fn list_overrides(State(st): State<AppState>) -> Json<OverrideL
     responses((status = 200, description = "Cleared: those that were in force", body = Cleared), AdminErrors))]
 pub(crate) async fn clear_overrides(State(st): State<AppState>) -> Json<Cleared> {
     let now_ms = st.clock.monotonic_ms();
-    Json(Cleared {
-        cleared: st.engine.clear_overrides(now_ms),
-    })
+    let cleared = st.engine.clear_overrides(now_ms);
+    st.share(crate::bus::Outgoing::Overrides);
+    Json(Cleared { cleared })
 }

@@ -12,7 +12,7 @@ use crate::http::error_body::{ErrorBody, JsonBodyErrors};
 use crate::http::router_identity::{RouterCredential, check_router_id};
 use crate::http::transport::streams::ANONYMOUS;
 use crate::http::{ApiError, ApiJson, AppState};
-use crate::load_board::{LoadError, ReportLimits};
+use scorer_engine::view::load_board::{LoadError, ReportLimits};
 
 /// Answer of `POST /v1/router/load`.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -46,27 +46,24 @@ pub(crate) async fn router_load(
     let ApiJson(report) = body?;
     let cred = RouterCredential::of(caller.as_deref(), role.as_deref());
     check_router_id(cred, st.engine.config().auth.router_ids, &report.router_id)?;
-    let cfg = st.engine.config();
-    let registry = st.engine.registry();
-    let known = |id: &str| registry.get(id).is_some();
-    let limits = ReportLimits {
-        known: &known,
-        pool: registry.len(),
-        credential: cred.bound_name(),
-        routers_per_credential: cfg.limits.routers_per_credential,
-    };
     let now_ms = st.clock.monotonic_ms();
-    match st.load_board.report(report, &limits, now_ms) {
-        Ok((routers, unknown_workers)) => Ok(Json(LoadAccepted {
-            routers,
-            unknown_workers,
-        })),
+    let shared = st.bus.is_some().then(|| report.clone());
+    match put_load(&st, report, cred.bound_name(), now_ms) {
+        Ok((routers, unknown_workers)) => {
+            if let Some(report) = shared {
+                st.share(crate::bus::Outgoing::Load(report));
+            }
+            Ok(Json(LoadAccepted {
+                routers,
+                unknown_workers,
+            }))
+        }
         Err(e @ (LoadError::TooManyRouters | LoadError::TooManyForCredential { .. })) => {
             let limit = match e {
                 LoadError::TooManyForCredential { .. } => "routers_per_credential",
                 _ => "max_routers",
             };
-            let label = limits.credential.unwrap_or(ANONYMOUS);
+            let label = cred.bound_name().unwrap_or(ANONYMOUS);
             st.view_streams.count_refusal("router", label, limit);
             if let Some(held_back) = st.records_warn.admit(now_ms) {
                 tracing::warn!(credential = ?label, limit, held_back, "router load refused: too many routers");
@@ -84,4 +81,25 @@ pub(crate) async fn router_load(
         )),
         Err(e) => Err(ApiError::unprocessable(e.to_string())),
     }
+}
+
+/// Puts `report` on the load board at monotonic `now_ms`, checked against
+/// the workers the engine knows and `credential`'s limit (none for a
+/// report from the bus, whose server checked its sender); returns the
+/// routers that count and the entries left out.
+pub(crate) fn put_load(
+    st: &AppState,
+    report: RouterLoad,
+    credential: Option<&str>,
+    now_ms: u64,
+) -> Result<(usize, usize), LoadError> {
+    let registry = st.engine.registry();
+    let known = |id: &str| registry.get(id).is_some();
+    let limits = ReportLimits {
+        known: &known,
+        pool: registry.len(),
+        credential,
+        routers_per_credential: st.engine.config().limits.routers_per_credential,
+    };
+    st.load_board.report(report, &limits, now_ms)
 }

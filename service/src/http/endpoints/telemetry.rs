@@ -54,6 +54,9 @@ pub(crate) async fn telemetry(
         })?;
     st.metrics.snapshots_accepted(out.accepted);
     st.view_hub.publish(&batch.snapshots, received_ms);
+    if st.bus.is_some() {
+        st.share(crate::bus::Outgoing::Telemetry(batch.snapshots.clone()));
+    }
     if out.registered > 0 {
         let ids: Vec<&str> = out.new_worker_ids.iter().map(|id| &**id).collect();
         let unnamed = out.registered - ids.len();

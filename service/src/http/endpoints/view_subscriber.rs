@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use crate::http::AppState;
 use crate::http::transport::stream_queue::{ConnectionCloser, Pushed, StreamQueue};
 use crate::http::transport::streams::StreamPermit;
-use crate::load_board::OthersLoad;
-use crate::routed_log::Cursor;
 use crate::view_hub::wire::{self, SharedView};
+use scorer_engine::view::load_board::OthersLoad;
+use scorer_engine::view::routed_log::Cursor;
 use scorer_engine::view::{LOAD_INTERVAL_MS, ViewKind, WorkerLoad};
 
 /// How long a cut-off stream's client has to take its last comment before

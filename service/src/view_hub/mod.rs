@@ -15,10 +15,8 @@
 //! events, adding only its own `seq` and load (as delta xDS builds one
 //! snapshot for all its subscribers).
 
-#[path = "view_wire.rs"]
 pub mod wire;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,31 +25,20 @@ use axum::body::Bytes;
 use scorer_core::clock::Clock;
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::Engine;
-use scorer_engine::view::{View, ViewKind, ViewWorker};
+use scorer_engine::view::reports::{Published, Reports};
+use scorer_engine::view::{
+    BUFFERED_BATCHES, BUFFERED_VIEWS, DEFAULT_COALESCE_MS, DEFAULT_FULL_INTERVAL_MS, View,
+};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use wire::SharedView;
 
-/// How often a stream repeats the full view, ms.
-pub const DEFAULT_FULL_INTERVAL_MS: u64 = 1_000;
-/// How long a delta waits for more batches before it is sent, ms.
-pub const DEFAULT_COALESCE_MS: u64 = 5;
-/// Accepted batches a stream may fall behind by before it resynchronises
-/// with a full view.
-pub const BUFFERED_BATCHES: usize = 1_024;
-/// Shared views a stream may fall behind by before it resynchronises with
-/// a full view of its own.
-pub const BUFFERED_VIEWS: usize = 64;
-
-/// Reports with the service's monotonic time of acceptance, ms.
-pub type Published = Arc<[(Snapshot, u64)]>;
-
 /// The latest reports and the live feed of accepted batches.
 #[derive(Debug)]
 pub struct ViewHub {
-    latest: Mutex<HashMap<Arc<str>, (Snapshot, u64)>>,
+    reports: Reports,
     feed: broadcast::Sender<Published>,
     closed: watch::Sender<bool>,
     /// The serialised views every stream sends, built once each.
@@ -66,7 +53,7 @@ pub struct ViewHub {
 impl Default for ViewHub {
     fn default() -> Self {
         Self {
-            latest: Mutex::default(),
+            reports: Reports::default(),
             feed: broadcast::channel(BUFFERED_BATCHES).0,
             closed: watch::channel(false).0,
             views: broadcast::channel(BUFFERED_VIEWS).0,
@@ -80,11 +67,7 @@ impl ViewHub {
     /// Record `batch`, which the engine accepted at monotonic
     /// `received_ms`, and pass it to the open streams.
     pub fn publish(&self, batch: &[Snapshot], received_ms: u64) {
-        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        for s in batch {
-            latest.insert(Arc::from(s.worker_id.as_str()), (s.clone(), received_ms));
-        }
-        drop(latest);
+        self.reports.record(batch, received_ms);
         // Only while a stream follows: the hub's task keeps a receiver for
         // good, and a stream's first full view holds what came before it.
         if self.views.receiver_count() > 0 {
@@ -94,29 +77,14 @@ impl ViewHub {
         }
     }
 
-    /// The full view at monotonic `now_ms`: the latest report of every
-    /// worker the engine still knows (the forgotten are dropped here too).
+    /// The full view at monotonic `now_ms` (see [`Reports::full`]).
     pub fn full(&self, engine: &Engine, now_ms: u64, seq: u64) -> View {
-        let registry = engine.registry();
-        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        latest.retain(|id, _| registry.get(id).is_some());
-        let mut workers: Vec<ViewWorker> = latest
-            .values()
-            .map(|(s, at)| worker(s, *at, now_ms))
-            .collect();
-        drop(latest);
-        workers.sort_by(|a, b| a.snapshot.worker_id.cmp(&b.snapshot.worker_id));
-        view(engine, ViewKind::Full, seq, workers)
+        self.reports.full(engine, now_ms, seq)
     }
 
     /// A delta of `batches` at monotonic `now_ms`.
     pub fn delta(engine: &Engine, batches: &[Published], now_ms: u64, seq: u64) -> View {
-        let workers = batches
-            .iter()
-            .flat_map(|b| b.iter())
-            .map(|(s, at)| worker(s, *at, now_ms))
-            .collect();
-        view(engine, ViewKind::Delta, seq, workers)
+        Reports::delta(engine, batches, now_ms, seq)
     }
 
     /// The live feed of accepted batches.
@@ -264,27 +232,4 @@ fn shared(v: &View) -> SharedView {
         v.model_version.as_deref(),
         &v.workers,
     )
-}
-
-fn worker(s: &Snapshot, received_ms: u64, now_ms: u64) -> ViewWorker {
-    ViewWorker {
-        snapshot: s.clone(),
-        age_ms: now_ms.saturating_sub(received_ms),
-    }
-}
-
-fn view(engine: &Engine, kind: ViewKind, seq: u64, workers: Vec<ViewWorker>) -> View {
-    let models = engine.models().current();
-    View {
-        kind,
-        seq,
-        config_hash: engine.config_hash().to_string(),
-        model_version: models.primary.model().map(|m| m.card.model_version.clone()),
-        workers,
-        load: None,
-        load_age_ms: None,
-        load_routers: None,
-        routed: None,
-        overrides: None,
-    }
 }

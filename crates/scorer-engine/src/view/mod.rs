@@ -10,10 +10,31 @@
 //! peak-EWMA, ejection) never comes from the view; the other routers'
 //! outstanding picks do ([`View::load`]), as the routers report them to the
 //! service, so that many routers act as one.
+//!
+//! The protocol lives here, whatever carries it: the types and constants,
+//! the reports a view is built from ([`reports`]) and the routers' load
+//! board ([`load_board`], with the keys they routed in [`routed_log`]).
+//! The service streams it as server-sent events; the bus carries the same
+//! payloads between replicas.
 
 use serde::{Deserialize, Serialize};
 
 use scorer_core::telemetry::Snapshot;
+
+pub mod load_board;
+pub mod reports;
+pub mod routed_log;
+
+/// How often a view stream repeats the full view, ms.
+pub const DEFAULT_FULL_INTERVAL_MS: u64 = 1_000;
+/// How long a delta waits for more accepted reports before it is sent, ms.
+pub const DEFAULT_COALESCE_MS: u64 = 5;
+/// Accepted batches a stream may fall behind by before it resynchronises
+/// with a full view.
+pub const BUFFERED_BATCHES: usize = 1_024;
+/// Shared views a stream may fall behind by before it resynchronises with
+/// a full view of its own.
+pub const BUFFERED_VIEWS: usize = 64;
 
 /// Most workers one view event may carry.
 pub const MAX_VIEW_WORKERS: usize = 100_000;

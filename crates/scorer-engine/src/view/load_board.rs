@@ -15,13 +15,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use scorer_core::telemetry::validate::is_valid_worker_id;
-use scorer_engine::view::{
+use super::{
     MAX_ROUTED_PER_REPORT, MAX_VIEW_AGE_MS, ROUTER_LOAD_TTL_MS, RouterLoad, WorkerLoad,
     is_valid_router_id,
 };
+use scorer_core::telemetry::validate::is_valid_worker_id;
 
-use crate::routed_log::RoutedLog;
+use super::routed_log::RoutedLog;
 
 /// Most routers whose load is held at once.
 pub const MAX_ROUTERS: usize = 1_024;
@@ -248,10 +248,10 @@ fn live(e: &Entry, now_ms: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use scorer_engine::config::limits::DEFAULT_ROUTERS_PER_CREDENTIAL;
+    use crate::config::limits::DEFAULT_ROUTERS_PER_CREDENTIAL;
 
     use super::*;
-    use crate::routed_log::Cursor;
+    use crate::view::routed_log::Cursor;
 
     fn any(_: &str) -> bool {
         true
@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn routed_keys_reach_the_other_routers_and_a_bad_one_refuses_the_report_whole() {
-        use scorer_engine::view::RoutedKey;
+        use crate::view::RoutedKey;
         let b = LoadBoard::default();
         let mut r2_stream = b.routed().end();
         let mut report = load("r1", &[("a", 1)]);

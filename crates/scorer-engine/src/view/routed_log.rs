@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use scorer_engine::view::{MAX_ROUTED_PER_VIEW, MAX_VIEW_AGE_MS, RoutedKey};
+use super::{MAX_ROUTED_PER_VIEW, MAX_VIEW_AGE_MS, RoutedKey};
 
 /// Most routed keys held for the streams.
 pub const MAX_ROUTED_HELD: usize = 65_536;

@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use scorer_engine::overrides::WorkerOverride;
 use scorer_engine::view::{RoutedKey, ViewKind, ViewWorker};
 
-use crate::load_board::OthersLoad;
+use scorer_engine::view::load_board::OthersLoad;
 
 /// The end of every event: the `View`'s closing brace and the blank line.
 const EVENT_END: &[u8] = b"}\n\n";

@@ -1,0 +1,99 @@
+//! What the bus refused, published, dropped and applied, for `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a message from the bus was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Larger than `bus.max_message_bytes`.
+    Oversized,
+    /// Not the JSON its subject calls for.
+    Malformed,
+    /// The subject's worker or router is not the payload's, or the subject
+    /// is not one the bus writes.
+    Subject,
+    /// Well-formed, but the engine refused it (an invalid report, an
+    /// unknown worker, too many routers).
+    Invalid,
+}
+
+impl Refusal {
+    /// Every reason.
+    pub const ALL: [Self; 4] = [
+        Self::Oversized,
+        Self::Malformed,
+        Self::Subject,
+        Self::Invalid,
+    ];
+
+    /// Its label in `/metrics`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Oversized => "oversized",
+            Self::Malformed => "malformed",
+            Self::Subject => "subject",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
+/// The kinds of message, as labelled in `/metrics`.
+pub const KINDS: [&str; 3] = ["telemetry", "load", "overrides"];
+
+/// Counters of one bus connection.
+#[derive(Debug, Default)]
+pub struct BusCounters {
+    refused: [[AtomicU64; 4]; 3],
+    applied: [AtomicU64; 3],
+    published: [AtomicU64; 3],
+    dropped: [AtomicU64; 3],
+}
+
+fn kind_index(kind: &str) -> usize {
+    KINDS.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+impl BusCounters {
+    /// Count a refused message of `kind`.
+    pub fn refused(&self, kind: &str, why: Refusal) {
+        let r = Refusal::ALL.iter().position(|x| *x == why).unwrap_or(0);
+        self.refused[kind_index(kind)][r].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count an applied message of `kind`.
+    pub fn applied(&self, kind: &str) {
+        self.applied[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count a published message of `kind`.
+    pub fn published(&self, kind: &str) {
+        self.published[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count a message of `kind` dropped before it was published (the
+    /// outbox was full, or the connection refused it).
+    pub fn dropped(&self, kind: &str) {
+        self.dropped[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Refused messages of `kind` for `why`.
+    pub fn refused_count(&self, kind: &str, why: Refusal) -> u64 {
+        let r = Refusal::ALL.iter().position(|x| *x == why).unwrap_or(0);
+        self.refused[kind_index(kind)][r].load(Ordering::Relaxed)
+    }
+
+    /// Applied messages of `kind`.
+    pub fn applied_count(&self, kind: &str) -> u64 {
+        self.applied[kind_index(kind)].load(Ordering::Relaxed)
+    }
+
+    /// Published messages of `kind`.
+    pub fn published_count(&self, kind: &str) -> u64 {
+        self.published[kind_index(kind)].load(Ordering::Relaxed)
+    }
+
+    /// Dropped messages of `kind`.
+    pub fn dropped_count(&self, kind: &str) -> u64 {
+        self.dropped[kind_index(kind)].load(Ordering::Relaxed)
+    }
+}
