@@ -116,34 +116,4 @@ mod tests {
         }
         assert!(!testbed_policies(&all, "pause").contains(&replicas));
     }
-
-    #[test]
-    fn the_testbed_runs_the_locality_baselines_only_where_workers_cache() {
-        let all: Vec<String> = ALL_POLICIES.iter().map(|s| (*s).to_owned()).collect();
-        let pause = testbed_policies(&all, "pause");
-        for name in [
-            "oracle",
-            "round-robin",
-            "random",
-            "model-retrained",
-            "hash-bounded",
-        ] {
-            assert!(!pause.iter().any(|p| p == name), "{name} on pause");
-        }
-        assert!(pause.iter().any(|p| p == "service-embedded"));
-        let cache = testbed_policies(&all, crate::testbed::cache::NAME);
-        for name in [
-            "hash-bounded",
-            "cache-aware",
-            "kv-cost",
-            "least-request-all",
-        ] {
-            assert!(cache.iter().any(|p| p == name), "{name} on cache");
-        }
-        assert!(
-            !cache
-                .iter()
-                .any(|p| p == "oracle" || p == "model-retrained")
-        );
-    }
 }

@@ -42,6 +42,7 @@
 //! choices and the scorer's in-service times. Time is simulated: nothing sleeps, a run is a pure function of
 //! (scenario, policy, seed).
 
+mod arrivals;
 pub mod cache;
 #[cfg(test)]
 mod cache_tests;
@@ -65,7 +66,7 @@ use crate::arms::Arm;
 use crate::arms::service_ids::{WALL_EPOCH_MS, worker_id};
 use crate::calibration::HttpScoreCalibration;
 use crate::embedded_calibration::EmbeddedPickCalibration;
-use crate::router::{Op, Outcome, PickRequest};
+use crate::router::{Op, PickRequest};
 use crate::scenario::{Fault, Scenario};
 use cache::{Key, KeySpace, WorkerCache};
 use dist::{exponential, lognormal_unit_mean};
@@ -289,29 +290,7 @@ impl<'a> Sim<'a> {
                 let batch = self.outbox.tick(router);
                 self.send_feedback(batch, t);
             }
-            Event::FeedbackArrive { batch } => {
-                for o in self.feedback_in_transit[batch].take().unwrap_or_default() {
-                    self.arm.router().outcome(&Outcome {
-                        worker: o.worker,
-                        decision_id: o.decision_id.as_deref(),
-                        latency_ms: o.latency_ms,
-                        success: o.success,
-                        now_ms: t,
-                        router: o.router,
-                        cache_hit: o.cache_hit,
-                    });
-                }
-            }
-            Event::TelemetryArrive { batch } => {
-                if let Some(b) = self.telemetry_in_transit[batch].take() {
-                    let age_ms = self.view_stream_ms();
-                    match &mut *self.arm {
-                        Arm::Embedded(e) => e.view(&b, t, age_ms),
-                        Arm::Remote(r) => r.telemetry(&b, t),
-                        Arm::Local(_) | Arm::Oracle(_) => {}
-                    }
-                }
-            }
+            Event::FeedbackArrive { .. } | Event::TelemetryArrive { .. } => self.on_arrival(t, ev),
             Event::JobDone { worker, attempt } => {
                 let (was, next) = self.workers[worker].finish(attempt, t);
                 if !was {
