@@ -52,6 +52,14 @@ pub enum ConfigError {
     /// A cache digest setting is out of bounds.
     #[error("invalid digest setting: {0}")]
     InvalidDigest(&'static str),
+    /// A bus setting cannot be used.
+    #[error("invalid {key}: {reason}")]
+    InvalidBus {
+        /// The setting, as the service's configuration names it.
+        key: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// One redis-server worker to poll, parsed from `id=host:port`.
@@ -141,6 +149,10 @@ pub struct AgentConfig {
     pub credentials: scorer_client::Credentials,
     /// Each worker's cache digest (off by default).
     pub digest: crate::digest::DigestConfig,
+    /// The bus to publish on instead of posting to the service: its
+    /// `nats_url`, credentials and TLS, as the service's `[bus]` section
+    /// names them. Off (`nats_url` empty) by default.
+    pub bus: scorer_engine::config::bus::BusConfig,
 }
 
 impl AgentConfig {
@@ -154,6 +166,7 @@ impl AgentConfig {
             pings_per_interval: DEFAULT_PINGS_PER_INTERVAL,
             credentials: scorer_client::Credentials::none(),
             digest: crate::digest::DigestConfig::default(),
+            bus: scorer_engine::config::bus::BusConfig::default(),
         }
     }
 
@@ -185,6 +198,9 @@ impl AgentConfig {
             ));
         }
         self.digest.validate().map_err(ConfigError::InvalidDigest)?;
+        self.bus
+            .validate()
+            .map_err(|(key, reason)| ConfigError::InvalidBus { key, reason })?;
         self.credentials.check_url(&self.service_url).map_err(|e| {
             ConfigError::InvalidServiceUrl {
                 url: redact(&self.service_url),
@@ -397,5 +413,25 @@ mod tests {
         let mut long = AgentConfig::new("http://x", vec![w("a=h:1")]);
         long.interval_ms = u64::MAX;
         assert!(long.validate().is_err());
+    }
+
+    #[test]
+    fn a_bus_url_with_credentials_or_another_scheme_is_refused_naming_the_key() {
+        let mut c = AgentConfig::new("http://x", vec![w("a=h:1")]);
+        c.bus.nats_url = "nats://127.0.0.1:4222".into();
+        assert!(c.validate().is_ok());
+        for bad in [
+            "http://127.0.0.1:4222",
+            "nats://agent:s3cret@127.0.0.1:4222",
+        ] {
+            c.bus.nats_url = bad.into();
+            let e = c.validate().expect_err(bad).to_string();
+            assert!(e.starts_with("invalid bus.nats_url"), "{e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        c.bus.nats_url = "nats://127.0.0.1:4222".into();
+        c.bus.user = Some("agent".into());
+        let e = c.validate().expect_err("user without password").to_string();
+        assert!(e.contains("bus.user"), "{e}");
     }
 }

@@ -1,6 +1,8 @@
 //! Telemetry agent: polls `redis-server` workers and pushes one
 //! [`Snapshot`] per worker per interval to the
-//! scoring service's `POST /v1/telemetry`.
+//! scoring service's `POST /v1/telemetry`, or, with `bus.nats_url` set, to
+//! the bus's `scorer.telemetry.<worker>` subjects that every replica
+//! follows ([`Sink`]).
 //!
 //! Each worker is polled by its own task over its own connection, every call
 //! bounded by the probe timeout, so a stalled worker never delays the
@@ -18,7 +20,8 @@
 //!   at most that often; the next snapshot after a walk ends carries it as
 //!   `cache_digest` (see [`digest`] for what Redis can and cannot tell);
 //! * the snapshot is handed to the worker's reporter task, which posts it as
-//!   a one-snapshot batch; a failed POST is logged and dropped.
+//!   a one-snapshot batch (or publishes it); a failure is logged and the
+//!   snapshot dropped.
 //!
 //! A worker that refuses connections for a whole interval is not reported
 //! (the service ages it out) and is reconnected at every PING slot.
@@ -29,18 +32,20 @@ pub mod probe;
 pub mod probe_window;
 pub mod redis_info;
 pub mod report;
+pub mod sink;
 mod worker;
 
 use std::future::Future;
 
-use scorer_core::telemetry::{Snapshot, TelemetryBatch};
+use scorer_core::telemetry::Snapshot;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tracing::{debug, error, info, warn};
+use tracing::{error, info};
 
 pub use config::{AgentConfig, ConfigError, WorkerSpec};
 pub use probe::ProbeError;
 pub use report::{ReportError, Reporter};
+pub use sink::Sink;
 
 /// Snapshots buffered per worker while a POST is in flight.
 const REPORT_QUEUE: usize = 2;
@@ -54,6 +59,9 @@ pub enum AgentError {
     /// The HTTP client could not be built.
     #[error("cannot build HTTP client: {0}")]
     Report(#[from] ReportError),
+    /// The bus could not be reached (`bus.nats_url` set).
+    #[error(transparent)]
+    Bus(#[from] scorer_bus::BusError),
     /// A worker's redis client could not be built.
     #[error("worker {worker}: {source}")]
     Probe {
@@ -66,12 +74,19 @@ pub enum AgentError {
 
 /// Runs the agent until `shutdown` completes, then stops all tasks.
 ///
-/// Fails only at start-up (invalid configuration); unreachable workers and
-/// failed POSTs are logged and retried, never fatal.
+/// Fails only at start-up (invalid configuration, or a bus that cannot be
+/// reached); unreachable workers and failed reports are logged and
+/// retried, never fatal.
 pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let url = cfg.validate()?;
-    // A POST may take at most one interval, so reports never pile up.
-    let reporter = Reporter::new(url, cfg.interval(), &cfg.credentials)?;
+    let sink = if cfg.bus.enabled() {
+        Sink::Bus(Box::new(
+            scorer_bus::Bus::connect_publisher(&cfg.bus, sink::BUS_NAME).await?,
+        ))
+    } else {
+        // A POST may take at most one interval, so reports never pile up.
+        Sink::Http(Reporter::new(url, cfg.interval(), &cfg.credentials)?)
+    };
     let timing = worker::Timing {
         interval: cfg.interval(),
         probe_timeout: cfg.probe_timeout(),
@@ -106,10 +121,10 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
             digests,
             tx,
         ));
-        tasks.spawn(report_loop(spec.id.clone(), reporter.clone(), rx));
+        tasks.spawn(report_loop(spec.id.clone(), sink.clone(), rx));
     }
     info!(
-        service = %reporter.url(),
+        to = %sink.describe(),
         workers = cfg.workers.len(),
         interval_ms = cfg.interval_ms,
         "agent started"
@@ -131,15 +146,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     Ok(())
 }
 
-/// Posts each snapshot from `rx` as its own batch, logging failures.
-async fn report_loop(id: String, reporter: Reporter, mut rx: mpsc::Receiver<Snapshot>) {
+/// Sends each snapshot from `rx` on its own.
+async fn report_loop(id: String, sink: Sink, mut rx: mpsc::Receiver<Snapshot>) {
     while let Some(snapshot) = rx.recv().await {
-        let batch = TelemetryBatch {
-            snapshots: vec![snapshot],
-        };
-        match reporter.post(&batch).await {
-            Ok(accepted) => debug!(worker = %id, ?accepted, "telemetry posted"),
-            Err(e) => warn!(worker = %id, error = %e, "telemetry POST failed"),
-        }
+        sink.send(&id, snapshot).await;
     }
 }

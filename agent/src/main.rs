@@ -1,5 +1,5 @@
 //! `agent`: polls redis-server workers and posts telemetry snapshots to the
-//! scoring service. See `agent --help`.
+//! scoring service, or publishes them on the bus. See `agent --help`.
 
 use agent::{AgentConfig, WorkerSpec, config};
 use anyhow::Context;
@@ -66,6 +66,49 @@ struct Args {
 
     #[command(flatten)]
     credentials: scorer_client::CredentialArgs,
+
+    /// Publish on the bus instead of posting to --service: NATS server
+    /// URLs, comma-separated (nats:// or tls://, no credentials in them).
+    /// Each snapshot goes to scorer.telemetry.<worker>, which every scorer
+    /// replica on that bus follows.
+    #[arg(long, value_name = "URLS", env = "SCORER_BUS__NATS_URL")]
+    nats_url: Option<String>,
+
+    /// NATS user (with --nats-password).
+    #[arg(long, value_name = "USER", env = "SCORER_BUS__USER")]
+    nats_user: Option<String>,
+
+    /// NATS password (with --nats-user).
+    #[arg(
+        long,
+        value_name = "PASSWORD",
+        env = "SCORER_BUS__PASSWORD",
+        hide_env_values = true
+    )]
+    nats_password: Option<String>,
+
+    /// NATS token, instead of a user and password.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SCORER_BUS__TOKEN",
+        hide_env_values = true
+    )]
+    nats_token: Option<String>,
+
+    /// NATS user nkey seed (starts with SU), instead of the others.
+    #[arg(
+        long,
+        value_name = "SEED",
+        env = "SCORER_BUS__NKEY_SEED",
+        hide_env_values = true
+    )]
+    nats_nkey_seed: Option<String>,
+
+    /// PEM file of the CA that signs the NATS server's certificate (the
+    /// connection then requires TLS).
+    #[arg(long, value_name = "FILE", env = "SCORER_BUS__TLS_CA_PATH")]
+    nats_ca: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -104,6 +147,15 @@ async fn run() -> anyhow::Result<()> {
             bits_per_key: args.digest_bits_per_key,
             scan_count: args.digest_scan_count,
             batch_pause_ms: args.digest_batch_pause_ms,
+        },
+        bus: scorer_engine::config::bus::BusConfig {
+            nats_url: args.nats_url.unwrap_or_default(),
+            user: args.nats_user,
+            password: args.nats_password,
+            token: args.nats_token,
+            nkey_seed: args.nats_nkey_seed,
+            tls_ca_path: args.nats_ca,
+            ..scorer_engine::config::bus::BusConfig::default()
         },
     };
     agent::run(cfg, scorer_signal::interrupt_or_terminate())

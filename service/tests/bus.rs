@@ -360,3 +360,72 @@ authorization {
     assert_eq!(c.applied_count("load"), 0);
     assert_eq!(c.applied_count("telemetry"), 1);
 }
+
+/// A `redis-server` on a free loopback port, stopped when dropped.
+struct Redis(std::process::Child, u16);
+
+impl Redis {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (scripts/test.sh installs it)");
+        Self(child, port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_pointed_at_the_bus_reaches_every_replica_without_posting_to_any() {
+    let nats = NatsServer::start(None);
+    let mut cfg = config(&nats.url(), "a");
+    // The agent stamps its reports with the real time.
+    cfg.telemetry.max_clock_skew_ms = 60_000;
+    let (a, _ta) = replica(cfg.clone()).await;
+    cfg.bus.replica_id = "b".into();
+    let (b, _tb) = replica(cfg).await;
+    let now_ms = agent::redis_info::unix_ms_now();
+    for t in [&a, &b] {
+        t.clock.advance(now_ms.saturating_sub(WALL));
+    }
+    let redis = Redis::start();
+
+    let mut agent_cfg = agent::AgentConfig::new(
+        // Nothing listens here: the reports must travel by the bus.
+        "http://127.0.0.1:9",
+        vec![format!("w1=127.0.0.1:{}", redis.1).parse().expect("spec")],
+    );
+    agent_cfg.interval_ms = 200;
+    agent_cfg.probe_timeout_ms = 50;
+    agent_cfg.bus.nats_url = nats.url();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(agent::run(agent_cfg, async {
+        let _ = stopped.await;
+    }));
+
+    applied(&a, 1).await;
+    applied(&b, 1).await;
+    for t in [&a, &b] {
+        assert!(reports_of(t, "w1") >= 1);
+        let c = t.state.bus.as_ref().expect("bus").bus().counters().clone();
+        assert_eq!(c.refused_count("telemetry", Refusal::Invalid), 0);
+        assert_eq!(c.published_count("telemetry"), 0, "a replica republished");
+    }
+    let _ = stop.send(());
+    agent
+        .await
+        .expect("agent task")
+        .expect("the agent ran on the bus");
+}

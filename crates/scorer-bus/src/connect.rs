@@ -58,8 +58,49 @@ impl Bus {
     /// `bus.connect_timeout_ms` or the credentials are refused;
     /// [`BusError::Setup`] when JetStream is off on the server.
     pub async fn connect(cfg: &BusConfig, replica: &str) -> Result<Self, BusError> {
+        let bus = Self::connect_publisher(cfg, replica).await?;
+        bus.js
+            .get_or_create_stream(stream::Config {
+                name: TELEMETRY_STREAM.to_owned(),
+                description: Some("every worker's latest report".to_owned()),
+                subjects: vec![format!("{TELEMETRY_PREFIX}.>")],
+                max_messages_per_subject: 1,
+                max_age: Duration::from_millis(cfg.telemetry_max_age_ms),
+                max_message_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
+                ..stream::Config::default()
+            })
+            .await
+            .map_err(|e| BusError::Setup {
+                what: "the telemetry stream",
+                reason: e.to_string(),
+            })?;
+        bus.js
+            .create_or_update_key_value(kv::Config {
+                bucket: STATE_BUCKET.to_owned(),
+                description: "the operators' overrides".to_owned(),
+                history: 1,
+                max_value_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
+                ..kv::Config::default()
+            })
+            .await
+            .map_err(|e| BusError::Setup {
+                what: "the state bucket",
+                reason: e.to_string(),
+            })?;
+        Ok(bus)
+    }
+
+    /// Connects as `name` with `cfg`'s URLs, credentials and TLS, and sets
+    /// nothing up: what a peer that only publishes (an agent) needs, with
+    /// no JetStream permission. Its core-NATS publishes on the telemetry
+    /// subjects are kept by the stream the replicas created.
+    ///
+    /// # Errors
+    /// [`BusError::Connect`] when no server answers within
+    /// `bus.connect_timeout_ms` or the credentials are refused.
+    pub async fn connect_publisher(cfg: &BusConfig, name: &str) -> Result<Self, BusError> {
         let mut opts = ConnectOptions::new()
-            .name(format!("scorer-{replica}"))
+            .name(format!("scorer-{name}"))
             .connection_timeout(Duration::from_millis(cfg.connect_timeout_ms));
         let (credential, kinds) = cfg.credential();
         if kinds > 1 {
@@ -98,37 +139,11 @@ impl Bus {
                 reason: e.to_string(),
             })?;
         let js = jetstream::new(client.clone());
-        js.get_or_create_stream(stream::Config {
-            name: TELEMETRY_STREAM.to_owned(),
-            description: Some("every worker's latest report".to_owned()),
-            subjects: vec![format!("{TELEMETRY_PREFIX}.>")],
-            max_messages_per_subject: 1,
-            max_age: Duration::from_millis(cfg.telemetry_max_age_ms),
-            max_message_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
-            ..stream::Config::default()
-        })
-        .await
-        .map_err(|e| BusError::Setup {
-            what: "the telemetry stream",
-            reason: e.to_string(),
-        })?;
-        js.create_or_update_key_value(kv::Config {
-            bucket: STATE_BUCKET.to_owned(),
-            description: "the operators' overrides".to_owned(),
-            history: 1,
-            max_value_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
-            ..kv::Config::default()
-        })
-        .await
-        .map_err(|e| BusError::Setup {
-            what: "the state bucket",
-            reason: e.to_string(),
-        })?;
         Ok(Self {
             client,
             js,
-            replica: Arc::from(replica),
-            origin: Arc::from(format!("{replica}/{}", instance()).as_str()),
+            replica: Arc::from(name),
+            origin: Arc::from(format!("{name}/{}", instance()).as_str()),
             max_message_bytes: cfg.max_message_bytes,
             counters: Arc::default(),
         })
@@ -169,16 +184,16 @@ impl Bus {
 
     /// Publishes `value` as JSON on `subject` with this replica's origin;
     /// what cannot be serialised or handed to the connection is counted as
-    /// dropped.
+    /// dropped. Whether it was handed to the connection.
     pub(crate) async fn publish_json<T: serde::Serialize>(
         &self,
         kind: &str,
         subject: String,
         value: &T,
-    ) {
+    ) -> bool {
         let Ok(body) = serde_json::to_vec(value) else {
             self.counters.dropped(kind);
-            return;
+            return false;
         };
         let mut headers = HeaderMap::new();
         headers.insert(ORIGIN_HEADER, &*self.origin);
@@ -187,8 +202,14 @@ impl Bus {
             .publish_with_headers(subject, headers, body.into())
             .await
         {
-            Ok(()) => self.counters.published(kind),
-            Err(_) => self.counters.dropped(kind),
+            Ok(()) => {
+                self.counters.published(kind);
+                true
+            }
+            Err(_) => {
+                self.counters.dropped(kind);
+                false
+            }
         }
     }
 

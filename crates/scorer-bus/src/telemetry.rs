@@ -16,12 +16,19 @@ impl Bus {
     /// Publishes each of `snapshots`, which this replica accepted, on its
     /// worker's subject. A snapshot that cannot be published (the
     /// connection's buffer is full) is counted as dropped: the worker's
-    /// next report replaces it.
-    pub async fn publish_telemetry(&self, snapshots: &[Snapshot]) {
+    /// next report replaces it. Returns how many were handed to the
+    /// connection.
+    pub async fn publish_telemetry(&self, snapshots: &[Snapshot]) -> usize {
+        let mut published = 0;
         for s in snapshots {
-            self.publish_json(KIND, subject::telemetry(&s.worker_id), s)
-                .await;
+            if self
+                .publish_json(KIND, subject::telemetry(&s.worker_id), s)
+                .await
+            {
+                published += 1;
+            }
         }
+        published
     }
 
     /// Every worker's latest report, then each new one as it is published.

@@ -139,7 +139,9 @@ async fn publish(st: AppState, mut rx: mpsc::Receiver<Outgoing>) {
     let Some(link) = st.bus.clone() else { return };
     while let Some(msg) = rx.recv().await {
         match msg {
-            Outgoing::Telemetry(snapshots) => link.bus.publish_telemetry(&snapshots).await,
+            Outgoing::Telemetry(snapshots) => {
+                link.bus.publish_telemetry(&snapshots).await;
+            }
             Outgoing::Load(report) => link.bus.publish_load(&report).await,
             Outgoing::Overrides => {
                 let table = SharedOverrides {
