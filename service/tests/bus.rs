@@ -12,76 +12,11 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::nats::NatsServer;
-use common::{TestApp, WALL, rules_only, test_app};
+use common::replicas::{CROSSING, applied, config, cpu_of, replica, report, reports_of, snapshot};
+use common::{TestApp, WALL};
 use scorer_bus::Refusal;
 use scorer_core::clock::Clock;
-use scorer_engine::config::Config;
 use serde_json::json;
-
-/// How long a message may take to cross the bus in a test before it fails.
-const CROSSING: Duration = Duration::from_secs(20);
-
-fn config(url: &str, replica: &str) -> Config {
-    let mut c = rules_only();
-    c.bus.nats_url = url.to_owned();
-    c.bus.replica_id = replica.to_owned();
-    c
-}
-
-/// A replica on the bus at `url`, and its bus tasks.
-async fn replica(cfg: Config) -> (TestApp, Vec<tokio::task::JoinHandle<()>>) {
-    let t = test_app(cfg);
-    let (state, tasks) = service::bus::start(t.state.clone())
-        .await
-        .expect("on the bus")
-        .expect("the bus is on");
-    let router = service::app(state.clone());
-    (
-        TestApp {
-            router,
-            clock: t.clock,
-            state,
-        },
-        tasks,
-    )
-}
-
-/// Waits until `t` applied at least `n` messages from its peers.
-async fn applied(t: &TestApp, n: u64) {
-    let mut rx = t.state.bus.as_ref().expect("bus").applied();
-    tokio::time::timeout(CROSSING, rx.wait_for(|c| *c >= n))
-        .await
-        .unwrap_or_else(|_| panic!("{n} messages not applied within {CROSSING:?}"))
-        .expect("bus link alive");
-}
-
-/// A report of `worker`, each one later than the one before (a replica
-/// refuses a report not after the worker's last).
-fn snapshot(worker: &str, cpu: f64) -> serde_json::Value {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let at = WALL - 1_000 + SEQ.fetch_add(1, Ordering::Relaxed);
-    json!({"worker_id": worker, "timestamp_ms": at, "cpu_usage": cpu, "queue_depth": 0,
-           "rtt_ms_avg": 1.0, "rtt_ms_p99": 2.0, "error_rate": 0.0})
-}
-
-async fn report(t: &TestApp, snaps: &[serde_json::Value]) {
-    let (s, b) = t
-        .post_json("/v1/telemetry", &json!({ "snapshots": snaps }))
-        .await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-}
-
-/// The worker's smoothed CPU (its first report's, exactly).
-fn cpu_of(t: &TestApp, worker: &str) -> Option<f64> {
-    let slot = t.state.engine.registry().get(worker)?;
-    Some(slot.view().smoothed.cpu_usage)
-}
-
-/// Reports the replica accepted from the worker.
-fn reports_of(t: &TestApp, worker: &str) -> u64 {
-    let slot = t.state.engine.registry().get(worker);
-    slot.map_or(0, |s| s.view().reports)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_accepted_by_one_replica_reaches_the_other_and_a_newcomer_starts_from_the_latest()

@@ -67,6 +67,7 @@ impl Bus {
                 max_messages_per_subject: 1,
                 max_age: Duration::from_millis(cfg.telemetry_max_age_ms),
                 max_message_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
+                num_replicas: cfg.stream_replicas,
                 ..stream::Config::default()
             })
             .await
@@ -80,6 +81,7 @@ impl Bus {
                 description: "the operators' overrides".to_owned(),
                 history: 1,
                 max_value_size: i32::try_from(cfg.max_message_bytes).unwrap_or(i32::MAX),
+                num_replicas: cfg.stream_replicas,
                 ..kv::Config::default()
             })
             .await

@@ -19,6 +19,11 @@ pub const DEFAULT_TELEMETRY_MAX_AGE_MS: u64 = 600_000;
 pub const DEFAULT_OUTBOX_CAPACITY: usize = 4_096;
 /// Default [`BusConfig::connect_timeout_ms`].
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// Default [`BusConfig::stream_replicas`]: one copy, what a single
+/// nats-server holds.
+pub const DEFAULT_STREAM_REPLICAS: usize = 1;
+/// Most [`BusConfig::stream_replicas`]: JetStream's own limit.
+pub const MAX_STREAM_REPLICAS: usize = 5;
 /// Largest [`BusConfig::max_message_bytes`]: NATS's own ceiling, 64 MiB.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -57,6 +62,11 @@ pub struct BusConfig {
     pub outbox_capacity: usize,
     /// How long one connection attempt may take, ms. Default 2000.
     pub connect_timeout_ms: u64,
+    /// Copies the cluster keeps of the telemetry stream and the state
+    /// bucket, 1..=5 (JetStream's `num_replicas`); on a three-node cluster,
+    /// 3 keeps them through the loss of a node. Applied when the replica
+    /// that starts first creates them. Default 1.
+    pub stream_replicas: usize,
 }
 
 impl Default for BusConfig {
@@ -73,6 +83,7 @@ impl Default for BusConfig {
             telemetry_max_age_ms: DEFAULT_TELEMETRY_MAX_AGE_MS,
             outbox_capacity: DEFAULT_OUTBOX_CAPACITY,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            stream_replicas: DEFAULT_STREAM_REPLICAS,
         }
     }
 }
@@ -184,6 +195,15 @@ impl BusConfig {
             return Err((
                 "bus.connect_timeout_ms",
                 format!("must be 1..=60000, got {}", self.connect_timeout_ms),
+            ));
+        }
+        if !(1..=MAX_STREAM_REPLICAS).contains(&self.stream_replicas) {
+            return Err((
+                "bus.stream_replicas",
+                format!(
+                    "must be 1..={MAX_STREAM_REPLICAS}, got {}",
+                    self.stream_replicas
+                ),
             ));
         }
         Ok(())

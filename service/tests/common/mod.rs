@@ -4,6 +4,7 @@
 
 pub mod model_fixture;
 pub mod nats;
+pub mod replicas;
 
 use std::sync::Arc;
 
