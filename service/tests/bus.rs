@@ -6,14 +6,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::nats::NatsServer;
 use common::replicas::{CROSSING, applied, config, cpu_of, replica, report, reports_of, snapshot};
-use common::{TestApp, WALL};
+use common::WALL;
 use scorer_bus::Refusal;
 use scorer_core::clock::Clock;
 use serde_json::json;
