@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::nats::NatsServer;
 use common::replicas::{CROSSING, applied, config, cpu_of, replica, report, reports_of, snapshot};
-use common::WALL;
+use common::{TestApp, WALL};
 use scorer_bus::Refusal;
 use scorer_core::clock::Clock;
 use serde_json::json;
@@ -99,8 +99,11 @@ async fn a_drain_taken_by_one_replica_reaches_the_other_and_a_restarted_replica_
     let (s, body) = a.post_json("/v1/router/load", &load).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     applied(&b, 4).await;
-    let others = b.state.load_board.others(None, b.clock.monotonic_ms());
+    // Beside replica a's own (empty) load, router edge-1's counts on b.
+    let others = b.state.load_board.others(Some("a"), b.clock.monotonic_ms());
     assert_eq!(others.routers, 1);
+    assert_eq!(others.load.len(), 1, "{:?}", others.load);
+    assert_eq!(others.load[0].outstanding, 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,4 +365,63 @@ async fn an_agent_pointed_at_the_bus_reaches_every_replica_without_posting_to_an
         .await
         .expect("agent task")
         .expect("the agent ran on the bus");
+}
+
+/// Replica `t`'s backlog on `worker` from its peers' picks.
+fn others_on(t: &TestApp, worker: &str) -> f64 {
+    let slot = t.state.engine.registry().get(worker).expect("known");
+    slot.evidence().snapshot().others_backlog
+}
+
+/// Polls (a real server is on the way) until `t`'s backlog from its
+/// peers on `worker` is `want`.
+async fn others_reach(t: &TestApp, worker: &str, want: f64) {
+    let deadline = tokio::time::Instant::now() + CROSSING;
+    while others_on(t, worker) != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{worker}: peers' backlog {} not {want} within {CROSSING:?}",
+            others_on(t, worker)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pick_made_by_one_replica_counts_on_the_others_until_its_outcome() {
+    let nats = NatsServer::start(None);
+    let (a, _ta) = replica(config(&nats.url(), "a")).await;
+    let (b, _tb) = replica(config(&nats.url(), "b")).await;
+    report(&a, &[snapshot("w1", 0.10), snapshot("w2", 0.10)]).await;
+    applied(&b, 2).await;
+
+    let (s, pick) = a
+        .post_json(
+            "/v1/score",
+            &json!({"key": "user:1", "candidates": ["w1", "w2"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{pick}");
+    let worker = pick["pick"].as_str().expect("a pick").to_owned();
+    let other = if worker == "w1" { "w2" } else { "w1" };
+    others_reach(&b, &worker, 1.0).await;
+    assert_eq!(others_on(&b, other), 0.0);
+    // Replica b counts a as a decider beside it, and the routers that
+    // follow b see a's pick in their view's load.
+    assert_eq!(b.state.engine.routers_sharing(), 2);
+    let board = b.state.load_board.others(None, b.clock.monotonic_ms());
+    assert_eq!(board.routers, 1);
+    assert_eq!(board.load.len(), 1, "{:?}", board.load);
+    assert_eq!(
+        (board.load[0].worker_id.as_str(), board.load[0].outstanding),
+        (worker.as_str(), 1)
+    );
+    // Replica a's own evidence is its own pick, not a peer's.
+    assert_eq!(others_on(&a, &worker), 0.0);
+
+    let fb = json!({"decision_id": pick["decision_id"], "worker_id": worker,
+                    "latency_ms": 1.5, "success": true});
+    let (s, body) = a.post_json("/v1/feedback", &fb).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    others_reach(&b, &worker, 0.0).await;
 }

@@ -403,21 +403,7 @@ impl Balancer {
     /// sorted by id: what it reports to the service, so that the other
     /// routers see its load (`POST /v1/router/load`).
     pub fn outstanding(&self) -> Vec<WorkerLoad> {
-        let mut out: Vec<WorkerLoad> = self
-            .engine
-            .registry()
-            .slots()
-            .iter()
-            .filter_map(|slot| {
-                let outstanding = slot.evidence().snapshot().outstanding;
-                (outstanding > 0).then(|| WorkerLoad {
-                    worker_id: slot.view().worker_id.to_string(),
-                    outstanding,
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
-        out
+        scorer_engine::view::peer_load::outstanding_of(self.engine.registry())
     }
 
     /// Housekeeping at monotonic `now_ms`, about once a second: picks whose

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scorer_engine::view::RouterLoad;
+use scorer_engine::view::peer_load::{LOAD_HEARTBEAT_MS, LoadSchedule};
 
 use crate::follow::FollowConfig;
 use crate::stats::Counters;
 use crate::{Balancer, DEFAULT_LOAD_REPORT_MS};
 
 /// The longest a router's unchanged load goes unreported, ms.
-pub const HEARTBEAT_MS: u64 = 250;
+pub const HEARTBEAT_MS: u64 = LOAD_HEARTBEAT_MS;
 /// The longest one report may take, ms.
 pub const REPORT_TIMEOUT_MS: u64 = 200;
 
@@ -34,7 +35,8 @@ pub async fn report_load(
     let url = format!("{}/v1/router/load", cfg.base_url.trim_end_matches('/'));
     let mut tick = tokio::time::interval(Duration::from_millis(DEFAULT_LOAD_REPORT_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last: Option<(Vec<_>, Instant)> = None;
+    let mut schedule = LoadSchedule::default();
+    let start = Instant::now();
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -43,15 +45,8 @@ pub async fn report_load(
         }
         let outstanding = balancer.outstanding();
         let routed = balancer.routed();
-        let due = match &last {
-            None => true,
-            Some((sent, at)) => {
-                *sent != outstanding
-                    || !routed.is_empty()
-                    || at.elapsed() >= Duration::from_millis(HEARTBEAT_MS)
-            }
-        };
-        if !due {
+        let now_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if !schedule.due(&outstanding, &routed, now_ms) {
             continue;
         }
         let body = RouterLoad {
@@ -72,7 +67,8 @@ pub async fn report_load(
         };
         if sent {
             Counters::bump(&balancer.counters.load_reports);
-            last = Some((body.outstanding, Instant::now()));
+            let now_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            schedule.sent(body.outstanding, now_ms);
         } else {
             Counters::bump(&balancer.counters.load_reports_failed);
         }

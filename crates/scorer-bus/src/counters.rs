@@ -38,15 +38,15 @@ impl Refusal {
 }
 
 /// The kinds of message, as labelled in `/metrics`.
-pub const KINDS: [&str; 3] = ["telemetry", "load", "overrides"];
+pub const KINDS: [&str; 4] = ["telemetry", "load", "replica_load", "overrides"];
 
 /// Counters of one bus connection.
 #[derive(Debug, Default)]
 pub struct BusCounters {
-    refused: [[AtomicU64; 4]; 3],
-    applied: [AtomicU64; 3],
-    published: [AtomicU64; 3],
-    dropped: [AtomicU64; 3],
+    refused: [[AtomicU64; 4]; KINDS.len()],
+    applied: [AtomicU64; KINDS.len()],
+    published: [AtomicU64; KINDS.len()],
+    dropped: [AtomicU64; KINDS.len()],
 }
 
 fn kind_index(kind: &str) -> usize {

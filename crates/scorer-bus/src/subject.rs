@@ -15,6 +15,9 @@ pub const TELEMETRY_STREAM: &str = "SCORER_TELEMETRY";
 /// Subjects a router's outstanding gauges are published on:
 /// `scorer.load.<router>`.
 pub const LOAD_PREFIX: &str = "scorer.load";
+/// Subjects a replica's own outstanding picks (those of the decisions it
+/// made for its HTTP callers) are published on: `scorer.replica_load.<replica>`.
+pub const REPLICA_LOAD_PREFIX: &str = "scorer.replica_load";
 /// The key-value bucket of the shared state: the operators' overrides.
 pub const STATE_BUCKET: &str = "scorer_state";
 /// The key of the overrides in [`STATE_BUCKET`].
@@ -73,6 +76,11 @@ pub fn telemetry(worker_id: &str) -> String {
 /// The load subject of `router_id`.
 pub fn load(router_id: &str) -> String {
     format!("{LOAD_PREFIX}.{}", token(router_id))
+}
+
+/// The subject of replica `replica_id`'s own load.
+pub fn replica_load(replica_id: &str) -> String {
+    format!("{REPLICA_LOAD_PREFIX}.{}", token(replica_id))
 }
 
 /// The id in the last token of `subject` under `prefix`, when the subject

@@ -185,10 +185,15 @@ impl Engine {
             Arc::new(scorer_core::clock::SystemClock::new()),
         ));
         let locality_entries = config.locality.index_entries;
+        // A replica on the bus shares the keys it routed with its peers.
+        let routed_outbox = config
+            .bus
+            .enabled()
+            .then(routed_outbox::RoutedOutbox::default);
         Self {
             locality: std::sync::OnceLock::new(),
             locality_entries,
-            routed_outbox: None,
+            routed_outbox,
             prefix_rates: std::sync::OnceLock::new(),
             active: ArcSwap::from_pointee(ActiveConfig::new(config)),
             registry: Registry::new(),

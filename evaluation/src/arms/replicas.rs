@@ -12,7 +12,8 @@
 //!   per worker as a gauge ([`super::load_gauges`]); one bus hop later the
 //!   others apply the sum of the gauges they heard as the other deciders'
 //!   load, as of when those were sent, as an embedded balancer applies
-//!   its view's load.
+//!   its view's load (the service's replicas publish theirs on
+//!   `scorer.replica_load.<replica>`, on change and every 250 ms).
 //! - With [`ReplicaSet::sharing_routed_keys`] each gauge also carries the
 //!   keys its replica routed since its last, which the others' routing
 //!   indexes learn, as the routers' do from the service's view stream.

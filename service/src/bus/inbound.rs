@@ -82,7 +82,13 @@ pub(super) async fn overrides(st: AppState, link: Arc<BusLink>, mut feed: Overri
 }
 
 fn applied(link: &BusLink, kind: &str, now_ms: u64) {
+    heard(link, kind, now_ms);
+    link.applied.send_modify(|n| *n += 1);
+}
+
+/// Counts a message of `kind` applied at `now_ms`, without waking the
+/// waiters on [`BusLink::applied`].
+pub(super) fn heard(link: &BusLink, kind: &str, now_ms: u64) {
     link.bus().counters().applied(kind);
     link.last_applied_ms.store(now_ms.max(1), Ordering::Relaxed);
-    link.applied.send_modify(|n| *n += 1);
 }

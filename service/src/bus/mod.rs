@@ -1,7 +1,8 @@
 //! The service as one replica among peers on the bus (`[bus]`): it
 //! publishes what it accepts (telemetry, router load, the overrides) and
-//! applies what the others publish, through the same engine calls as its
-//! HTTP endpoints (see `scorer-bus` for the subjects and the checks).
+//! its own outstanding picks, and applies what the others publish, through
+//! the same engine calls as its HTTP endpoints (see `scorer-bus` for the
+//! subjects and the checks).
 //!
 //! A request never waits for the bus: what it accepted goes into a
 //! bounded outbox ([`BusLink::send`]), which one task publishes; a full
@@ -11,6 +12,7 @@
 //! writes them.
 
 mod inbound;
+mod own_load;
 
 use std::sync::Arc;
 
@@ -50,8 +52,11 @@ pub struct BusLink {
     outbox: mpsc::Sender<Outgoing>,
     /// Monotonic ms of the last message applied from a peer, 0 before any.
     last_applied_ms: std::sync::atomic::AtomicU64,
-    /// Messages applied from peers so far.
+    /// Telemetry, router load and overrides messages applied from peers
+    /// so far.
     applied: watch::Sender<u64>,
+    /// The peer replicas' own load, as last heard.
+    peers: std::sync::Mutex<scorer_engine::view::peer_load::PeerLoads>,
 }
 
 impl BusLink {
@@ -68,7 +73,9 @@ impl BusLink {
         &self.bus
     }
 
-    /// The count of messages applied from peers, to wait on.
+    /// The count of telemetry, router load and overrides messages applied
+    /// from peers, to wait on (a peer's own load, sent at least every
+    /// 250 ms, is counted in the metrics only).
     pub fn applied(&self) -> watch::Receiver<u64> {
         self.applied.subscribe()
     }
@@ -116,12 +123,14 @@ pub async fn start(state: AppState) -> Result<Option<(AppState, Vec<JoinHandle<(
     let telemetry = bus.telemetry_feed().await?;
     let load = bus.load_feed().await?;
     let overrides = bus.overrides_feed().await?;
+    let replica_load = bus.replica_load_feed().await?;
     let (tx, rx) = mpsc::channel(cfg.outbox_capacity);
     let link = Arc::new(BusLink {
         bus,
         outbox: tx,
         last_applied_ms: std::sync::atomic::AtomicU64::new(0),
         applied: watch::channel(0).0,
+        peers: std::sync::Mutex::default(),
     });
     let state = state.with_bus(link.clone());
     tracing::info!(replica = %replica, url = %cfg.nats_url, "on the bus");
@@ -129,7 +138,9 @@ pub async fn start(state: AppState) -> Result<Option<(AppState, Vec<JoinHandle<(
         tokio::spawn(publish(state.clone(), rx)),
         tokio::spawn(inbound::telemetry(state.clone(), link.clone(), telemetry)),
         tokio::spawn(inbound::load(state.clone(), link.clone(), load)),
-        tokio::spawn(inbound::overrides(state.clone(), link, overrides)),
+        tokio::spawn(inbound::overrides(state.clone(), link.clone(), overrides)),
+        tokio::spawn(own_load::hear(state.clone(), link.clone(), replica_load)),
+        tokio::spawn(own_load::share(state.clone(), link)),
     ];
     Ok(Some((state, tasks)))
 }

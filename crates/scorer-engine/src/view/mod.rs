@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use scorer_core::telemetry::Snapshot;
 
 pub mod load_board;
+pub mod peer_load;
 pub mod reports;
 pub mod routed_log;
 
