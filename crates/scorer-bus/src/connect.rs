@@ -50,8 +50,8 @@ pub struct Bus {
 
 impl Bus {
     /// Connects as `replica` with `cfg`'s URLs, credentials and TLS, and
-    /// creates the telemetry stream and the state bucket when they are
-    /// missing. The client reconnects by itself afterwards, with backoff.
+    /// creates the telemetry stream, the state bucket and the records
+    /// stream when they are missing. The client reconnects by itself afterwards, with backoff.
     ///
     /// # Errors
     /// [`BusError::Connect`] when no server answers within
@@ -124,14 +124,16 @@ impl Bus {
             what: "the state bucket",
             reason: e.to_string(),
         })?;
-        Ok(Self {
+        let bus = Self {
             client,
             js,
             replica: Arc::from(replica),
             origin: Arc::from(format!("{replica}/{}", instance()).as_str()),
             max_message_bytes: cfg.max_message_bytes,
             counters: Arc::default(),
-        })
+        };
+        bus.ensure_records_stream().await?;
+        Ok(bus)
     }
 
     /// This replica's name on the bus.
