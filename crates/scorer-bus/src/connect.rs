@@ -58,6 +58,19 @@ impl Bus {
     /// `bus.connect_timeout_ms` or the credentials are refused;
     /// [`BusError::Setup`] when JetStream is off on the server.
     pub async fn connect(cfg: &BusConfig, replica: &str) -> Result<Self, BusError> {
+        Self::connect_counting(cfg, replica, Arc::default()).await
+    }
+
+    /// [`Bus::connect`], counting into `counters` (shared with what counts
+    /// before the connection exists, such as a records outbox).
+    ///
+    /// # Errors
+    /// As [`Bus::connect`].
+    pub async fn connect_counting(
+        cfg: &BusConfig,
+        replica: &str,
+        counters: Arc<BusCounters>,
+    ) -> Result<Self, BusError> {
         let mut opts = ConnectOptions::new()
             .name(format!("scorer-{replica}"))
             .connection_timeout(Duration::from_millis(cfg.connect_timeout_ms));
@@ -130,7 +143,7 @@ impl Bus {
             replica: Arc::from(replica),
             origin: Arc::from(format!("{replica}/{}", instance()).as_str()),
             max_message_bytes: cfg.max_message_bytes,
-            counters: Arc::default(),
+            counters,
         };
         bus.ensure_records_stream().await?;
         Ok(bus)

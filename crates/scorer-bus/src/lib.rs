@@ -49,6 +49,7 @@ pub mod written;
 
 use std::sync::Arc;
 
+pub use arrow;
 pub use async_nats;
 pub use connect::{Bus, BusError};
 pub use counters::{BusCounters, Refusal};
