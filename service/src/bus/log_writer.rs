@@ -39,7 +39,8 @@ pub async fn write(bus: Bus, log: Arc<DecisionLog>, mut feed: RecordsFeed) {
         let again = d.batch.num_rows() - rows;
         if rows > 0 {
             let (log, kind) = (log.clone(), d.kind);
-            let appended = tokio::task::spawn_blocking(move || log.append_durable(kind, batch)).await;
+            let appended =
+                tokio::task::spawn_blocking(move || log.append_durable(kind, batch)).await;
             match appended {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

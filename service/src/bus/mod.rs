@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use scorer_bus::{Bus, BusError, SharedOverrides};
-use scorer_log::DecisionLog;
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::view::RouterLoad;
+use scorer_log::DecisionLog;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -193,7 +193,11 @@ pub async fn start_with_writer(
         .map(|rx| tokio::spawn(records::publish(bus.clone(), rx, all_features_below)));
     let mut tasks = Vec::new();
     if let (Some(log), Some(feed)) = (&writer, records_feed) {
-        tasks.push(tokio::spawn(log_writer::write(bus.clone(), log.clone(), feed)));
+        tasks.push(tokio::spawn(log_writer::write(
+            bus.clone(),
+            log.clone(),
+            feed,
+        )));
     }
     let link = Arc::new(BusLink {
         bus,
