@@ -125,13 +125,15 @@ impl RecordsFeed {
 }
 
 impl Delivered {
-    /// Tells the stream the batch is written: it leaves the stream. Waits
-    /// for the server's confirmation.
+    /// Tells the stream the batch is written: it leaves the stream. Not
+    /// confirmed by the server (one round trip a batch saved): an
+    /// acknowledgement lost on the way makes the batch come back after
+    /// `ack_wait`, and its records are skipped as already written.
     ///
     /// # Errors
-    /// The confirmation did not come: the batch may be delivered again.
+    /// The connection did not take the acknowledgement.
     pub async fn ack(&self) -> Result<(), async_nats::Error> {
-        self.message.double_ack().await
+        self.message.ack().await
     }
 
     /// Tells the stream the batch could not be written now: it is delivered
