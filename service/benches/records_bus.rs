@@ -1,8 +1,9 @@
 //! Decision records through NATS into two log writers: `ROUTERS` (64)
 //! simulated routers in this process, each its own NATS connection,
 //! together publishing `RATE` (50 000) decisions a second of `CANDIDATES`
-//! (16) candidates for `SECONDS` (10 s), every `TICK_MS` a batch in the
-//! log's Arrow IPC schema on `scorer.records.decisions.<router>`
+//! (16) candidates for `SECONDS` (10 s), every `TICK_MS` (or, when the
+//! stream's acknowledgements take longer, as soon as the last one came)
+//! every decision due as one batch in the log's Arrow IPC schema on `scorer.records.decisions.<router>`
 //! (`Bus::publish_records`, awaited until the stream stored it); two
 //! service processes with `bus.log_writer` (the `service` binary of this
 //! build) share the stream's consumer and write Parquet.
@@ -122,22 +123,28 @@ fn decision(router: usize, seq: u64) -> DecisionRecord {
     }
 }
 
-/// One router: every `TICK_MS`, its share of the rate as one batch.
-async fn router(bus: Bus, r: usize, per_s: f64, until: tokio::time::Instant) -> u64 {
+/// One router: every `TICK_MS` (or as soon as its last batch is stored),
+/// every decision due by then at its share of the rate, as one batch.
+async fn router(bus: Bus, r: usize, per_s: f64, start: tokio::time::Instant, seconds: u64) -> u64 {
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
-    let (mut seq, mut owed) = (0u64, 0.0f64);
-    while tokio::time::Instant::now() < until {
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let until = start + Duration::from_secs(seconds);
+    let mut seq = 0u64;
+    loop {
         tick.tick().await;
-        owed += per_s * TICK_MS as f64 / 1_000.0;
-        let n = owed.floor() as u64;
-        owed -= n as f64;
-        let recs: Vec<DecisionRecord> = (seq..seq + n).map(|s| decision(r, s)).collect();
-        seq += n;
-        if let Ok(b) = decisions_batch_sampled(&recs, ALL_FEATURES_BELOW) {
+        let now = tokio::time::Instant::now().min(until);
+        let due = (per_s * (now - start).as_secs_f64()) as u64;
+        let recs: Vec<DecisionRecord> = (seq..due).map(|s| decision(r, s)).collect();
+        seq = due;
+        if !recs.is_empty()
+            && let Ok(b) = decisions_batch_sampled(&recs, ALL_FEATURES_BELOW)
+        {
             bus.publish_records(LogKind::Decisions, &b).await;
         }
+        if now >= until {
+            return seq;
+        }
     }
-    seq
 }
 
 async fn consumer_idle(js: &scorer_bus::async_nats::jetstream::Context) -> bool {
@@ -210,12 +217,12 @@ fn main() {
         }
         let cpu0 = (cpu_s(w1.0.id()) + cpu_s(w2.0.id()), cpu_s(nats.0.id()), cpu_s(std::process::id()));
         let t0 = Instant::now();
-        let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        let start = tokio::time::Instant::now();
         let per_s = rate as f64 / ROUTERS as f64;
         let tasks: Vec<_> = buses
             .iter()
             .enumerate()
-            .map(|(r, b)| tokio::spawn(router(b.clone(), r, per_s, until)))
+            .map(|(r, b)| tokio::spawn(router(b.clone(), r, per_s, start, seconds)))
             .collect();
         let mut made = 0u64;
         for t in tasks {
