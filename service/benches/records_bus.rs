@@ -75,7 +75,10 @@ fn writer(root: &Path, name: &str, url: &str) -> (Proc, PathBuf) {
     let dir = root.join(name);
     let log = std::fs::File::create(root.join(format!("{name}.log"))).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_service"))
-        .env("SCORER_SERVER__LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env(
+            "SCORER_SERVER__LISTEN",
+            format!("127.0.0.1:{}", free_port()),
+        )
         .env("SCORER_LOG__DIR", dir.join("decisions"))
         .env("SCORER_LOG__OUTCOMES_DIR", dir.join("outcomes"))
         .env("SCORER_BUS__NATS_URL", url)
@@ -159,11 +162,20 @@ async fn consumer_idle(js: &scorer_bus::async_nats::jetstream::Context) -> bool 
 
 fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
-    if Command::new("nats-server").arg("--version").output().is_err() {
+    if Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         println!("records_bus: no nats-server on PATH, nothing measured");
         return;
     }
-    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
     let (rate, seconds) = if quick {
         (2_000, 1)
     } else {
@@ -198,7 +210,11 @@ fn main() {
         };
         let mut buses = Vec::new();
         for r in 0..ROUTERS {
-            buses.push(Bus::connect(&cfg, &format!("edge-{r}")).await.expect("router on the bus"));
+            buses.push(
+                Bus::connect(&cfg, &format!("edge-{r}"))
+                    .await
+                    .expect("router on the bus"),
+            );
         }
         let raw = scorer_bus::async_nats::connect(&url).await.expect("raw");
         let js = scorer_bus::async_nats::jetstream::new(raw);
@@ -206,7 +222,10 @@ fn main() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let waiting = match js.get_stream(RECORDS_STREAM).await {
-                Ok(s) => s.consumer_info(LOG_WRITERS_CONSUMER).await.map_or(0, |i| i.num_waiting),
+                Ok(s) => s
+                    .consumer_info(LOG_WRITERS_CONSUMER)
+                    .await
+                    .map_or(0, |i| i.num_waiting),
                 Err(_) => 0,
             };
             if waiting >= 2 {
@@ -215,7 +234,11 @@ fn main() {
             assert!(Instant::now() < deadline, "the writers did not join");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let cpu0 = (cpu_s(w1.0.id()) + cpu_s(w2.0.id()), cpu_s(nats.0.id()), cpu_s(std::process::id()));
+        let cpu0 = (
+            cpu_s(w1.0.id()) + cpu_s(w2.0.id()),
+            cpu_s(nats.0.id()),
+            cpu_s(std::process::id()),
+        );
         let t0 = Instant::now();
         let start = tokio::time::Instant::now();
         let per_s = rate as f64 / ROUTERS as f64;
@@ -235,7 +258,11 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let drained_s = t0.elapsed().as_secs_f64();
-        let cpu1 = (cpu_s(w1.0.id()) + cpu_s(w2.0.id()), cpu_s(nats.0.id()), cpu_s(std::process::id()));
+        let cpu1 = (
+            cpu_s(w1.0.id()) + cpu_s(w2.0.id()),
+            cpu_s(nats.0.id()),
+            cpu_s(std::process::id()),
+        );
         let (mut published, mut dropped) = (0, 0);
         for b in &buses {
             published += b.counters().published_count("decisions");
@@ -245,7 +272,9 @@ fn main() {
     });
     let (made, published, dropped, publish_s, drained_s, cpu0, cpu1) = report;
     for w in [&w1, &w2] {
-        let _ = Command::new("kill").args(["-TERM", &w.0.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &w.0.id().to_string()])
+            .status();
     }
     let _ = w1.0.wait();
     let _ = w2.0.wait();
@@ -253,10 +282,18 @@ fn main() {
     for d in [&d1, &d2] {
         let loaded = read_dir(d, LogKind::Decisions).expect("log reads");
         for b in &loaded.batches {
-            let ids = b.column_by_name("decision_id").expect("id").as_string::<i32>();
-            let ws = b.column_by_name("worker_id").expect("worker").as_string::<i32>();
+            let ids = b
+                .column_by_name("decision_id")
+                .expect("id")
+                .as_string::<i32>();
+            let ws = b
+                .column_by_name("worker_id")
+                .expect("worker")
+                .as_string::<i32>();
             for i in 0..ids.len() {
-                *rows.entry((ids.value(i).to_owned(), ws.value(i).to_owned())).or_default() += 1;
+                *rows
+                    .entry((ids.value(i).to_owned(), ws.value(i).to_owned()))
+                    .or_default() += 1;
             }
         }
     }

@@ -111,8 +111,12 @@ async fn write_kind(
         .applied_n(label, u64::try_from(rows).unwrap_or(u64::MAX));
     if again > 0 {
         let redelivered = delivered.iter().filter(|d| d.delivered > 1).count();
-        tracing::info!(kind = label, records = again, redelivered,
-            "records delivered again were already written; skipped");
+        tracing::info!(
+            kind = label,
+            records = again,
+            redelivered,
+            "records delivered again were already written; skipped"
+        );
     }
     true
 }
