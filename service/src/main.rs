@@ -65,6 +65,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// At shutdown, how long the records' outbox may take to reach the bus, ms.
+const RECORDS_DRAIN_MS: u64 = 5_000;
+
 async fn serve() -> anyhow::Result<()> {
     use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
@@ -120,8 +123,20 @@ async fn serve() -> anyhow::Result<()> {
     let clock = Arc::new(SystemClock::new());
     let log_cfg = config.log.clone();
     let models = Arc::new(ModelHub::load(&config.model, clock.clone()));
+    let on_bus = config.bus.enabled();
+    let bus_writer = config.bus.log_writer;
     let mut engine = Engine::new(config).with_models(models);
-    if log_cfg.enabled {
+    // On the bus, the records go to the stream and a log writer writes
+    // them; otherwise to the local log, as ever.
+    let mut writer_log = None;
+    if log_cfg.enabled && on_bus {
+        engine = engine.with_log(Arc::new(service::bus::records::BusSink::new(&log_cfg)));
+        if bus_writer {
+            let log = DecisionLog::start(log_cfg, clock.clone())
+                .context("cannot start the decision log")?;
+            writer_log = Some(Arc::new(log));
+        }
+    } else if log_cfg.enabled {
         let log =
             DecisionLog::start(log_cfg, clock.clone()).context("cannot start the decision log")?;
         engine = engine.with_log(Arc::new(log));
@@ -130,7 +145,7 @@ async fn serve() -> anyhow::Result<()> {
     let state = AppState::new(engine, clock)
         .with_config_source(Arc::new(move || Config::load(config_path.as_deref())))
         .with_tls(tls);
-    let (state, bus_tasks) = match service::bus::start(state.clone())
+    let (state, bus_tasks) = match service::bus::start_with_writer(state.clone(), writer_log)
         .await
         .context("cannot join the bus ([bus])")?
     {
@@ -164,8 +179,19 @@ async fn serve() -> anyhow::Result<()> {
     })
     .await;
     sweeper.abort();
+    if let Some(link) = &state.bus {
+        link.drain_records(std::time::Duration::from_millis(RECORDS_DRAIN_MS))
+            .await;
+    }
     for t in bus_tasks {
         t.abort();
+    }
+    if let Some(log) = state.bus.as_ref().and_then(|l| l.writer_log()) {
+        // Unacknowledged batches go to another writer; what was written
+        // is closed into Parquet.
+        log.shutdown()
+            .context("decision log did not close cleanly")?;
+        tracing::info!(stats = ?log.stats(), "decision log closed");
     }
     #[cfg(unix)]
     hangup.abort();

@@ -45,20 +45,36 @@ pub struct Bus {
     /// applies what its previous life published (the overrides it took).
     pub(crate) origin: Arc<str>,
     pub(crate) max_message_bytes: usize,
+    /// `bus.stream_replicas`: copies of each stream this replica creates.
+    pub(crate) stream_replicas: usize,
     pub(crate) counters: Arc<BusCounters>,
 }
 
 impl Bus {
     /// Connects as `replica` with `cfg`'s URLs, credentials and TLS, and
-    /// creates the telemetry stream and the state bucket when they are
-    /// missing. The client reconnects by itself afterwards, with backoff.
+    /// creates the telemetry stream, the state bucket and the records
+    /// stream when they are missing. The client reconnects by itself
+    /// afterwards, with backoff.
     ///
     /// # Errors
     /// [`BusError::Connect`] when no server answers within
     /// `bus.connect_timeout_ms` or the credentials are refused;
     /// [`BusError::Setup`] when JetStream is off on the server.
     pub async fn connect(cfg: &BusConfig, replica: &str) -> Result<Self, BusError> {
-        let bus = Self::connect_publisher(cfg, replica).await?;
+        Self::connect_counting(cfg, replica, Arc::default()).await
+    }
+
+    /// [`Bus::connect`], counting into `counters` (shared with what counts
+    /// before the connection exists, such as a records outbox).
+    ///
+    /// # Errors
+    /// As [`Bus::connect`].
+    pub async fn connect_counting(
+        cfg: &BusConfig,
+        replica: &str,
+        counters: Arc<BusCounters>,
+    ) -> Result<Self, BusError> {
+        let bus = Self::open(cfg, replica, counters).await?;
         bus.js
             .get_or_create_stream(stream::Config {
                 name: TELEMETRY_STREAM.to_owned(),
@@ -89,6 +105,7 @@ impl Bus {
                 what: "the state bucket",
                 reason: e.to_string(),
             })?;
+        bus.ensure_records_stream().await?;
         Ok(bus)
     }
 
@@ -101,6 +118,14 @@ impl Bus {
     /// [`BusError::Connect`] when no server answers within
     /// `bus.connect_timeout_ms` or the credentials are refused.
     pub async fn connect_publisher(cfg: &BusConfig, name: &str) -> Result<Self, BusError> {
+        Self::open(cfg, name, Arc::default()).await
+    }
+
+    async fn open(
+        cfg: &BusConfig,
+        name: &str,
+        counters: Arc<BusCounters>,
+    ) -> Result<Self, BusError> {
         let mut opts = ConnectOptions::new()
             .name(format!("scorer-{name}"))
             .connection_timeout(Duration::from_millis(cfg.connect_timeout_ms));
@@ -147,7 +172,8 @@ impl Bus {
             replica: Arc::from(name),
             origin: Arc::from(format!("{name}/{}", instance()).as_str()),
             max_message_bytes: cfg.max_message_bytes,
-            counters: Arc::default(),
+            stream_replicas: cfg.stream_replicas,
+            counters,
         })
     }
 

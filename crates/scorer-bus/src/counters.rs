@@ -15,15 +15,18 @@ pub enum Refusal {
     /// Well-formed, but the engine refused it (an invalid report, an
     /// unknown worker, too many routers).
     Invalid,
+    /// A record batch in another log schema version than this writer's.
+    Schema,
 }
 
 impl Refusal {
     /// Every reason.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Oversized,
         Self::Malformed,
         Self::Subject,
         Self::Invalid,
+        Self::Schema,
     ];
 
     /// Its label in `/metrics`.
@@ -33,17 +36,27 @@ impl Refusal {
             Self::Malformed => "malformed",
             Self::Subject => "subject",
             Self::Invalid => "invalid",
+            Self::Schema => "schema",
         }
     }
 }
 
-/// The kinds of message, as labelled in `/metrics`.
-pub const KINDS: [&str; 4] = ["telemetry", "load", "replica_load", "overrides"];
+/// The kinds of message, as labelled in `/metrics`. For `decisions` and
+/// `outcomes`, published, dropped and applied (written by a log writer)
+/// count records; refused counts messages (record batches).
+pub const KINDS: [&str; 6] = [
+    "telemetry",
+    "load",
+    "replica_load",
+    "overrides",
+    "decisions",
+    "outcomes",
+];
 
 /// Counters of one bus connection.
 #[derive(Debug, Default)]
 pub struct BusCounters {
-    refused: [[AtomicU64; 4]; KINDS.len()],
+    refused: [[AtomicU64; Refusal::ALL.len()]; KINDS.len()],
     applied: [AtomicU64; KINDS.len()],
     published: [AtomicU64; KINDS.len()],
     dropped: [AtomicU64; KINDS.len()],
@@ -62,18 +75,34 @@ impl BusCounters {
 
     /// Count an applied message of `kind`.
     pub fn applied(&self, kind: &str) {
-        self.applied[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+        self.applied_n(kind, 1);
+    }
+
+    /// Count `n` applied messages (or records) of `kind`.
+    pub fn applied_n(&self, kind: &str, n: u64) {
+        self.applied[kind_index(kind)].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Count a published message of `kind`.
     pub fn published(&self, kind: &str) {
-        self.published[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+        self.published_n(kind, 1);
+    }
+
+    /// Count `n` published messages (or records) of `kind`.
+    pub fn published_n(&self, kind: &str, n: u64) {
+        self.published[kind_index(kind)].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Count a message of `kind` dropped before it was published (the
     /// outbox was full, or the connection refused it).
     pub fn dropped(&self, kind: &str) {
-        self.dropped[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+        self.dropped_n(kind, 1);
+    }
+
+    /// Count `n` messages (or records) of `kind` dropped before they were
+    /// published.
+    pub fn dropped_n(&self, kind: &str, n: u64) {
+        self.dropped[kind_index(kind)].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Refused messages of `kind` for `why`.

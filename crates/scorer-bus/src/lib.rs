@@ -14,6 +14,14 @@
 //!   bucket [`subject::STATE_BUCKET`] under [`subject::OVERRIDES_KEY`]
 //!   ([`SharedOverrides`], [`OverridesFeed`]).
 //!
+//! - **Decision and outcome records**: the log's own Arrow IPC batches on
+//!   `scorer.records.<decisions|outcomes>.<replica>`, kept in the
+//!   work-queue stream [`subject::RECORDS_STREAM`] until a log writer
+//!   acknowledges them ([`Bus::publish_records`], [`RecordsFeed`]); each
+//!   batch goes to one writer of the shared consumer
+//!   [`subject::LOG_WRITERS_CONSUMER`], and [`WrittenIds`] keeps a writer
+//!   from writing a batch delivered to it again.
+//!
 //! Every message carries its publisher in the [`subject::ORIGIN_HEADER`]
 //! header (the overrides in their body), and a replica skips what its own
 //! process published ([`Bus::origin`]). A
@@ -32,18 +40,24 @@
 mod connect;
 pub mod counters;
 mod load;
+mod log_writers;
 mod overrides;
+pub mod records;
 pub mod subject;
 mod telemetry;
+pub mod written;
 
 use std::sync::Arc;
 
+pub use arrow;
 pub use async_nats;
 pub use connect::{Bus, BusError};
 pub use counters::{BusCounters, Refusal};
 pub use load::LoadFeed;
+pub use log_writers::{Delivered, RecordsFeed};
 pub use overrides::{OverridesFeed, SharedOverrides};
 pub use telemetry::TelemetryFeed;
+pub use written::WrittenIds;
 
 /// A message from a peer, checked: who published it and what it says.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,6 +22,17 @@ pub const REPLICA_LOAD_PREFIX: &str = "scorer.replica_load";
 pub const STATE_BUCKET: &str = "scorer_state";
 /// The key of the overrides in [`STATE_BUCKET`].
 pub const OVERRIDES_KEY: &str = "overrides";
+/// Subjects the decision and outcome records are published on:
+/// `scorer.records.decisions.<replica>` and `scorer.records.outcomes.<replica>`.
+pub const RECORDS_PREFIX: &str = "scorer.records";
+/// The JetStream stream of the decision and outcome records (work-queue
+/// retention: a record batch leaves it once a log writer acknowledged it).
+pub const RECORDS_STREAM: &str = "SCORER_DECISIONS";
+/// The durable pull consumer every log writer shares.
+pub const LOG_WRITERS_CONSUMER: &str = "scorer-log-writers";
+/// Header carrying the log schema version of a record batch
+/// (`scorer_log::LOG_SCHEMA_VERSION`).
+pub const LOG_SCHEMA_HEADER: &str = "Scorer-Log-Schema";
 /// Header naming the replica (or agent, or router) that published a
 /// message; a replica skips what it published itself.
 pub const ORIGIN_HEADER: &str = "Scorer-Origin";
@@ -81,6 +92,24 @@ pub fn load(router_id: &str) -> String {
 /// The subject of replica `replica_id`'s own load.
 pub fn replica_load(replica_id: &str) -> String {
     format!("{REPLICA_LOAD_PREFIX}.{}", token(replica_id))
+}
+
+/// The subject a replica publishes its records of `kind` on.
+pub fn records(kind: scorer_log::LogKind, replica: &str) -> String {
+    format!("{RECORDS_PREFIX}.{}.{}", kind.prefix(), token(replica))
+}
+
+/// The kind of records a subject under [`RECORDS_PREFIX`] carries, when it
+/// is exactly `scorer.records.<decisions|outcomes>.<token>`.
+pub fn records_kind(subject: &str) -> Option<scorer_log::LogKind> {
+    let rest = subject.strip_prefix(RECORDS_PREFIX)?.strip_prefix('.')?;
+    let (kind, publisher) = rest.split_once('.')?;
+    id_of(publisher)?;
+    match kind {
+        "decisions" => Some(scorer_log::LogKind::Decisions),
+        "outcomes" => Some(scorer_log::LogKind::Outcomes),
+        _ => None,
+    }
 }
 
 /// The id in the last token of `subject` under `prefix`, when the subject

@@ -24,6 +24,9 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 2_000;
 pub const DEFAULT_STREAM_REPLICAS: usize = 1;
 /// Most [`BusConfig::stream_replicas`]: JetStream's own limit.
 pub const MAX_STREAM_REPLICAS: usize = 5;
+/// Default [`BusConfig::log_ack_wait_ms`]: how long a log writer may hold
+/// a record batch unacknowledged before it goes to another writer.
+pub const DEFAULT_LOG_ACK_WAIT_MS: u64 = 30_000;
 /// Largest [`BusConfig::max_message_bytes`]: NATS's own ceiling, 64 MiB.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -62,11 +65,22 @@ pub struct BusConfig {
     pub outbox_capacity: usize,
     /// How long one connection attempt may take, ms. Default 2000.
     pub connect_timeout_ms: u64,
-    /// Copies the cluster keeps of the telemetry stream and the state
-    /// bucket, 1..=5 (JetStream's `num_replicas`); on a three-node cluster,
+    /// Copies the cluster keeps of the telemetry stream, the state bucket
+    /// and the records stream, 1..=5 (JetStream's `num_replicas`); on a three-node cluster,
     /// 3 keeps them through the loss of a node. Applied when the replica
     /// that starts first creates them. Default 1.
     pub stream_replicas: usize,
+    /// Whether this replica is one of the log writers: it takes record
+    /// batches from the `SCORER_DECISIONS` stream (each batch goes to one
+    /// writer) and writes them to its own `[log]` directory. Whatever the
+    /// value, a replica on the bus publishes the records it accepts to the
+    /// stream instead of writing them itself. Default true.
+    pub log_writer: bool,
+    /// How long a log writer may hold a batch without acknowledging it
+    /// before the stream delivers it to another writer, ms; every writer
+    /// should use the same value (the last one to start sets it). Default
+    /// 30 000.
+    pub log_ack_wait_ms: u64,
 }
 
 impl Default for BusConfig {
@@ -84,6 +98,8 @@ impl Default for BusConfig {
             outbox_capacity: DEFAULT_OUTBOX_CAPACITY,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             stream_replicas: DEFAULT_STREAM_REPLICAS,
+            log_writer: true,
+            log_ack_wait_ms: DEFAULT_LOG_ACK_WAIT_MS,
         }
     }
 }
@@ -189,6 +205,12 @@ impl BusConfig {
             return Err((
                 "bus.outbox_capacity",
                 format!("must be 1..=1000000, got {}", self.outbox_capacity),
+            ));
+        }
+        if !(100..=3_600_000).contains(&self.log_ack_wait_ms) {
+            return Err((
+                "bus.log_ack_wait_ms",
+                format!("must be 100..=3600000, got {}", self.log_ack_wait_ms),
             ));
         }
         if !(1..=60_000).contains(&self.connect_timeout_ms) {

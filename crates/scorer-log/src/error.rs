@@ -44,6 +44,9 @@ pub enum LogError {
     /// The writer thread could not be spawned or panicked.
     #[error("decision log writer thread: {0}")]
     Thread(String),
+    /// A durable append was not done ([`super::DecisionLog::append_durable`]).
+    #[error("decision log append not durable: {0}")]
+    Rejected(String),
 }
 
 impl LogError {

@@ -237,7 +237,31 @@ impl Worker {
                 }
             }
             Msg::Hold => self.park(),
+            Msg::Durable(kind, batch, done) => {
+                let _ = done.send(self.append_durable(kind, batch));
+            }
         }
+    }
+
+    /// Writes what is pending of `kind`, then `batch` as it is; `Ok` once
+    /// both are in the write-ahead file.
+    fn append_durable(&mut self, kind: LogKind, batch: RecordBatch) -> Result<(), String> {
+        self.flush(kind);
+        if self.retry_at.is_some() {
+            return Err("decision log writes are failing".to_owned());
+        }
+        let rows = len_u64(batch.num_rows());
+        let now = self.clock.wall_ms();
+        if !self.write_batch(kind, batch, now) {
+            return Err("decision log write failed; the batch is held for a retry".to_owned());
+        }
+        let logged = match kind {
+            LogKind::Decisions => &self.shared.counters.decisions_logged,
+            LogKind::Outcomes => &self.shared.counters.outcomes_logged,
+        };
+        Counters::add(logged, rows);
+        self.roll(kind, now);
+        Ok(())
     }
 
     /// Pending file rows (decisions or outcomes) at which to write:

@@ -25,6 +25,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
+
 use super::LogKind;
 use super::compactor::Compactor;
 use super::config::LogConfig;
@@ -66,6 +68,9 @@ pub(crate) enum Msg {
     Outcome(OutcomeRecord, Source),
     /// Park until every [`WriterHold`] is dropped (or shutdown).
     Hold,
+    /// A batch already in its kind's schema, to append as it is; `done`
+    /// hears whether it reached the write-ahead file.
+    Durable(LogKind, RecordBatch, SyncSender<Result<(), String>>),
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +105,9 @@ pub struct DecisionLog {
     /// Routers' records the channel holds, beside the service's.
     router_capacity: usize,
     tx: RwLock<Option<SyncSender<Msg>>>,
+    /// Held while a [`DecisionLog::append_durable`] waits: one at a time,
+    /// in the one slot the channel keeps for it.
+    durable: Mutex<()>,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<Result<(), LogError>>>>,
 }
@@ -159,6 +167,7 @@ impl DecisionLog {
                 capacity: 0,
                 router_capacity: 0,
                 tx: RwLock::new(None),
+                durable: Mutex::new(()),
                 shared,
                 thread: Mutex::new(None),
             });
@@ -191,9 +200,9 @@ impl DecisionLog {
             RollingFile::new(cfg.dir.clone(), LogKind::Decisions, &cfg).with_opener(opener.clone());
         let outcomes = RollingFile::new(outcomes_dir, LogKind::Outcomes, &cfg).with_opener(opener);
         let compactor = Compactor::spawn(writer_properties(&cfg), compacted(shared.clone()))?;
-        // Each source's slots, and one for a hold, so that a send within a
-        // source's budget always finds a free slot.
-        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + router_capacity + 1);
+        // Each source's slots, one for a hold and one for a durable append,
+        // so that a send within a source's budget always finds a free slot.
+        let (tx, rx) = std::sync::mpsc::sync_channel(capacity + router_capacity + 2);
         let worker = Worker::new(
             rx,
             cfg,
@@ -213,6 +222,7 @@ impl DecisionLog {
             capacity,
             router_capacity,
             tx: RwLock::new(Some(tx)),
+            durable: Mutex::new(()),
             shared,
             thread: Mutex::new(Some(handle)),
         })
@@ -298,6 +308,42 @@ impl DecisionLog {
                 c.dropped(source, 1);
                 false
             }
+        }
+    }
+
+    /// Appends `batch` (records of `kind` in [`LogKind::schema`], already
+    /// sampled) to the log as it is, after what was queued before it, and
+    /// blocks until it is in the write-ahead file (flushed to the kernel,
+    /// and fsynced with `log.fsync = "batch"`): from then on a crash of the
+    /// process no longer loses it. For a consumer that acknowledges what
+    /// it wrote (the bus's log writers); never call it on a request path.
+    ///
+    /// # Errors
+    /// A batch not in the kind's schema (nothing written), the log
+    /// disabled or shut down, or a failed write: the batch is then held
+    /// and written once writes succeed again, but is not durable yet.
+    pub fn append_durable(&self, kind: LogKind, batch: RecordBatch) -> Result<(), LogError> {
+        if batch.schema().fields() != kind.schema().fields() {
+            return Err(LogError::Rejected(format!(
+                "the batch is not in the {} schema",
+                kind.prefix()
+            )));
+        }
+        let tx = self
+            .tx
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| LogError::Rejected("the log is disabled or shut down".to_owned()))?;
+        let _one = self.durable.lock().unwrap_or_else(PoisonError::into_inner);
+        let (done, heard) = std::sync::mpsc::sync_channel(1);
+        tx.send(Msg::Durable(kind, batch, done))
+            .map_err(|_| LogError::Rejected("the writer is gone".to_owned()))?;
+        drop(tx);
+        match heard.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(LogError::Rejected(why)),
+            Err(_) => Err(LogError::Rejected("the writer is gone".to_owned())),
         }
     }
 

@@ -10,15 +10,25 @@
 //! latest-value-wins, so the next report makes up for a dropped one; the
 //! overrides are written whole, from the table in force when the task
 //! writes them.
+//!
+//! The decision and outcome records take their own outbox
+//! ([`records::BusSink`], the engine's sink on a replica on the bus) to the
+//! `SCORER_DECISIONS` stream, and a replica that is a log writer
+//! ([`log_writer`]) writes what the stream delivers to it.
 
 mod inbound;
+pub mod log_writer;
 mod own_load;
+pub mod records;
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use scorer_bus::{Bus, BusError, SharedOverrides};
 use scorer_core::telemetry::Snapshot;
 use scorer_engine::view::RouterLoad;
+use scorer_log::DecisionLog;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -56,7 +66,13 @@ pub struct BusLink {
     /// so far.
     applied: watch::Sender<u64>,
     /// The peer replicas' own load, as last heard.
-    peers: std::sync::Mutex<scorer_engine::view::peer_load::PeerLoads>,
+    peers: Mutex<scorer_engine::view::peer_load::PeerLoads>,
+    /// The engine's sink when the records go to the bus.
+    sink: Option<Arc<records::BusSink>>,
+    /// The task publishing the records' outbox.
+    records_task: Mutex<Option<JoinHandle<()>>>,
+    /// The log this replica writes the stream's records to, as a writer.
+    writer_log: Option<Arc<DecisionLog>>,
 }
 
 impl BusLink {
@@ -84,6 +100,33 @@ impl BusLink {
     pub fn last_applied_ms(&self) -> u64 {
         self.last_applied_ms
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The log this replica writes the stream's records to, when it is a
+    /// log writer.
+    pub fn writer_log(&self) -> Option<&Arc<DecisionLog>> {
+        self.writer_log.as_ref()
+    }
+
+    /// Closes the records' outbox and waits, at most `within`, until what
+    /// it held is published (at shutdown, after the requests drained).
+    pub async fn drain_records(&self, within: Duration) {
+        if let Some(sink) = &self.sink {
+            sink.close();
+        }
+        let task = self
+            .records_task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task
+            && tokio::time::timeout(within, task).await.is_err()
+        {
+            tracing::warn!(
+                within_ms = within.as_millis(),
+                "records still in the outbox at shutdown were not all published"
+            );
+        }
     }
 }
 
@@ -114,34 +157,76 @@ pub fn replica_id(configured: &str) -> String {
 /// # Errors
 /// [`BusError`] when NATS cannot be reached or set up.
 pub async fn start(state: AppState) -> Result<Option<(AppState, Vec<JoinHandle<()>>)>, BusError> {
+    start_with_writer(state, None).await
+}
+
+/// [`start`], and with `writer`, this replica is also a log writer: it
+/// writes the records the stream delivers to it into `writer`. When the
+/// engine's sink is a [`records::BusSink`], its outbox is published to the
+/// stream.
+///
+/// # Errors
+/// [`BusError`] when NATS cannot be reached or set up.
+pub async fn start_with_writer(
+    state: AppState,
+    writer: Option<Arc<DecisionLog>>,
+) -> Result<Option<(AppState, Vec<JoinHandle<()>>)>, BusError> {
     let cfg = state.engine.config().bus.clone();
     if !cfg.enabled() {
         return Ok(None);
     }
     let replica = replica_id(&cfg.replica_id);
-    let bus = Bus::connect(&cfg, &replica).await?;
+    let sink = state.engine.decision_sink().and_then(|s| {
+        let any: Arc<dyn Any + Send + Sync> = s.clone();
+        any.downcast::<records::BusSink>().ok()
+    });
+    let counters = sink
+        .as_ref()
+        .map_or_else(Arc::default, |s| s.counters().clone());
+    let bus = Bus::connect_counting(&cfg, &replica, counters).await?;
+    let records_feed = match &writer {
+        Some(_) => Some(bus.log_writers_feed(cfg.log_ack_wait_ms).await?),
+        None => None,
+    };
     let telemetry = bus.telemetry_feed().await?;
     let load = bus.load_feed().await?;
     let overrides = bus.overrides_feed().await?;
     let replica_load = bus.replica_load_feed().await?;
     let (tx, rx) = mpsc::channel(cfg.outbox_capacity);
+    let log = &state.engine.config().log;
+    let all_features_below = log.sample_rate * log.candidate_features_rate;
+    let records_task = sink
+        .as_ref()
+        .and_then(|s| s.take_outbox())
+        .map(|rx| tokio::spawn(records::publish(bus.clone(), rx, all_features_below)));
+    let mut tasks = Vec::new();
+    if let (Some(log), Some(feed)) = (&writer, records_feed) {
+        tasks.push(tokio::spawn(log_writer::write(
+            bus.clone(),
+            log.clone(),
+            feed,
+        )));
+    }
     let link = Arc::new(BusLink {
         bus,
         outbox: tx,
         last_applied_ms: std::sync::atomic::AtomicU64::new(0),
         applied: watch::channel(0).0,
-        peers: std::sync::Mutex::default(),
+        peers: Mutex::default(),
+        sink,
+        records_task: Mutex::new(records_task),
+        writer_log: writer,
     });
     let state = state.with_bus(link.clone());
     tracing::info!(replica = %replica, url = %cfg.nats_url, "on the bus");
-    let tasks = vec![
+    tasks.extend([
         tokio::spawn(publish(state.clone(), rx)),
         tokio::spawn(inbound::telemetry(state.clone(), link.clone(), telemetry)),
         tokio::spawn(inbound::load(state.clone(), link.clone(), load)),
         tokio::spawn(inbound::overrides(state.clone(), link.clone(), overrides)),
         tokio::spawn(own_load::hear(state.clone(), link.clone(), replica_load)),
         tokio::spawn(own_load::share(state.clone(), link)),
-    ];
+    ]);
     Ok(Some((state, tasks)))
 }
 

@@ -118,6 +118,15 @@ impl AppState {
         }
     }
 
+    /// The Parquet log this process writes: the engine's own, or on the
+    /// bus the one it writes as a log writer.
+    pub fn decision_log(&self) -> Option<Arc<scorer_log::DecisionLog>> {
+        use crate::EngineLog as _;
+        self.engine
+            .decision_log()
+            .or_else(|| self.bus.as_ref().and_then(|b| b.writer_log().cloned()))
+    }
+
     /// Shares what this replica accepted with its peers on the bus.
     pub fn with_bus(mut self, link: Arc<crate::bus::BusLink>) -> Self {
         self.bus = Some(link);

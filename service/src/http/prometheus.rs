@@ -27,7 +27,6 @@ use scorer_engine::{DecisionStage, StageObserver};
 use scorer_model::{BreakerState, FallbackReason, Slot};
 
 use super::AppState;
-use crate::EngineLog;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -463,7 +462,7 @@ fn registry(st: &AppState) -> Registry {
         pinned,
     );
 
-    if let Some(log) = e.decision_log() {
+    if let Some(log) = st.decision_log() {
         super::log_metrics::register(&mut r, &log.stats());
     }
 

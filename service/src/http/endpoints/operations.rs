@@ -9,19 +9,14 @@ use scorer_core::features::{FEATURE_COUNT, FEATURE_SCHEMA_VERSION, FEATURES, sch
 use scorer_engine::CounterSnapshot;
 use serde_json::json;
 
-use crate::EngineLog;
 use crate::http::{ApiError, AppState};
 
 /// `GET /v1/log/stats`: decision-log counters (all zero without a log).
 #[utoipa::path(get, path = "/v1/log/stats", tag = "operations",
     responses((status = 200, description = "`{enabled, stats: {written, dropped, files, bytes, …}}`", body = Object)))]
 pub(crate) async fn log_stats(State(st): State<AppState>) -> impl IntoResponse {
-    let stats = st
-        .engine
-        .decision_log()
-        .map(|l| l.stats())
-        .unwrap_or_default();
-    let enabled = st.engine.decision_log().is_some();
+    let stats = st.decision_log().map(|l| l.stats()).unwrap_or_default();
+    let enabled = st.decision_log().is_some();
     Json(json!({ "enabled": enabled, "stats": stats }))
 }
 
@@ -70,7 +65,7 @@ pub(crate) async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
     };
     // Scoring does not depend on the log, so a failing log does not make the
     // service unready; it is said here for whoever watches readiness.
-    if let Some(log) = st.engine.decision_log() {
+    if let Some(log) = st.decision_log() {
         let l = log.stats();
         body["decision_log"] = if l.writes_failing > 0 {
             json!({ "status": "writes_failing", "dropped": l.dropped, "write_errors": l.write_errors })
