@@ -1,5 +1,5 @@
 //! A compact decision ([`Output::Pick`]) is the explained one
-//! ([`Engine::score`]) without its explanation: two engines fed the same
+//! ([`Engine::score`], [`Output::Explained`]) without its explanation: two engines fed the same
 //! telemetry, overrides, outcomes and random draws make the same picks with
 //! the same propensities and leave every candidate's final score, bit for
 //! bit, through warm-up, stale and dead workers, drains, weights, rule

@@ -152,6 +152,7 @@ impl Engine {
             };
             stages::log(&d, stamp, sink);
         }
+        observer.stage_done(Stage::Log);
         // The explained and scores answers show the decision id; a pick
         // gives it to the pending pick.
         let id = match output {
@@ -175,8 +176,9 @@ impl Engine {
     }
 
     /// Decide `req` with `context` at monotonic `now_ms` under
-    /// `decision_id`, explained: [`Engine::decide`] for callers that read
-    /// the whole answer (tests, benches).
+    /// `decision_id`, explained (and logged when the attached log samples
+    /// it): [`Engine::decide`] for callers that read the whole answer
+    /// (tests, benches).
     ///
     /// # Errors
     /// As [`Engine::decide`].

@@ -55,20 +55,23 @@ pub enum DecisionStage {
     Model,
     /// The pick and the propensities.
     Select,
-    /// The decision's log record (when sampled), the pending pick,
-    /// counters and the answer.
+    /// The decision-log record, built and queued when the log samples the
+    /// decision.
+    Log,
+    /// The pending pick, counters and the answer.
     Record,
 }
 
 impl DecisionStage {
     /// Every stage, in order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Rules,
         Self::Freshness,
         Self::Dynamics,
         Self::Cost,
         Self::Model,
         Self::Select,
+        Self::Log,
         Self::Record,
     ];
 
@@ -81,6 +84,7 @@ impl DecisionStage {
             Self::Cost => "cost",
             Self::Model => "model",
             Self::Select => "select",
+            Self::Log => "log",
             Self::Record => "record",
         }
     }
