@@ -9,8 +9,8 @@ use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::view::WorkerLoad;
 use scorer_engine::{
-    DecideCall, Engine, Feedback, FeedbackError, FeedbackOutcome, NoObserver, Output,
-    RouterIds, ScoreError,
+    DecideCall, Engine, Feedback, FeedbackError, FeedbackOutcome, NoObserver, Output, RouterIds,
+    ScoreError,
 };
 
 use crate::records::RecordBuffer;

@@ -2,8 +2,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::RequestContext;
 use scorer_core::telemetry::Snapshot;
-use scorer_engine::api::ScoreRequest;
 use scorer_engine::ScoreError;
+use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::view::{View, ViewKind, ViewWorker};
 

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::{DecideCall, Decided, Engine, NoObserver, Output};
 use crate::Feedback;
 use crate::api::ScoreRequest;
 use crate::config::Config;
 use crate::overrides::{OverrideKind, OverrideRequest};
+use crate::{DecideCall, Decided, Engine, NoObserver, Output};
 use scorer_core::clock::SystemClock;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;

@@ -67,15 +67,15 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use serde::Serialize;
 
 pub use canary_ops::CanaryError;
-pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use decision::{
     DecideCall, Decided, DecisionIds, MAX_CLIENT_REGION_BYTES, Output, RouterIds, ScoreError,
     ScoreMode, SequenceIds, UuidV7Ids,
 };
-pub use scorer_log::SHADOW_ARM;
-pub use stages::shadow_record;
+pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
 pub use no_eligible::NoEligible;
 pub use reconfigure::ConfigReloadReport;
+pub use scorer_log::SHADOW_ARM;
+pub use stages::shadow_record;
 pub use stages::{DecisionStage, NoObserver, StageObserver};
 pub use weight::{listed_weight, selection_weight};
 

@@ -7,10 +7,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use scorer_engine::{DecideCall, Decided, Engine, NoObserver, Output};
 use scorer_engine::Feedback;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
+use scorer_engine::{DecideCall, Decided, Engine, NoObserver, Output};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
 

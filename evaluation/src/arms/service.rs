@@ -15,11 +15,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use scorer_engine::{DecideCall, Decided, DecisionIds, Engine, NoObserver, Output};
 use scorer_engine::Feedback;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::overrides::{OverrideKind, OverrideRequest};
+use scorer_engine::{DecideCall, Decided, DecisionIds, Engine, NoObserver, Output};
 use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 

@@ -168,7 +168,10 @@ mod tests {
             ..RequestContext::default()
         };
         assert_eq!(call(region(&"r".repeat(64))), Ok(()));
-        assert_eq!(call(region(&"r".repeat(65))), Err(ScoreError::BadClientRegion));
+        assert_eq!(
+            call(region(&"r".repeat(65))),
+            Err(ScoreError::BadClientRegion)
+        );
         assert_eq!(call(region("a\u{7}b")), Err(ScoreError::BadClientRegion));
         let batch = RequestContext {
             batch_size: Some(0),

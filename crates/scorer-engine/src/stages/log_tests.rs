@@ -148,12 +148,13 @@ fn run(model_dir: Option<&std::path::Path>) {
         let full = call(Output::Explained)
             .and_then(|c| explained.decide(c, &mut rng_e, &mut NoObserver))
             .map(|d| d.explained().expect("explained"));
-        let short = call(Output::Scores).and_then(|c| compact.decide(c, &mut rng_c, &mut NoObserver));
+        let short =
+            call(Output::Scores).and_then(|c| compact.decide(c, &mut rng_c, &mut NoObserver));
         let (Ok(full), Ok(Decided::Scores(_))) = (full, short) else {
             continue;
         };
         let old = from_answer(&req, &context, &full, wall);
-        assert_eq!(kept_e.take(), [old.clone()], "round {round}");
+        assert_eq!(kept_e.take(), std::slice::from_ref(&old), "round {round}");
         assert_eq!(kept_c.take(), [old], "round {round}, compact");
         compared += 1;
     }

@@ -71,11 +71,11 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     Ok(ctx)
 }
 
+use scorer_engine::MAX_CLIENT_REGION_BYTES;
 /// Largest client deadline a score call may name, ms (one day, as feedback's
 /// `latency_ms`): a deadline sets the failure penalty and the expiry of the
 /// outstanding pick, so an absurd one would enter the worker's state.
 pub use scorer_engine::api::MAX_TIMEOUT_MS;
-use scorer_engine::MAX_CLIENT_REGION_BYTES;
 
 /// `POST /v1/score`: score the candidates and pick one; explain each score
 /// when `explain` asks.
@@ -142,8 +142,8 @@ pub(crate) async fn score(
         metrics.observe_score(spent);
         metrics.observe_stage(ScoreStage::Engine, spent - log_secs);
         metrics.observe_stage(ScoreStage::Log, log_secs);
-        let body = answer::render(&decided, req.explain)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let body =
+            answer::render(&decided, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
         let done = Instant::now();
         metrics.observe_stage(ScoreStage::Serialise, (done - decided_at).as_secs_f64());
         busy.record_busy(done - start);
