@@ -122,3 +122,58 @@ impl Serialize for Candidate<'_> {
         m.end()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use scorer_core::scoring::RequestContext;
+    use scorer_core::telemetry::Snapshot;
+    use scorer_engine::api::ScoreRequest;
+    use scorer_engine::config::Config;
+    use scorer_engine::{DecideCall, Engine, NoObserver, Output};
+
+    const WALL: u64 = 1_750_000_000_000;
+
+    fn engine() -> Engine {
+        let e = Engine::new(Config::default());
+        let batch: Vec<Snapshot> = (0..4)
+            .map(|w| {
+                let mut s = Snapshot::new(format!("w{w}"), WALL);
+                s.cpu_usage = 0.2 * w as f64;
+                s.queue_depth = 3 * w;
+                s
+            })
+            .collect();
+        e.ingest(&batch, 1_000, WALL).expect("valid batch");
+        e
+    }
+
+    #[test]
+    fn a_compact_decision_renders_as_the_explained_one_does_without_explain() {
+        let (compact, explained) = (engine(), engine());
+        let ctx = RequestContext::default();
+        for (round, policy) in ["softmax", "max", "p2c", "none"].iter().enumerate() {
+            let mut req = ScoreRequest::new(
+                format!("user:{round}:profile"),
+                ["w0", "w1", "w2", "w3", "ghost"].map(String::from).to_vec(),
+            );
+            req.policy = Some((*policy).into());
+            let decide = |e: &Engine, output| {
+                let call = DecideCall::new(&req, &ctx, 1_000)
+                    .expect("a valid call")
+                    .output(output)
+                    .with_id(format!("d-{round}"));
+                let mut rng = ChaCha8Rng::seed_from_u64(round as u64);
+                let d = e.decide(call, &mut rng, &mut NoObserver).expect("decided");
+                render(&d, Explain::None).expect("renders")
+            };
+            assert_eq!(
+                String::from_utf8(decide(&compact, Output::Scores)),
+                String::from_utf8(decide(&explained, Output::Explained)),
+                "{policy}"
+            );
+        }
+    }
+}
