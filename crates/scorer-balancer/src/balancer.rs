@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::{Rng, RngCore};
-use scorer_core::scoring::RequestContext;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::view::WorkerLoad;
-use scorer_engine::{Engine, Feedback, FeedbackError, FeedbackOutcome, ScoreError};
+use scorer_engine::{
+    DecideCall, Engine, Feedback, FeedbackError, FeedbackOutcome, NoObserver, Output, RouterIds,
+    ScoreError,
+};
 
 use crate::records::RecordBuffer;
 use crate::stats::{BalancerStats, Counters};
@@ -135,7 +137,6 @@ pub enum PickError {
 pub struct Balancer {
     pub(crate) engine: Engine,
     cfg: BalancerConfig,
-    next_id: AtomicU64,
     /// Monotonic ms of the last applied view, plus one; 0 before the first.
     pub(crate) last_view_ms: AtomicU64,
     pub(crate) counters: Counters,
@@ -158,8 +159,12 @@ impl Balancer {
             .validate()
             .map_err(|e| BalancerConfigError::Config(e.to_string()))?;
         Ok(Self {
-            engine: Engine::new(config).with_routed_outbox(),
-            next_id: AtomicU64::new(cfg.first_decision_seq),
+            engine: Engine::new(config)
+                .with_routed_outbox()
+                .with_ids(Arc::new(RouterIds::new(
+                    cfg.router_id.clone(),
+                    cfg.first_decision_seq,
+                ))),
             cfg,
             last_view_ms: AtomicU64::new(0),
             counters: Counters::default(),
@@ -238,8 +243,9 @@ impl Balancer {
     ///
     /// # Errors
     /// [`PickError`] when the request is invalid (empty or too many
-    /// candidates, a bad key, policy or temperature); never for the
-    /// service's absence or the workers' state.
+    /// candidates, a bad key, policy or temperature, a context out of its
+    /// bounds, as the service refuses them); never for the service's
+    /// absence or the workers' state.
     pub fn pick(
         &self,
         req: &ScoreRequest,
@@ -251,43 +257,19 @@ impl Balancer {
         }
         Counters::bump(&self.counters.picks);
         self.saw(now_ms);
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let decision_id = format!("{}-{n:016x}", self.cfg.router_id);
-        let default_context;
-        let context = match &req.context {
-            Some(c) => c,
-            None => {
-                default_context = RequestContext::default();
-                &default_context
-            }
-        };
-        let blackout = self.in_blackout(now_ms);
         let engine = &self.engine;
-        // Explained only when its record is kept: the log reads every
-        // candidate's row.
-        let logged = self.records.as_ref().filter(|_| {
-            engine
-                .decision_sink()
-                .is_some_and(|log| log.sampled(&decision_id))
-        });
-        let scored = match logged {
-            Some(records) => {
-                let resp = if blackout {
-                    engine.score_blackout(req, context, now_ms, decision_id.clone(), rng)
-                } else {
-                    engine.score(req, context, now_ms, decision_id.clone(), rng)
-                };
-                resp.map(|resp| {
-                    if resp.pick.is_some() {
-                        engine.log_scored(req, context, &resp, records.wall_ms(), None);
-                    }
-                    resp.pick.zip(resp.probability)
-                })
-            }
-            None => engine
-                .pick(req, context, now_ms, decision_id.clone(), rng, blackout)
-                .map(|p| p.pick.map(str::to_owned).zip(p.probability)),
-        };
+        let decision_id = engine.next_decision_id();
+        let blackout = self.in_blackout(now_ms);
+        let wall_ms = self.records.as_ref().map_or(0, |r| r.wall_ms());
+        let call = DecideCall::of_request(req, now_ms)
+            .map_err(PickError::Invalid)?
+            .output(Output::Pick)
+            .blackout(blackout)
+            .with_id(decision_id.clone())
+            .logged_at(wall_ms, None);
+        let scored = engine
+            .decide(call, rng, &mut NoObserver)
+            .map(|d| d.picked().and_then(|(w, p)| Some(w.to_owned()).zip(p)));
         match scored {
             Ok(picked) => {
                 let Some((worker, probability)) = picked else {

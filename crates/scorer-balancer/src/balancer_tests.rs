@@ -1,6 +1,8 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use scorer_core::scoring::RequestContext;
 use scorer_core::telemetry::Snapshot;
+use scorer_engine::ScoreError;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::view::{View, ViewKind, ViewWorker};
@@ -233,6 +235,62 @@ fn a_delta_replays_each_report_in_order_and_a_foreign_config_is_counted() {
     let view = b.engine().registry().get("a").unwrap().view_full();
     assert_eq!((view.reports, view.last_timestamp_ms), (2, WALL + 1_010));
     assert_eq!(b.stats(1_020).config_mismatches, 1);
+}
+
+#[test]
+fn a_pick_checks_the_requests_context_as_the_service_does() {
+    let b = balancer();
+    b.apply_view(
+        &view(&b, ViewKind::Full, vec![report("a", 0.1, 0, 1_000, 0)]),
+        1_000,
+        WALL + 1_000,
+    )
+    .unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let with = |ctx: RequestContext| {
+        let mut req = request(&["a"], "max");
+        req.context = Some(ctx);
+        req
+    };
+    let cases = [
+        (
+            RequestContext {
+                timeout_ms: Some(scorer_engine::api::MAX_TIMEOUT_MS + 1),
+                ..RequestContext::default()
+            },
+            ScoreError::BadTimeout(scorer_engine::api::MAX_TIMEOUT_MS + 1),
+        ),
+        (
+            RequestContext {
+                batch_size: Some(0),
+                ..RequestContext::default()
+            },
+            ScoreError::BadBatchSize,
+        ),
+        (
+            RequestContext {
+                client_region: Some("r".repeat(65)),
+                ..RequestContext::default()
+            },
+            ScoreError::BadClientRegion,
+        ),
+    ];
+    for (ctx, refused) in cases {
+        assert_eq!(
+            b.pick(&with(ctx), 1_000, &mut rng),
+            Err(PickError::Invalid(refused))
+        );
+    }
+    // A refused pick charges nothing.
+    let a = b.engine().registry().get("a").unwrap();
+    assert_eq!(a.evidence().snapshot().outstanding, 0);
+    let fine = RequestContext {
+        timeout_ms: Some(50),
+        batch_size: Some(1),
+        client_region: Some("eu".into()),
+        ..RequestContext::default()
+    };
+    assert_eq!(b.pick(&with(fine), 1_000, &mut rng).unwrap().worker, "a");
 }
 
 #[test]

@@ -332,7 +332,7 @@ mod tests {
     }
 }
 
-/// A decision's compact answer ([`crate::Engine::pick`]): what a router
+/// A decision's compact answer ([`crate::Output::Pick`]): what a router
 /// reads to route, built without explanations, feature vectors or a
 /// ranking; the same pick, propensity and scores as the explained
 /// [`ScoreResponse`] of the same decision.
@@ -353,4 +353,35 @@ pub struct CompactPick<'r> {
     pub model_used: bool,
     /// The configuration arm, while a configuration canary runs.
     pub config_arm: Option<&'static str>,
+}
+
+/// A decision's compact answer with every candidate's score
+/// ([`crate::Output::Scores`]): the compact `POST /v1/score` answer, built
+/// without explanations, feature vectors or a ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactScores<'r> {
+    /// The decision's id.
+    pub decision_id: String,
+    /// The picked candidate (`None` under policy `none`).
+    pub pick: Option<&'r str>,
+    /// Its propensity.
+    pub probability: Option<f64>,
+    /// The policy that picked.
+    pub policy: &'static str,
+    /// No candidate was eligible: picked among the live ones on rule scores.
+    pub panic: bool,
+    /// One per distinct candidate, in request order.
+    pub scores: Vec<CompactScore<'r>>,
+}
+
+/// One candidate of a [`CompactScores`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactScore<'r> {
+    /// Worker id, as the request names it.
+    pub worker_id: &'r str,
+    /// Why it may not be picked (as [`WorkerScore::reason`]); `None`:
+    /// eligible.
+    pub reason: Option<&'static str>,
+    /// Final score, points.
+    pub final_score: f64,
 }

@@ -1,5 +1,5 @@
-//! A compact decision ([`Engine::pick`]) is the explained one
-//! ([`Engine::score`]) without its explanation: two engines fed the same
+//! A compact decision ([`Output::Pick`]) is the explained one
+//! ([`Engine::score`], [`Output::Explained`]) without its explanation: two engines fed the same
 //! telemetry, overrides, outcomes and random draws make the same picks with
 //! the same propensities and leave every candidate's final score, bit for
 //! bit, through warm-up, stale and dead workers, drains, weights, rule
@@ -10,11 +10,11 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::Engine;
 use crate::Feedback;
 use crate::api::ScoreRequest;
 use crate::config::Config;
 use crate::overrides::{OverrideKind, OverrideRequest};
+use crate::{DecideCall, Decided, Engine, NoObserver, Output};
 use scorer_core::clock::SystemClock;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
@@ -115,7 +115,13 @@ fn run(model_dir: Option<&std::path::Path>) {
         };
         let id = format!("d-{round}");
         let full = explained.score(&req, &context, now, id.clone(), &mut rng_e);
-        let short = compact.pick(&req, &context, now, id.clone(), &mut rng_c, false);
+        let short = DecideCall::new(&req, &context, now)
+            .map(|call| call.output(Output::Pick).with_id(id.clone()))
+            .and_then(|call| compact.decide(call, &mut rng_c, &mut NoObserver))
+            .map(|d| match d {
+                Decided::Pick(p) => p,
+                other => panic!("a pick answer, got {other:?}"),
+            });
         let (full, short) = match (full, short) {
             (Ok(f), Ok(s)) => (f, s),
             (Err(a), Err(b)) => {

@@ -13,11 +13,16 @@
 //!
 //! - [`Engine::ingest`] applies telemetry and steps each worker's penalty
 //!   state machine.
-//! - [`Engine::score`] (in `score.rs`) scores candidates, applies dynamics
-//!   and picks one with the requested policy; [`Engine::pick`] makes the
-//!   same decision without building its explanation, taking each worker's
-//!   request-independent terms from `worker_terms.rs`, and allocates nothing
-//!   in the steady state (its buffers are reused, `scratch.rs`).
+//! - [`Engine::decide`] (the driver, `decide.rs`) decides a [`DecideCall`]
+//!   (the request and its context, checked when the call is built):
+//!   scores the candidates, applies dynamics, picks one with the requested
+//!   policy, logs the decision when sampled and answers as the call's
+//!   [`Output`] asks. The stages are `stages/`; the decision they share,
+//!   its call, ids, answer and errors are `decision/`. A compact answer
+//!   builds no explanation, takes each worker's request-independent terms
+//!   from `worker_terms.rs`, and allocates nothing in the steady state
+//!   (its buffers are reused, `scratch.rs`). [`Engine::score`] and
+//!   [`Engine::preview`] are the explained decision and its preview.
 //! - [`selection_weight`] (in `weight.rs`) is a worker's selection weight,
 //!   shared by the score path and `GET /v1/workers`.
 //! - [`Engine::feedback`] (in `feedback.rs`) records an outcome: releases
@@ -35,6 +40,7 @@ mod canary_ops;
 mod compact_tests;
 pub mod config;
 pub mod config_reload;
+mod decide;
 mod decision;
 mod feedback;
 #[cfg(test)]
@@ -47,7 +53,6 @@ mod pending;
 mod reconfigure;
 pub mod routed_outbox;
 pub mod router_records;
-mod score;
 mod scratch;
 pub mod self_check;
 pub mod stages;
@@ -62,11 +67,15 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use serde::Serialize;
 
 pub use canary_ops::CanaryError;
+pub use decision::{
+    DecideCall, Decided, DecisionIds, MAX_CLIENT_REGION_BYTES, Output, RouterIds, ScoreError,
+    ScoreMode, SequenceIds, UuidV7Ids,
+};
 pub use feedback::{Feedback, FeedbackError, FeedbackOutcome};
-pub use logging::{SHADOW_ARM, shadow_record};
 pub use no_eligible::NoEligible;
 pub use reconfigure::ConfigReloadReport;
-pub use score::{ScoreError, ScoreMode};
+pub use scorer_log::SHADOW_ARM;
+pub use stages::shadow_record;
 pub use stages::{DecisionStage, NoObserver, StageObserver};
 pub use weight::{listed_weight, selection_weight};
 
@@ -138,6 +147,8 @@ pub struct Engine {
     next_outlier_sweep_ms: AtomicU64,
     counters: Counters,
     log: Option<Arc<dyn DecisionSink>>,
+    /// Where decision ids come from ([`Engine::with_ids`]).
+    ids: Arc<dyn DecisionIds>,
     models: Arc<scorer_model::ModelHub>,
     /// Serialises hot reloads (each plans against the config it replaces)
     /// and holds the configuration the last applied change replaced, for
@@ -203,6 +214,7 @@ impl Engine {
             next_outlier_sweep_ms: AtomicU64::new(0),
             counters: Counters::default(),
             log: None,
+            ids: Arc::new(UuidV7Ids),
             models,
             reload_lock: std::sync::Mutex::new(None),
             overrides: overrides::Overrides::default(),
@@ -286,8 +298,20 @@ impl Engine {
         &self.models
     }
 
-    /// Attach a decision log: [`Engine::score_and_log`] and
-    /// [`Engine::feedback_and_log`] write to it.
+    /// Draw decision ids from `ids` (UUID v7 by default).
+    pub fn with_ids(mut self, ids: Arc<dyn DecisionIds>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// A new decision id from the engine's source, for a caller that
+    /// needs it before deciding ([`DecideCall::with_id`]).
+    pub fn next_decision_id(&self) -> String {
+        self.ids.next_id()
+    }
+
+    /// Attach a decision log: [`Engine::decide`] queues its sampled
+    /// decisions and [`Engine::feedback_and_log`] its outcomes.
     pub fn with_log(mut self, log: Arc<dyn DecisionSink>) -> Self {
         self.log = Some(log);
         self

@@ -1,16 +1,16 @@
 //! A compact pick allocates nothing on the heap in the steady state: once
 //! the engine's buffers have grown to the pool, a rules-only
-//! [`Engine::pick`] of 16 candidates, its outcome reported, costs no
+//! [`Engine::decide`] of 16 candidates read as [`Output::Pick`], its outcome reported, costs no
 //! allocation. Its own test binary, as the counting allocator is global.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use scorer_engine::Engine;
 use scorer_engine::Feedback;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
+use scorer_engine::{DecideCall, Decided, Engine, NoObserver, Output};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
 
@@ -64,9 +64,16 @@ fn a_compact_pick_allocates_nothing_once_warm() {
         let id = ids.pop().expect("an id a call");
         feedback.decision_id.clone_from(&id);
         let region = Region::new(GLOBAL);
+        let call = DecideCall::new(&req, &context, now)
+            .expect("a valid call")
+            .output(Output::Pick)
+            .with_id(id);
         let picked = engine
-            .pick(&req, &context, now, id, &mut rng, false)
+            .decide(call, &mut rng, &mut NoObserver)
             .expect("a pick");
+        let Decided::Pick(picked) = picked else {
+            panic!("a pick answer")
+        };
         let worker = picked.pick.expect("p2c picks");
         allocations.push(region.change().allocations);
         feedback.worker_id.clear();

@@ -3,8 +3,8 @@
 //! remote scorer ([`Remote`]).
 //!
 //! It calls the engine exactly as the HTTP handlers do: telemetry batches
-//! go to [`Engine::ingest`], each request to [`Engine::score`] with all
-//! workers as candidates, each outcome to [`Engine::feedback`]. The engine
+//! go to [`Engine::ingest`], each request to [`Engine::decide`] (explained)
+//! with all workers as candidates, each outcome to [`Engine::feedback`]. The engine
 //! runs with the configuration it is given (the shipped defaults,
 //! [`Config::default`], unless a diagnostic run passes another); simulated
 //! time is its clock ([`super::service_ids`]).
@@ -15,11 +15,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use scorer_core::scoring::{RequestContext, RequestType};
 use scorer_core::telemetry::Snapshot;
-use scorer_engine::Engine;
 use scorer_engine::Feedback;
 use scorer_engine::api::ScoreRequest;
 use scorer_engine::config::Config;
 use scorer_engine::overrides::{OverrideKind, OverrideRequest};
+use scorer_engine::{DecideCall, Decided, DecisionIds, Engine, NoObserver, Output};
 use scorer_log::DecisionLog;
 use scorer_model::ModelHub;
 
@@ -28,6 +28,9 @@ use crate::router::{Op, Outcome, Pick, PickRequest, Router};
 
 /// Simulated time between samples of the self-check's rank correlation, ms.
 pub const SELF_CHECK_EVERY_MS: f64 = 1_000.0;
+
+/// What the arm's decision ids start with: `d1`, `d2`, ….
+pub const DECISION_ID_PREFIX: &str = "d";
 
 /// A scorer across the network ([`super::Arm::Remote`]): what the
 /// simulator and the runner give and ask a service arm beyond [`Router`].
@@ -72,13 +75,49 @@ pub trait Remote: Router {
 pub struct ServiceRouter {
     engine: Engine,
     req: ScoreRequest,
-    next_id: u64,
-    id_prefix: String,
+    ids: Arc<ArmIds>,
     fallbacks: u64,
     logging: bool,
     spread: ModelSpread,
     self_check: Vec<(f64, f64)>,
     next_sample_ms: f64,
+}
+
+/// The arm's decision ids, `<prefix><n>` with `n` counting up from 1 across
+/// prefix changes (a replica takes its own prefix,
+/// [`Remote::set_decision_id_prefix`]).
+#[derive(Debug)]
+struct ArmIds {
+    prefix: std::sync::Mutex<String>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl ArmIds {
+    fn new(prefix: &str) -> Self {
+        Self {
+            prefix: std::sync::Mutex::new(prefix.to_owned()),
+            next: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    fn set_prefix(&self, prefix: &str) {
+        let mut p = self
+            .prefix
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        prefix.clone_into(&mut p);
+    }
+}
+
+impl DecisionIds for ArmIds {
+    fn next_id(&self) -> String {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = self
+            .prefix
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        format!("{p}{n}")
+    }
 }
 
 /// How much the model separates the candidates of one decision: the ratio
@@ -106,7 +145,8 @@ impl ServiceRouter {
     /// An engine with configuration `config` (validated) over workers
     /// `w0..w{n-1}`, picking with service policy `policy` (`max`, `softmax`, …).
     pub fn new(n: usize, policy: &str, log: Option<Arc<DecisionLog>>, config: Config) -> Self {
-        let mut engine = Engine::new(config);
+        let ids = Arc::new(ArmIds::new(DECISION_ID_PREFIX));
+        let mut engine = Engine::new(config).with_ids(ids.clone());
         let logging = log.is_some();
         if let Some(log) = log {
             engine = engine.with_log(log);
@@ -116,8 +156,7 @@ impl ServiceRouter {
         Self {
             engine,
             req,
-            next_id: 0,
-            id_prefix: "d".to_owned(),
+            ids,
             fallbacks: 0,
             logging,
             spread: ModelSpread::default(),
@@ -166,8 +205,6 @@ impl ServiceRouter {
 
 impl Router for ServiceRouter {
     fn pick(&mut self, req: &PickRequest<'_>, rng: &mut ChaCha8Rng) -> Pick {
-        self.next_id += 1;
-        let id = format!("{}{}", self.id_prefix, self.next_id);
         req.key.clone_into(&mut self.req.key);
         let ctx = RequestContext {
             request_type: Some(match req.op {
@@ -177,14 +214,15 @@ impl Router for ServiceRouter {
             timeout_ms: Some(req.timeout_ms as u64),
             ..RequestContext::default()
         };
-        let answer = if self.logging {
-            self.engine
-                .score_and_log(&self.req, &ctx, mono(req.now_ms), wall(req.now_ms), id, rng)
-        } else {
-            self.engine
-                .score(&self.req, &ctx, mono(req.now_ms), id, rng)
-        };
-        if let Ok(resp) = &answer
+        let answer = DecideCall::new(&self.req, &ctx, mono(req.now_ms))
+            .map(|call| {
+                call.output(Output::Explained)
+                    .logged_at(wall(req.now_ms), None)
+            })
+            .and_then(|call| self.engine.decide(call, rng, &mut NoObserver))
+            .ok()
+            .and_then(Decided::explained);
+        if let Some(resp) = &answer
             && resp.model.used
         {
             let (lo, hi) = resp
@@ -201,14 +239,14 @@ impl Router for ServiceRouter {
             }
         }
         match answer {
-            Ok(resp) => match resp.pick.as_deref().and_then(parse_worker) {
+            Some(resp) => match resp.pick.as_deref().and_then(parse_worker) {
                 Some(worker) => Pick {
                     worker,
                     decision_id: Some(resp.decision_id),
                 },
                 None => self.fallback(rng),
             },
-            Err(_) => self.fallback(rng),
+            None => self.fallback(rng),
         }
     }
 
@@ -268,7 +306,7 @@ impl Remote for ServiceRouter {
     }
 
     fn set_decision_id_prefix(&mut self, prefix: &str) {
-        prefix.clone_into(&mut self.id_prefix);
+        self.ids.set_prefix(prefix);
     }
 
     fn self_check_samples(&self) -> Option<Vec<(f64, f64)>> {

@@ -216,11 +216,12 @@ impl HttpMetrics {
     }
 
     /// A timer of the engine's stages from `start` on, for
-    /// [`scorer_engine::Engine::score_observed`].
+    /// [`scorer_engine::Engine::decide`].
     pub(super) fn decision_stage_timer(&self, start: Instant) -> StageTimer<'_> {
         StageTimer {
             metrics: self,
             last: start,
+            log_secs: 0.0,
         }
     }
 
@@ -569,17 +570,29 @@ pub(super) async fn metrics(State(st): State<AppState>) -> Response {
 pub(super) struct StageTimer<'a> {
     metrics: &'a HttpMetrics,
     last: Instant,
+    log_secs: f64,
+}
+
+impl StageTimer<'_> {
+    /// How long the decision's log stage took, s (0 before it ran).
+    pub(super) fn log_secs(&self) -> f64 {
+        self.log_secs
+    }
 }
 
 impl StageObserver for StageTimer<'_> {
     fn stage_done(&mut self, stage: DecisionStage) {
         let now = Instant::now();
+        let secs = (now - self.last).as_secs_f64();
         self.metrics
             .decision_stages
             .get_or_create(&StageLabels {
                 stage: stage.as_str(),
             })
-            .observe((now - self.last).as_secs_f64());
+            .observe(secs);
+        if stage == DecisionStage::Log {
+            self.log_secs = secs;
+        }
         self.last = now;
     }
 }

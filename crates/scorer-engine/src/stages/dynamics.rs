@@ -7,9 +7,9 @@
 
 use crate::config::Config;
 use crate::decision::Decision;
+use crate::decision::ScoreError;
 use crate::no_eligible::NoEligible;
 use crate::overrides::OverrideKind;
-use crate::score::ScoreError;
 use crate::weight::selection_weight;
 use scorer_core::dynamics::PenaltyState;
 use scorer_core::scoring::{Explained, Reason, ReasonKind, Stage};

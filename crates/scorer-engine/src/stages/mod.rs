@@ -14,12 +14,17 @@
 //!    its rule fallback, and the shadow model;
 //! 6. `select`: the pick and every candidate's propensity under the
 //!    request's policy;
-//! 7. `record`: the pending pick and counters, then the answer: explained,
+//! 7. `log`: a sampled decision's record for the decision log, built from
+//!    the decision itself;
+//! 8. `record`: the pending pick and counters, then the answer: explained,
 //!    or compact when nothing reads the explanation.
+//!
+//! The driver that runs them is [`crate::Engine::decide`] (`decide.rs`).
 
 mod cost;
 mod dynamics;
 mod freshness;
+mod log;
 mod model;
 mod record;
 mod rules;
@@ -28,8 +33,10 @@ mod select;
 pub(crate) use cost::cost;
 pub(crate) use dynamics::dynamics;
 pub(crate) use freshness::freshness;
+pub use log::shadow_record;
+pub(crate) use log::{Stamp, log};
 pub(crate) use model::model;
-pub(crate) use record::{answer, charge, compact};
+pub(crate) use record::{answer, charge, compact, scores};
 pub(crate) use rules::rules;
 pub(crate) use select::select;
 
@@ -48,19 +55,23 @@ pub enum DecisionStage {
     Model,
     /// The pick and the propensities.
     Select,
+    /// The decision-log record, built and queued when the log samples the
+    /// decision.
+    Log,
     /// The pending pick, counters and the answer.
     Record,
 }
 
 impl DecisionStage {
     /// Every stage, in order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Rules,
         Self::Freshness,
         Self::Dynamics,
         Self::Cost,
         Self::Model,
         Self::Select,
+        Self::Log,
         Self::Record,
     ];
 
@@ -73,6 +84,7 @@ impl DecisionStage {
             Self::Cost => "cost",
             Self::Model => "model",
             Self::Select => "select",
+            Self::Log => "log",
             Self::Record => "record",
         }
     }
@@ -96,5 +108,7 @@ impl StageObserver for NoObserver {
 
 #[cfg(test)]
 mod cost_digest_tests;
+#[cfg(test)]
+mod log_tests;
 #[cfg(test)]
 pub(crate) mod test_support;

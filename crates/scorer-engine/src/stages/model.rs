@@ -33,6 +33,7 @@ pub(crate) fn model(d: &mut Decision<'_>, hub: &ModelHub, cfg: &Config) {
     let set = hub.current();
     let held = (d.routers > 1 && !set.cfg.many_deciders).then_some(FallbackReason::ManyDeciders);
     let read = d.explain
+        || d.features
         || (decide && set.shadow.is_some())
         || (held.is_none() && matches!(chosen(&set, &d.req.key).1, Slot::Ready(_)))
         || rule_may_apply(d.key.prefix);

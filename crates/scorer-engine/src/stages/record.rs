@@ -2,14 +2,14 @@
 //! count and remembered until its feedback or expiry, the counters move and
 //! each worker's last final score is kept ([`charge`]); then the answer: the
 //! explained one ([`answer`]), candidates ranked selectable first, by the
-//! score selection compared, or the compact one ([`compact`]), the pick
-//! alone.
+//! score selection compared, or a compact one: the pick alone
+//! ([`compact`]), or with every candidate's final score ([`scores`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::Counters;
-use crate::api::{CompactPick, Explain, ScoreResponse, WorkerScore};
+use crate::api::{CompactPick, CompactScore, CompactScores, Explain, ScoreResponse, WorkerScore};
 use crate::canary::{Canary, ConfigArm};
 use crate::config::Config;
 use crate::decision::Decision;
@@ -115,6 +115,28 @@ pub(crate) fn compact<'r>(d: &Decision<'r>, arm: Option<(&Canary, ConfigArm)>) -
         panic: d.panic,
         model_used: d.model.used,
         config_arm: arm.map(|(_, a)| a.as_str()),
+    }
+}
+
+/// The compact answer with every candidate's final score of a charged
+/// decision (its id moves into the answer).
+pub(crate) fn scores<'r>(d: &mut Decision<'r>) -> CompactScores<'r> {
+    CompactScores {
+        decision_id: std::mem::take(&mut d.decision_id),
+        pick: d.pick.map(|p| d.ids[p]),
+        probability: d.pick.and_then(|p| d.probability[p]),
+        policy: d.policy.as_str(),
+        panic: d.panic,
+        scores: d
+            .ids
+            .iter()
+            .zip(&d.scored)
+            .map(|(&worker_id, s)| CompactScore {
+                worker_id,
+                reason: s.reason,
+                final_score: s.e.score,
+            })
+            .collect(),
     }
 }
 

@@ -6,7 +6,7 @@
 use rand::RngCore;
 
 use crate::decision::Decision;
-use crate::score::ScoreError;
+use crate::decision::ScoreError;
 use crate::scratch::relabel_candidates;
 use scorer_core::selection::{Candidate, Selector};
 

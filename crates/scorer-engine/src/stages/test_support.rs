@@ -5,7 +5,7 @@ use crate::Engine;
 use crate::api::ScoreRequest;
 use crate::config::Config;
 use crate::decision::Decision;
-use crate::score::ScoreMode;
+use crate::decision::ScoreMode;
 use scorer_core::key::SecondSegmentSharding;
 use scorer_core::scoring::RequestContext;
 use scorer_core::telemetry::Snapshot;

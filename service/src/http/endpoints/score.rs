@@ -8,7 +8,8 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use rand::SeedableRng;
 use scorer_core::scoring::{RequestContext, RequestType};
-use scorer_engine::api::{ScoreRequest, ScoreResponse};
+use scorer_engine::api::{Explain, ScoreRequest, ScoreResponse};
+use scorer_engine::{DecideCall, Output};
 
 use super::answer;
 use crate::http::ReadStart;
@@ -28,7 +29,8 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError>
     }
 }
 
-/// The body's context with absent fields filled from `X-*` headers.
+/// The body's context with absent fields filled from `X-*` headers (the
+/// context's bounds are the decision call's, [`DecideCall::new`]).
 fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<RequestContext, ApiError> {
     let mut ctx = body.unwrap_or_default();
     if ctx.request_type.is_none()
@@ -43,10 +45,10 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
     if ctx.client_region.is_none()
         && let Some(v) = header(h, "x-client-region")?
     {
-        if v.len() > 64 {
-            return Err(ApiError::unprocessable(
-                "header X-Client-Region is longer than 64 bytes",
-            ));
+        if v.len() > MAX_CLIENT_REGION_BYTES {
+            return Err(ApiError::unprocessable(format!(
+                "header X-Client-Region is longer than {MAX_CLIENT_REGION_BYTES} bytes"
+            )));
         }
         ctx.client_region = Some(v.to_owned());
     }
@@ -66,28 +68,10 @@ fn merged_context(body: Option<RequestContext>, h: &HeaderMap) -> Result<Request
             ApiError::unprocessable(format!("header X-Batch-Size `{v}` is not a whole number"))
         })?);
     }
-    if ctx
-        .client_region
-        .as_ref()
-        .is_some_and(|r| r.len() > 64 || r.chars().any(char::is_control))
-    {
-        return Err(ApiError::unprocessable(
-            "`context.client_region` must be at most 64 bytes without control characters",
-        ));
-    }
-    if ctx.batch_size == Some(0) {
-        return Err(ApiError::unprocessable(
-            "`context.batch_size` must be at least 1",
-        ));
-    }
-    if let Some(t) = ctx.timeout_ms.filter(|&t| t > MAX_TIMEOUT_MS) {
-        return Err(ApiError::unprocessable(format!(
-            "`context.timeout_ms` must be at most {MAX_TIMEOUT_MS} ms (one day), got {t}"
-        )));
-    }
     Ok(ctx)
 }
 
+use scorer_engine::MAX_CLIENT_REGION_BYTES;
 /// Largest client deadline a score call may name, ms (one day, as feedback's
 /// `latency_ms`): a deadline sets the failure penalty and the expiry of the
 /// outstanding pick, so an absurd one would enter the worker's state.
@@ -125,7 +109,6 @@ pub(crate) async fn score(
             .observe_stage(ScoreStage::ReadParse, (entered - t).as_secs_f64());
     }
     let ctx = merged_context(req.context.clone(), &headers)?;
-    let id = uuid::Uuid::now_v7().to_string();
     let (mono, wall) = (st.clock.monotonic_ms(), st.clock.wall_ms());
     let place = st.in_progress.enter();
     let run = Run::choose(st.engine.config().server.score_dispatch, &place);
@@ -139,23 +122,30 @@ pub(crate) async fn score(
         let start = Instant::now();
         metrics.observe_stage(ScoreStage::Queue, (start - entered).as_secs_f64());
         let mut timer = metrics.decision_stage_timer(start);
-        let resp = match req.seed {
+        let output = match req.explain {
+            Explain::None => Output::Scores,
+            Explain::Itemised | Explain::Full => Output::Explained,
+        };
+        let call = DecideCall::new(&req, &ctx, mono)?
+            .output(output)
+            .logged_at(wall, caller);
+        let decided = match req.seed {
             Some(seed) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                engine.score_observed(&req, &ctx, mono, id, &mut rng, &mut timer)
+                engine.decide(call, &mut rng, &mut timer)
             }
-            None => engine.score_observed(&req, &ctx, mono, id, &mut rand::rng(), &mut timer),
+            None => engine.decide(call, &mut rand::rng(), &mut timer),
         }?;
-        let scored = Instant::now();
-        metrics.observe_score((scored - start).as_secs_f64());
-        metrics.observe_stage(ScoreStage::Engine, (scored - start).as_secs_f64());
-        engine.log_scored(&req, &ctx, &resp, wall, caller.as_ref());
-        let logged = Instant::now();
-        metrics.observe_stage(ScoreStage::Log, (logged - scored).as_secs_f64());
+        let log_secs = timer.log_secs();
+        let decided_at = Instant::now();
+        let spent = (decided_at - start).as_secs_f64();
+        metrics.observe_score(spent);
+        metrics.observe_stage(ScoreStage::Engine, spent - log_secs);
+        metrics.observe_stage(ScoreStage::Log, log_secs);
         let body =
-            answer::render(&resp, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
+            answer::render(&decided, req.explain).map_err(|e| ApiError::internal(e.to_string()))?;
         let done = Instant::now();
-        metrics.observe_stage(ScoreStage::Serialise, (done - logged).as_secs_f64());
+        metrics.observe_stage(ScoreStage::Serialise, (done - decided_at).as_secs_f64());
         busy.record_busy(done - start);
         Ok((body, done))
     };

@@ -1,6 +1,20 @@
 //! One decision in flight: the request, checked, and the working set of its
 //! candidates that every stage reads and extends, in the order of
-//! `crate::stages`.
+//! `crate::stages`; beside it, the call that asks for it ([`DecideCall`],
+//! with its id source, [`DecisionIds`]), its answer ([`Decided`]), its
+//! mode and why it may be refused ([`ScoreError`]).
+
+mod call;
+mod decided;
+mod error;
+mod ids;
+mod mode;
+
+pub use call::{DecideCall, Output};
+pub use decided::Decided;
+pub use error::{MAX_CLIENT_REGION_BYTES, ScoreError};
+pub use ids::{DecisionIds, RouterIds, SequenceIds, UuidV7Ids};
+pub use mode::ScoreMode;
 
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
@@ -9,7 +23,6 @@ use std::sync::Arc;
 use crate::api::{MAX_KEY_BYTES, ModelDecision, ScoreRequest, ShadowDecision};
 use crate::config::Config;
 use crate::overrides::{OverrideKind, OverrideTable};
-use crate::score::{ScoreError, ScoreMode};
 use crate::scratch::{self, Buffers, Scratch};
 use scorer_core::dynamics::EvidenceSnapshot;
 use scorer_core::features::{CandidateEvidence, FEATURE_COUNT};
@@ -97,6 +110,9 @@ pub(crate) struct Decision<'r> {
     /// candidate's feature vector. A compact decision computes the same
     /// scores and pick, bit for bit, and builds none of them.
     pub explain: bool,
+    /// Whether every candidate's feature vector is built although nothing
+    /// is explained: the decision log reads them.
+    pub features: bool,
     /// The hash of the configuration deciding, when the rules stage may
     /// take the candidates' [`crate::worker_terms::WorkerTerms`].
     pub terms_under: Option<Arc<str>>,
@@ -219,6 +235,7 @@ impl<'r> Decision<'r> {
         Ok(Self {
             mode,
             explain: true,
+            features: false,
             terms_under: None,
             req,
             context,
