@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::TestApp;
 use common::nats::{NatsServer, free_port};
-use common::replicas::{CROSSING, applied, config, cpu_of, report, snapshot, try_replica};
+use common::replicas::{applied, config, cpu_of, report, snapshot, try_replica};
 use scorer_core::clock::Clock;
 use scorer_engine::config::Config;
 use serde_json::json;
@@ -37,20 +37,25 @@ fn cluster() -> Vec<NatsServer> {
         .collect()
 }
 
+/// How long a cluster may take to elect its leaders, after its nodes start
+/// or after one is lost (seconds on a quiet host, much longer on a loaded
+/// one).
+const ELECTION: Duration = Duration::from_secs(90);
+
 /// A replica on `url` with three copies of the shared state, started once
 /// the cluster's JetStream answers: a cluster elects its leaders a few
 /// seconds after its nodes start, and again after one is lost.
 async fn clustered_replica(url: &str, name: &str) -> (TestApp, Vec<tokio::task::JoinHandle<()>>) {
     let mut cfg: Config = config(url, name);
     cfg.bus.stream_replicas = 3;
-    let deadline = tokio::time::Instant::now() + CROSSING;
+    let deadline = tokio::time::Instant::now() + ELECTION;
     loop {
         match try_replica(cfg.clone()).await {
             Ok(r) => return r,
             Err(e) => {
                 assert!(
                     tokio::time::Instant::now() < deadline,
-                    "the cluster's JetStream did not answer within {CROSSING:?}: {e}"
+                    "the cluster's JetStream did not answer within {ELECTION:?}: {e}"
                 );
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
